@@ -1,0 +1,38 @@
+"""The paper's Table 3 and facts (Vaswani et al. 2017), kept as data in the package."""
+from __future__ import annotations
+
+import csv
+from importlib import resources
+
+KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional")
+PAPER_FACTS = {
+    "vocab": 37000,
+    "base_steps": 100_000,
+    "big_steps": 300_000,
+    "train_flops": {"base": 3.3e18, "big": 2.3e19},
+    "test_bleu_en_de": {"base": 27.3, "big": 28.4},
+    "dev_set": "newstest2013",
+}
+
+
+def _num(value: str):
+    if value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        try:
+            return float(value)
+        except ValueError:
+            return value
+
+
+def load_table3() -> list[dict]:
+    """Rows of the paper's Table 3 in the printed order, blanks filled with base values."""
+    text = resources.files("analysis").joinpath("paper_table3.csv").read_text(encoding="utf-8")
+    return [{k: _num(v) for k, v in row.items()} for row in csv.DictReader(text.splitlines())]
+
+
+def row_overrides(row: dict) -> dict:
+    """The ModelConfig knobs of one Table 3 row (eps_ls belongs to training)."""
+    return {k: row[k] for k in KNOBS if k != "eps_ls"}

@@ -1,0 +1,87 @@
+"""Multi-head attention with independent d_k and d_v (paper section 3.2.2).
+
+Queries and keys are projected to h heads of size d_k, values to h heads of
+size d_v, and the concatenated heads (h * d_v) back to d_model.  The product
+itself is PyTorch's fused ``scaled_dot_product_attention``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def split_heads(x: torch.Tensor, h: int) -> torch.Tensor:
+    """(B, T, h * d) -> (B, h, T, d)."""
+    B, T, _ = x.shape
+    return x.view(B, T, h, -1).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, h, T, d) -> (B, T, h * d)."""
+    B, h, T, d = x.shape
+    return x.transpose(1, 2).reshape(B, T, h * d)
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O.
+
+    ``self_attention=True`` fuses the Q, K and V projections into one matrix
+    (rows ordered q, k, v like ``nn.MultiheadAttention.in_proj_weight``);
+    cross-attention keeps Q separate so that K and V of the encoder output
+    are projected once per source sentence.
+    """
+
+    def __init__(self, d_model: int, h: int, d_k: int, d_v: int, dropout: float = 0.0,
+                 scale: bool = True, self_attention: bool = True):
+        super().__init__()
+        self.h, self.d_k, self.d_v = h, d_k, d_v
+        self.dropout = dropout
+        self.scale = 1.0 / math.sqrt(d_k) if scale else 1.0
+        self.self_attention = self_attention
+        if self_attention:
+            self.qkv = nn.Linear(d_model, h * (2 * d_k + d_v))
+        else:
+            self.q = nn.Linear(d_model, h * d_k)
+            self.kv = nn.Linear(d_model, h * (d_k + d_v))
+        self.out = nn.Linear(h * d_v, d_model)
+
+    def _sizes(self) -> list[int]:
+        return [self.h * self.d_k, self.h * self.d_k, self.h * self.d_v]
+
+    def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of the encoder output for cross-attention: (B, h, S, d_k), (B, h, S, d_v)."""
+        k, v = self.kv(memory).split(self._sizes()[1:], dim=-1)
+        return split_heads(k, self.h), split_heads(v, self.h)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
+                                           is_causal=is_causal, scale=self.scale)  # (B, h, T, d_v)
+        return self.out(merge_heads(y))
+
+    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
+                is_causal: bool = False, cache: Optional[dict] = None,
+                memory_kv: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+        """x: (B, T, d_model).  Self-attention unless ``memory_kv`` is given.
+
+        ``mask``: boolean (B, 1, 1 or T, S), True where attention is allowed.
+        ``cache``: dict holding this layer's past keys/values for incremental
+        decoding; new keys/values are appended to it.
+        """
+        if memory_kv is not None:
+            q = split_heads(self.q(x), self.h)
+            return self.attend(q, memory_kv[0], memory_kv[1], mask, False)
+        q, k, v = (split_heads(t, self.h) for t in self.qkv(x).split(self._sizes(), dim=-1))
+        if cache is not None:
+            if "k" in cache:
+                k = torch.cat([cache["k"], k], dim=2)
+                v = torch.cat([cache["v"], v], dim=2)
+            cache["k"], cache["v"] = k, v
+            # one new query attends to every cached position: no mask needed
+            is_causal = is_causal and q.shape[2] > 1
+        return self.attend(q, k, v, mask, is_causal)

@@ -1,0 +1,106 @@
+"""Frozen, validated configuration in the paper's notation.
+
+ModelConfig holds the architecture knobs of Table 3 (N, d_model, d_ff, h, d_k,
+d_v, P_drop, positional encoding) plus a few knobs beyond the paper.  Every
+Table 3 row is ``dataclasses.replace(PRESETS["base"], **overrides)``.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+from .errors import ConfigError
+
+
+def _fail(field_name: str, value: Any, allowed: str) -> None:
+    raise ConfigError(f"{field_name}={value!r} is invalid: allowed {allowed}")
+
+
+def _check_int(name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _fail(name, value, f"an integer >= {minimum}")
+
+
+def _check_prob(name: str, value: Any, upper_open: bool = True) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value < 1.0):
+        _fail(name, value, "a number in [0, 1)")
+
+
+def _check_choice(name: str, value: Any, choices: tuple) -> None:
+    if value not in choices:
+        _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
+
+
+POSITIONAL = ("sinusoidal", "learned")
+TIE = ("none", "decoder", "all")
+NORM = ("post", "pre")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Architecture of the encoder-decoder Transformer, in the paper's notation.
+
+    ``N`` sets both stacks unless ``N_enc``/``N_dec`` are given.  ``d_k`` and
+    ``d_v`` are per-head sizes and independent of ``d_model / h``.
+    """
+
+    N: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    h: int = 8
+    d_k: int = 64
+    d_v: int = 64
+    P_drop: float = 0.1
+    positional: str = "sinusoidal"
+    max_len: int = 1024
+    tie: str = "all"
+    N_enc: Optional[int] = None
+    N_dec: Optional[int] = None
+    attention_dropout: float = 0.0
+    relu_dropout: float = 0.0
+    norm: str = "post"
+    scale_attention: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "max_len"):
+            _check_int(name, getattr(self, name))
+        for name in ("N_enc", "N_dec"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name))
+        for name in ("P_drop", "attention_dropout", "relu_dropout"):
+            _check_prob(name, getattr(self, name))
+        _check_choice("positional", self.positional, POSITIONAL)
+        _check_choice("tie", self.tie, TIE)
+        _check_choice("norm", self.norm, NORM)
+        if not isinstance(self.scale_attention, bool):
+            _fail("scale_attention", self.scale_attention, "true or false")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            _fail("d_model", self.d_model, "an even integer with sinusoidal positions")
+
+    @property
+    def encoder_layers(self) -> int:
+        return self.N_enc if self.N_enc is not None else self.N
+
+    @property
+    def decoder_layers(self) -> int:
+        return self.N_dec if self.N_dec is not None else self.N
+
+
+PRESETS: dict[str, ModelConfig] = {
+    "base": ModelConfig(),
+    "big": ModelConfig(d_model=1024, d_ff=4096, h=16, d_k=64, d_v=64, P_drop=0.3),
+}
+
+MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+
+
+def model_config(preset: str = "base", **overrides: Any) -> ModelConfig:
+    """A preset with overrides; unknown preset or keys are ConfigErrors."""
+    if preset not in PRESETS:
+        _fail("preset", preset, "one of " + ", ".join(sorted(PRESETS)))
+    unknown = sorted(set(overrides) - set(MODEL_KEYS))
+    if unknown:
+        raise ConfigError(f"unknown model knob(s) {unknown}: allowed {', '.join(MODEL_KEYS)}")
+    return dataclasses.replace(PRESETS[preset], **overrides)

@@ -1,0 +1,107 @@
+"""Greedy and batched beam search (paper section 6.1: beam 4, length penalty 0.6).
+
+Both decode incrementally: encoder keys/values for cross-attention are
+projected once per source, self-attention keys/values are cached per step,
+and sentences that are finished leave the batch.  ``use_cache=False`` runs the
+same search by recomputing the whole prefix each step (the reference path).
+"""
+from __future__ import annotations
+
+import torch
+
+from .model import Transformer
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6) ** alpha."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def _max_lengths(model: Transformer, src: torch.Tensor, max_extra: int) -> list[int]:
+    src_len = (src != model.pad_id).sum(dim=1)
+    return [min(int(n) + max_extra, model.cfg.max_len) for n in src_len]
+
+
+@torch.no_grad()
+def greedy_decode(model: Transformer, src: torch.Tensor, bos: int, eos: int, max_extra: int = 50,
+                  use_cache: bool = True) -> list[list[int]]:
+    """Most likely next token at each step; returns token ids without BOS/EOS."""
+    B = src.shape[0]
+    max_len = _max_lengths(model, src, max_extra)
+    state = model.start_state(src, use_cache)
+    alive = list(range(B))
+    out: list[list[int]] = [[] for _ in range(B)]
+    last = torch.full((B,), bos, dtype=torch.long, device=src.device)
+    while alive:
+        nxt = model.decode_step(last, state).argmax(dim=-1)
+        keep = []
+        for r, sid in enumerate(alive):
+            tok = int(nxt[r])
+            if tok == eos:
+                continue
+            out[sid].append(tok)
+            if len(out[sid]) < max_len[sid]:
+                keep.append(r)
+        if len(keep) < len(alive):
+            index = torch.tensor(keep, dtype=torch.long, device=src.device)
+            state, nxt = state.select(index), nxt.index_select(0, index)
+            alive = [alive[r] for r in keep]
+        last = nxt
+    return out
+
+
+@torch.no_grad()
+def beam_search(model: Transformer, src: torch.Tensor, bos: int, eos: int, beam: int = 4,
+                alpha: float = 0.6, max_extra: int = 50,
+                use_cache: bool = True) -> list[tuple[list[int], float]]:
+    """Batched beam search; returns (tokens without BOS/EOS, length-normalised log-probability) per source."""
+    B, K, device = src.shape[0], beam, src.device
+    max_len = _max_lengths(model, src, max_extra)
+    state = model.start_state(src, use_cache).select(torch.arange(B, device=device).repeat_interleave(K))
+    alive = list(range(B))
+    scores = torch.full((B, K), float("-inf"), device=device)
+    scores[:, 0] = 0.0
+    seqs = torch.empty(B * K, 0, dtype=torch.long, device=device)
+    last = torch.full((B * K,), bos, dtype=torch.long, device=device)
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    t = 0
+    while alive:
+        n = len(alive)
+        logp = model.decode_step(last, state)                      # (n*K, V)
+        V = logp.shape[-1]
+        cand = (scores.unsqueeze(2) + logp.view(n, K, V)).view(n, K * V)
+        top_s, top_i = cand.topk(2 * K, dim=1)                     # (n, 2K)
+        from_beam, tok = top_i // V, top_i % V
+        t += 1
+        is_eos = tok == eos
+        lp = length_penalty(t, alpha)
+        for r, c in is_eos[:, :K].nonzero().tolist():  # an EOS ranked among the top K ends a hypothesis
+            sid = alive[r]
+            if len(finished[sid]) < K and top_s[r, c] > float("-inf"):
+                finished[sid].append((float(top_s[r, c]) / lp, seqs[r * K + int(from_beam[r, c])].tolist()))
+        sel_s, sel_j = top_s.masked_fill(is_eos, float("-inf")).topk(K, dim=1)
+        rows = (torch.arange(n, device=device).unsqueeze(1) * K + from_beam.gather(1, sel_j)).view(-1)
+        seqs = torch.cat([seqs.index_select(0, rows), tok.gather(1, sel_j).view(-1, 1)], dim=1)
+        scores, last = sel_s, tok.gather(1, sel_j).view(-1)
+        state = state.select(rows)
+        keep = []
+        for r, sid in enumerate(alive):
+            fin = finished[sid]
+            # an active hypothesis can at best keep its score and reach the longest length
+            best_possible = float(scores[r].max()) / length_penalty(max_len[sid], alpha)
+            if len(fin) >= K or (fin and max(f[0] for f in fin) >= best_possible):
+                continue
+            if t >= max_len[sid]:
+                fin.extend((float(scores[r, k]) / lp, seqs[r * K + k].tolist()) for k in range(K))
+                continue
+            keep.append(r)
+        if len(keep) < n:
+            index = torch.tensor([r * K + k for r in keep for k in range(K)], dtype=torch.long, device=device)
+            state, seqs, last = state.select(index), seqs.index_select(0, index), last.index_select(0, index)
+            scores = scores[torch.tensor(keep, dtype=torch.long, device=device)]
+            alive = [alive[r] for r in keep]
+    results = []
+    for fin in finished:
+        score, tokens = max(fin, key=lambda f: f[0])
+        results.append((tokens, score))
+    return results

@@ -1,0 +1,29 @@
+"""Label-smoothed cross entropy (paper section 5.4) that ignores padding."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, eps_ls: float,
+                       pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Summed losses over non-padding targets.
+
+    The smoothed target puts 1 - eps_ls on the reference token and spreads
+    eps_ls uniformly over the whole vocabulary:
+    loss = (1 - eps_ls) * (-log p_ref) + eps_ls * mean_v(-log p_v).
+    Returns (smoothed loss sum, plain NLL sum, number of target tokens).
+    logits: (..., V); target: (...).
+    """
+    logits = logits.reshape(-1, logits.shape[-1]).float()
+    target = target.reshape(-1)
+    keep = target != pad_id
+    logits, target = logits[keep], target[keep]
+    logp = F.log_softmax(logits, dim=-1)
+    nll = -logp.gather(1, target[:, None]).squeeze(1)
+    if eps_ls > 0:
+        smooth = -logp.mean(dim=-1)
+        loss = (1.0 - eps_ls) * nll + eps_ls * smooth
+    else:
+        loss = nll
+    return loss.sum(), nll.sum().detach(), keep.sum()
