@@ -1,2 +1,89 @@
-def register(sub):
-    pass
+"""`tsweep data prepare|info|list`: real corpora, shared BPE vocabulary, padding report."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+
+def _options(args) -> dict:
+    keys = ("src", "tgt", "tsv", "dev_src", "dev_tgt", "dev_tsv", "test_src", "test_tgt", "test_tsv")
+    opts = {k: str(Path(getattr(args, k)).resolve()) for k in keys if getattr(args, k, None)}
+    return opts
+
+
+def _describe(corpus, budget: int) -> None:
+    from transformer_core.data import padding_fraction, plan_batches
+
+    meta = corpus.meta
+    print(f"corpus      {meta['name']} ({meta['direction']})")
+    print(f"directory   {corpus.directory}")
+    print(f"fingerprint {meta['fingerprint']}")
+    print(f"vocabulary  {corpus.vocab_size} shared BPE pieces ({corpus.vocab_dir.name})")
+    print(f"{'split':<7}{'pairs':>8}{'src words':>11}{'tgt words':>11}{'src pieces':>12}{'tgt pieces':>12}")
+    for split in ("train", "dev", "test"):
+        enc = corpus.split(split)
+        sl = np.array([len(x) for x in enc.src])
+        tl = np.array([len(x) for x in enc.tgt])
+        w = meta["avg_words"][split]
+        print(f"{split:<7}{len(enc):>8}{w[0]:>11.1f}{w[1]:>11.1f}{sl.mean():>12.1f}{tl.mean():>12.1f}")
+    train = corpus.split("train")
+    sl = np.array([len(x) + 1 for x in train.src])
+    tl = np.array([len(x) + 1 for x in train.tgt])
+    batches = plan_batches(sl, tl, budget, seed=0)
+    print(f"batches     {len(batches)} of <= {budget} tokens per side; padding {100 * padding_fraction(batches, sl, tl):.1f}% of batch tokens")
+    print(f"provenance  {meta['provenance']}")
+
+
+def cmd_prepare(args) -> int:
+    import time
+
+    from transformer_core.data import load_corpus
+
+    start = time.time()
+    corpus = load_corpus(args.name, args.vocab, args.data_dir, args.direction, _options(args) or None)
+    _describe(corpus, args.budget)
+    print(f"ready in {time.time() - start:.1f} s")
+    return 0
+
+
+def cmd_info(args) -> int:
+    from transformer_core.data import default_data_dir
+    from transformer_core.data.prepare import Corpus, corpus_key, read_meta
+    from transformer_core.errors import DataError
+
+    data_dir = Path(args.data_dir or default_data_dir())
+    directory = data_dir / corpus_key(args.name, args.direction, _options(args) or None)
+    vocab_dir = directory / f"bpe-{args.vocab}"
+    if not (vocab_dir / "done").exists():
+        raise DataError(f"corpus {args.name!r} with vocabulary size {args.vocab} is not prepared in {data_dir}: "
+                        f"run 'tsweep data prepare {args.name} --vocab {args.vocab}'")
+    _describe(Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text())), args.budget)
+    return 0
+
+
+def cmd_list(args) -> int:
+    from transformer_core.data.recipes import RECIPES, get_recipe
+
+    get_recipe("files")
+    for name, recipe in sorted(RECIPES.items()):
+        print(f"{name:<24} {recipe.summary}")
+    return 0
+
+
+def register(sub) -> None:
+    data = sub.add_parser("data", help="prepare and inspect corpora").add_subparsers(dest="data_command", required=True)
+    for name, func, text in (("prepare", cmd_prepare, "fetch, clean and encode a corpus"),
+                             ("info", cmd_info, "describe a prepared corpus")):
+        p = data.add_parser(name, help=text)
+        p.add_argument("name", help="recipe name, or several joined by '+' (see 'tsweep data list')")
+        p.add_argument("--vocab", type=int, default=8000, help="shared BPE vocabulary size (paper: ~37000)")
+        p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
+        p.add_argument("--direction", default=None, help="e.g. en-de (default) or de-en")
+        p.add_argument("--budget", type=int, default=4096, help="tokens per batch for the padding report")
+        for key in ("src", "tgt", "tsv", "dev-src", "dev-tgt", "dev-tsv", "test-src", "test-tgt", "test-tsv"):
+            p.add_argument(f"--{key}", default=None, help=f"'files' recipe: {key.replace('-', ' ')} file")
+        p.set_defaults(func=func)
+    p = data.add_parser("list", help="list the corpus recipes")
+    p.set_defaults(func=cmd_list)

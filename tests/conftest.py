@@ -1,0 +1,27 @@
+import os
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+
+@pytest.fixture(scope="session")
+def bible_fixture_db():
+    return FIXTURES / "bible-mini.db"
+
+
+@pytest.fixture(scope="session")
+def fixture_data_dir(tmp_path_factory, bible_fixture_db):
+    """A data directory where bible-en-de is the committed fixture (a few hundred real verses)."""
+    os.environ["TSWEEP_BIBLE_DB"] = str(bible_fixture_db)
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="session")
+def fixture_corpus(fixture_data_dir):
+    from transformer_core.data import load_corpus
+    return load_corpus("bible-en-de", 1000, fixture_data_dir)
