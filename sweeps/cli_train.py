@@ -1,2 +1,73 @@
-def register(sub):
-    pass
+"""`tsweep train`: one configuration through train_and_evaluate, with a progress bar."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+
+def profile_values(preset: str, profile_name: str | None) -> dict:
+    """Flat run keys for a preset at a profile's scale (empty: the preset as published)."""
+    if not profile_name:
+        return {}
+    from transformer_core import model_config
+
+    from .profiles import get_profile
+
+    profile = get_profile(profile_name)
+    knobs = profile.scale_model(dataclasses.asdict(model_config(preset)))
+    steps = profile.scale_steps(300_000 if preset == "big" else 100_000)
+    return {**knobs, **profile.train, **profile.data, "steps": steps}
+
+
+def cmd_train(args) -> int:
+    from tqdm import tqdm
+
+    from transformer_core import train_and_evaluate
+    from transformer_core.run_config import make_run_config, parse_assignments
+
+    values = {**profile_values(args.preset, args.profile), "corpus": args.corpus, **parse_assignments(args.set or [])}
+    if args.data_dir:
+        values["data_dir"] = args.data_dir
+    config = make_run_config(values, preset=args.preset)
+    bar = tqdm(total=config.train.steps, unit="step", dynamic_ncols=True, disable=args.quiet)
+
+    def progress(p: dict) -> None:
+        bar.n = p["step"]
+        tok_s = p["tokens"] / max(p["train_seconds"], 1e-9)
+        post = {"loss": f"{p['loss']:.3f}", "lr": f"{p['lr']:.2e}", "tok/s": f"{tok_s:.0f}"}
+        if p.get("dev_bleu") is not None:
+            post["dev_bleu"] = f"{p['dev_bleu']:.2f}"
+        bar.set_postfix(post, refresh=False)
+        bar.refresh()
+
+    result = train_and_evaluate(config, args.workdir, progress=progress)
+    bar.close()
+    if result["status"] != "finished":
+        print(f"run {result['status']}: {result.get('reason', '')} (see {args.workdir}/result.json)")
+        return 3
+    ts = result["time_split"]
+    print(f"finished {result['steps']} steps, {result['params'] / 1e6:.2f}M parameters, {result['device']} {result['precision']}")
+    print(f"dev  BLEU {result['dev_bleu']:.2f}  PPL {result['dev_ppl']:.2f}   (final model, beam {config.train.beam})")
+    print(f"test BLEU {result['test_bleu']:.2f}  PPL {result['test_ppl']:.2f}   (average of checkpoints {result['averaged_checkpoints']})")
+    print(f"{result['tokens_per_second']:.0f} target tokens/s; time: train {ts['train']:.0f}s, data {ts['data']:.0f}s, eval {ts['eval']:.0f}s")
+    print(f"sacrebleu {result['sacrebleu_signature']}")
+    print(f"everything is in {args.workdir} (result.json, metrics.jsonl, dev.hyp, test.hyp)")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    return 0
+
+
+def register(sub) -> None:
+    from transformer_core.run_config import ALL_KEYS
+
+    p = sub.add_parser("train", help="train and evaluate one configuration",
+                       epilog="--set keys: " + ", ".join(ALL_KEYS))
+    p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")
+    p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
+    p.add_argument("--preset", default="base", help="base or big (the paper's values)")
+    p.add_argument("--profile", default=None, help="scale the preset onto a budget: paper, gpu, cpu or smoke")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="also print result.json")
+    p.set_defaults(func=cmd_train)

@@ -77,7 +77,7 @@ def beam_search(model: Transformer, src: torch.Tensor, bos: int, eos: int, beam:
         lp = length_penalty(t, alpha)
         for r, c in is_eos[:, :K].nonzero().tolist():  # an EOS ranked among the top K ends a hypothesis
             sid = alive[r]
-            if len(finished[sid]) < K and top_s[r, c] > float("-inf"):
+            if top_s[r, c] > float("-inf"):
                 finished[sid].append((float(top_s[r, c]) / lp, seqs[r * K + int(from_beam[r, c])].tolist()))
         sel_s, sel_j = top_s.masked_fill(is_eos, float("-inf")).topk(K, dim=1)
         rows = (torch.arange(n, device=device).unsqueeze(1) * K + from_beam.gather(1, sel_j)).view(-1)
@@ -88,8 +88,9 @@ def beam_search(model: Transformer, src: torch.Tensor, bos: int, eos: int, beam:
         for r, sid in enumerate(alive):
             fin = finished[sid]
             # an active hypothesis can at best keep its score and reach the longest length
+            # (log-probabilities only fall, the penalty only grows): stop when no active one can win
             best_possible = float(scores[r].max()) / length_penalty(max_len[sid], alpha)
-            if len(fin) >= K or (fin and max(f[0] for f in fin) >= best_possible):
+            if fin and max(f[0] for f in fin) >= best_possible:
                 continue
             if t >= max_len[sid]:
                 fin.extend((float(scores[r, k]) / lp, seqs[r * K + k].tolist()) for k in range(K))

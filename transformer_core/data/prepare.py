@@ -199,8 +199,23 @@ class Corpus:
         return self.meta["fingerprint"]
 
 
+def parse_corpus_name(name: str) -> tuple[str, dict | None]:
+    """'files:SRC,TGT' or 'files:PAIRS.tsv' name the user's own text inline; other names are recipes."""
+    if not name.startswith("files:"):
+        return name, None
+    paths = [str(Path(p).expanduser().resolve()) for p in name[len("files:"):].split(",") if p]
+    if len(paths) == 1:
+        return "files", {"tsv": paths[0]}
+    if len(paths) == 2:
+        return "files", {"src": paths[0], "tgt": paths[1]}
+    raise DataError(f"corpus {name!r} is invalid: allowed files:SOURCE,TARGET or files:PAIRS.tsv")
+
+
 def load_corpus(name: str, vocab: int, data_dir: Path | None = None, direction: str | None = None,
                 options: dict | None = None) -> Corpus:
+    """Prepare (or find) a corpus and its vocabulary; ``name`` may be 'files:SRC,TGT'."""
+    name, inline = parse_corpus_name(name)
+    options = options or inline
     directory = prepare_text(name, data_dir, direction, options)
     vocab_dir = train_bpe(directory, vocab)
     return Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text()))

@@ -1,0 +1,55 @@
+"""Scale profiles (data in specs/profiles.yaml): the paper's units mapped onto a budget."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+
+import yaml
+
+from transformer_core.errors import ConfigError
+
+WIDTH_KNOBS = ("d_model", "d_ff", "d_k", "d_v")
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    description: str
+    width: float
+    depth_divisor: int
+    steps_factor: float
+    train: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)
+
+    def scale_model(self, knobs: dict) -> dict:
+        """Model knobs in paper units -> knobs at this profile's scale."""
+        out = dict(knobs)
+        for k in WIDTH_KNOBS:
+            if k in out:
+                out[k] = max(1, int(round(out[k] * self.width)))
+        if "d_model" in out and out.get("positional", "sinusoidal") == "sinusoidal" and out["d_model"] % 2:
+            out["d_model"] += 1
+        for k in ("N", "N_enc", "N_dec"):
+            if out.get(k) is not None:
+                out[k] = max(1, math.ceil(out[k] / self.depth_divisor))
+        return out
+
+    def scale_steps(self, paper_steps: int) -> int:
+        return max(1, int(round(paper_steps * self.steps_factor)))
+
+    def rules(self) -> dict:
+        return {"profile": self.name, "width": self.width, "depth_divisor": self.depth_divisor,
+                "steps_factor": self.steps_factor, "train": self.train, "data": self.data}
+
+
+def load_profiles() -> dict[str, Profile]:
+    text = resources.files("sweeps").joinpath("specs/profiles.yaml").read_text(encoding="utf-8")
+    return {name: Profile(name=name, **body) for name, body in yaml.safe_load(text).items()}
+
+
+def get_profile(name: str) -> Profile:
+    profiles = load_profiles()
+    if name not in profiles:
+        raise ConfigError(f"unknown profile {name!r}: allowed {', '.join(profiles)}")
+    return profiles[name]

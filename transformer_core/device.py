@@ -1,0 +1,70 @@
+"""Device and precision choice: measured, not assumed."""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from contextlib import nullcontext
+
+import torch
+
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+DEVICES = ("auto", "cpu", "cuda", "mps")
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def resolve_device(name: str) -> torch.device:
+    if name not in DEVICES and not name.startswith("cuda:"):
+        raise ConfigError(f"device={name!r} is invalid: allowed {', '.join(DEVICES)} or cuda:N")
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(f"device={name!r} but no CUDA device is visible: use device=auto or cpu")
+    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ConfigError("device='mps' but Apple MPS is not available: use device=auto or cpu")
+    return torch.device(name)
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_bf16_speedup(size: int = 384, repeats: int = 3) -> float:
+    """fp32 time / bf16 time of a matrix product on this CPU (> 1 means bf16 is faster).
+
+    Without native bf16 instructions (AVX512-BF16, AMX) bf16 matmuls on CPU
+    can be two orders of magnitude slower than fp32, so this is measured.
+    """
+    a, b = torch.randn(size, size), torch.randn(size, size)
+
+    def timed(x, y):
+        x @ y
+        t = time.perf_counter()
+        for _ in range(repeats):
+            x @ y
+        return time.perf_counter() - t
+
+    return timed(a, b) / max(timed(a.bfloat16(), b.bfloat16()), 1e-9)
+
+
+def resolve_precision(name: str, device: torch.device) -> str:
+    if name not in PRECISIONS:
+        raise ConfigError(f"precision={name!r} is invalid: allowed {', '.join(PRECISIONS)}")
+    if name != "auto":
+        return name
+    if device.type == "cuda":
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    if device.type == "cpu":
+        speedup = cpu_bf16_speedup()
+        log.debug("bf16/fp32 matmul speed on this CPU: %.2fx", speedup)
+        return "bf16" if speedup > 1.1 else "fp32"
+    return "fp32"
+
+
+def autocast(device: torch.device, precision: str):
+    if precision == "bf16":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    return nullcontext()

@@ -1,0 +1,161 @@
+"""The configuration of one training run: model + training + data, as frozen dataclasses.
+
+Flat keys (``--set key=value`` and sweep specs) are the field names of the
+three dataclasses, which never collide.  ``content_hash`` identifies what a
+run computes: it ignores run-only fields (where and how fast it runs).
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from .config import MODEL_KEYS, ModelConfig, _check_int, _fail, model_config
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """The paper's recipe (section 5) and evaluation (section 6) settings."""
+
+    steps: int = 100_000
+    tokens_per_batch: int = 4096       # per side, per micro-batch (paper: ~25,000 per step)
+    accumulate: int = 1                # micro-batches per optimiser step
+    warmup: int = 4000
+    lr_scale: float = 1.0              # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    eps_ls: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    clip_norm: float = 0.0             # 0: no clipping (the paper's recipe)
+    max_train_len: int = 256           # training pairs longer than this (in pieces) are skipped
+    seed: int = 1
+    eval_every: int = 1000
+    eval_sentences: int = 0            # dev sentences decoded at intermediate evaluations (0: all)
+    average_last: int = 5              # checkpoints averaged for the test set
+    beam: int = 4
+    alpha: float = 0.6
+    max_extra: int = 50                # decode at most source length + this many tokens
+    # run-only: where and how fast, not what
+    device: str = "auto"
+    precision: str = "auto"
+    threads: int = 0
+    log_every: int = 50
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "tokens_per_batch", "accumulate", "warmup", "max_train_len", "eval_every",
+                     "average_last", "beam", "log_every"):
+            _check_int(name, getattr(self, name))
+        for name in ("seed", "eval_sentences", "threads", "max_extra"):
+            _check_int(name, getattr(self, name), minimum=0)
+        for name, lo, hi in (("lr_scale", 0.0, float("inf")), ("eps_ls", 0.0, 1.0), ("adam_beta1", 0.0, 1.0),
+                             ("adam_beta2", 0.0, 1.0), ("adam_eps", 0.0, 1.0), ("clip_norm", 0.0, float("inf")),
+                             ("alpha", 0.0, 10.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v < hi) or (name == "lr_scale" and v == 0):
+                _fail(name, v, f"a number in [{lo}, {hi})" + (" above 0" if name == "lr_scale" else ""))
+        if self.precision not in ("auto", "fp32", "bf16"):
+            _fail("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    corpus: str = "bible-en-de"
+    vocab: int = 8000
+    direction: Optional[str] = None
+    data_dir: Optional[str] = None     # run-only
+
+    def __post_init__(self) -> None:
+        _check_int("vocab", self.vocab, minimum=16)
+        if not isinstance(self.corpus, str) or not self.corpus:
+            _fail("corpus", self.corpus, "a recipe name (see 'tsweep data list')")
+
+
+RUN_ONLY = frozenset({"device", "precision", "threads", "log_every", "data_dir"})
+TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
+DATA_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig))
+ALL_KEYS = MODEL_KEYS + TRAIN_KEYS + DATA_KEYS
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+
+    def to_dict(self) -> dict:
+        return {"model": dataclasses.asdict(self.model), "train": dataclasses.asdict(self.train),
+                "data": dataclasses.asdict(self.data)}
+
+    def flat(self) -> dict:
+        d = self.to_dict()
+        return {**d["model"], **d["train"], **d["data"]}
+
+    def content_hash(self) -> str:
+        content = {k: v for k, v in self.flat().items() if k not in RUN_ONLY}
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunConfig":
+        return cls(ModelConfig(**d["model"]), TrainConfig(**d["train"]), DataConfig(**d["data"]))
+
+
+def unknown_key_message(key: str, valid=ALL_KEYS) -> str:
+    near = difflib.get_close_matches(key, valid, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown key {key!r}{hint}: valid keys are {', '.join(valid)}"
+
+
+def _coerce(key: str, value: Any, template: Any) -> Any:
+    """Strings from the command line become the type of the field's default."""
+    if not isinstance(value, str) or isinstance(template, str):
+        if isinstance(template, float) and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        return value
+    text = value.strip()
+    if isinstance(template, bool):
+        if text.lower() in ("true", "1", "yes"):
+            return True
+        if text.lower() in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"{key}={value!r} is invalid: allowed true or false")
+    try:
+        if isinstance(template, int):
+            return int(text)
+        if isinstance(template, float):
+            return float(text)
+    except ValueError:
+        kind = "an integer" if isinstance(template, int) else "a number"
+        raise ConfigError(f"{key}={value!r} is invalid: allowed {kind}") from None
+    if template is None:  # optional fields: ints where they look like ints
+        return int(text) if text.lstrip("-").isdigit() else (None if text.lower() == "none" else text)
+    return value
+
+
+def make_run_config(values: dict, preset: str = "base") -> RunConfig:
+    """Build a RunConfig from flat keys over a preset; every error names the key and what is allowed."""
+    for key in values:
+        if key not in ALL_KEYS:
+            raise ConfigError(unknown_key_message(key))
+    defaults = {**dataclasses.asdict(model_config(preset)), **dataclasses.asdict(TrainConfig()), **dataclasses.asdict(DataConfig())}
+    vals = {k: _coerce(k, v, defaults[k]) for k, v in values.items()}
+    try:
+        model = model_config(preset, **{k: v for k, v in vals.items() if k in MODEL_KEYS})
+        train = TrainConfig(**{k: v for k, v in vals.items() if k in TRAIN_KEYS})
+        data = DataConfig(**{k: v for k, v in vals.items() if k in DATA_KEYS})
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None
+    return RunConfig(model, train, data)
+
+
+def parse_assignments(items: list[str]) -> dict:
+    out = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r} is invalid: allowed key=value, e.g. --set d_model=256")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v
+    return out
