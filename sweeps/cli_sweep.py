@@ -1,2 +1,154 @@
-def register(sub):
-    pass
+"""`tsweep plan | run | status`: sweeps from a YAML spec."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+
+def _fmt(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def cmd_plan(args) -> int:
+    from transformer_core import closed_form_parameters
+    from transformer_core.run_config import make_run_config
+
+    from .spec import load_spec, plan
+
+    start = time.time()
+    spec = load_spec(args.spec)
+    trials = plan(spec, args.profile)
+    print(f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r} ({len(spec.rows)} rows x {len(spec.seeds)} seeds)")
+    head = f"{'group':<6}{'row':<6}{'seed':>5}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}{'P_drop':>7}{'eps_ls':>7}{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
+    print(head)
+    total_flops = total_s = 0.0
+    for t in trials:
+        cfg = make_run_config(t.values, spec.base.get("preset", "base"))
+        m, tr = cfg.model, cfg.train
+        params = closed_form_parameters(m, cfg.data.vocab)
+        tokens = tr.steps * tr.tokens_per_batch * tr.accumulate * 0.9  # ~10% of a batch budget is padding or unfilled
+        flops = 6 * params * tokens
+        est = _estimate_seconds(flops, tr, args.flops_per_second)
+        total_flops += flops
+        total_s += est
+        print(f"{t.group:<6}{t.row:<6}{t.seed:>5}{m.N:>3}{m.d_model:>8}{m.d_ff:>6}{m.h:>4}{m.d_k:>5}{m.d_v:>5}"
+              f"{m.P_drop:>7.2f}{tr.eps_ls:>7.2f}{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
+              f"{params / 1e6:>8.2f}M{flops:>10.2e}{_duration(est):>11}  {t.trial_id}")
+    conc = min(spec.max_concurrent, len(trials))
+    print(f"total {total_flops:.2e} training FLOPs; about {_duration(total_s)} of trial time, "
+          f"{_duration(total_s / conc)} wall at {conc} concurrent (at {args.flops_per_second:.1e} FLOP/s per trial; "
+          "evaluation included roughly)")
+    print(f"planned in {time.time() - start:.2f} s; nothing was run")
+    return 0
+
+
+def _estimate_seconds(flops: float, tr, flops_per_second: float) -> float:
+    train = flops / flops_per_second
+    evals = max(1, tr.steps // tr.eval_every)
+    return train * 1.25 + 5 * evals  # decoding and perplexity: a quarter on top, plus a fixed cost per evaluation
+
+
+def _duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}min"
+    if s < 172800:
+        return f"{s / 3600:.1f}h"
+    return f"{s / 86400:.1f}d"
+
+
+def cmd_run(args) -> int:
+    from .runner import check_address, run_sweep
+    from .spec import load_spec, plan
+
+    spec = load_spec(args.spec)
+    plan(spec, args.profile)  # every trial's config is checked before anything is written
+    check_address(args.address)
+    out = Path(args.out or spec.output or Path("sweep_runs") / f"{spec.name}-{args.profile}")
+    start = time.time()
+    summary = run_sweep(spec, args.profile, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus)
+    print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")
+    return _print_status(out)
+
+
+def cmd_status(args) -> int:
+    return _print_status(Path(args.sweep_dir))
+
+
+def trial_states(sweep_dir: Path) -> list[dict]:
+    """Each trial's state from what it left on disk (no Ray, no MLflow needed)."""
+    from transformer_core.errors import UserError
+
+    if not (sweep_dir / "sweep.json").exists():
+        raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
+    state = json.loads((sweep_dir / "sweep.json").read_text())
+    ids = list(state.get("trials") or [])
+    ids += sorted(p.name for p in (sweep_dir / "trials").glob("*") if p.name not in ids)
+    summary = {}
+    if (sweep_dir / "tune_summary.json").exists():
+        summary = json.loads((sweep_dir / "tune_summary.json").read_text())
+    rows = []
+    for tid in ids:
+        wd = sweep_dir / "trials" / tid
+        info = json.loads((wd / "trial.json").read_text()) if (wd / "trial.json").exists() else {}
+        result = json.loads((wd / "result.json").read_text()) if (wd / "result.json").exists() else {}
+        evals, step = [], 0
+        if (wd / "metrics.jsonl").exists():
+            for line in (wd / "metrics.jsonl").read_text().splitlines():
+                rec = json.loads(line)
+                step = max(step, rec["step"])
+                if rec["kind"] == "eval":
+                    evals.append(rec)
+        attempts = len((wd / "attempts.jsonl").read_text().splitlines()) if (wd / "attempts.jsonl").exists() else 0
+        err = (summary.get(tid) or {}).get("error")
+        if result:
+            st = result["status"]
+        elif err:
+            st = "failed"
+        elif summary and tid in summary:
+            st = "stopped early"
+        else:
+            st = "running" if attempts else "pending"
+        last = evals[-1] if evals else {}
+        rows.append({"id": tid, "group": info.get("group"), "row": info.get("row"), "seed": info.get("seed"),
+                     "state": st, "step": result.get("steps", step), "steps": (info.get("values") or {}).get("steps"),
+                     "dev_bleu": result.get("dev_bleu", last.get("dev_bleu")), "dev_ppl": result.get("dev_ppl", last.get("dev_ppl")),
+                     "test_bleu": result.get("test_bleu"), "attempts": attempts,
+                     "reason": result.get("reason") or err or ""})
+    return rows
+
+
+def _print_status(sweep_dir: Path) -> int:
+    rows = trial_states(sweep_dir)
+    print(f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5}  {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'tries':>6}  reason")
+    for r in rows:
+        steps = f"{r['step']}/{r['steps']}" if r["steps"] else str(r["step"])
+        print(f"{r['id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}  {r['state']:<14}{steps:>11}"
+              f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}{r['attempts']:>6}  {r['reason']}")
+    counts = {}
+    for r in rows:
+        counts[r["state"]] = counts.get(r["state"], 0) + 1
+    print("; ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("plan", help="the expanded trial table of a spec, without running anything")
+    p.add_argument("spec")
+    p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
+    p.add_argument("--flops-per-second", type=float, default=2.0e10,
+                   help="sustained training FLOP/s of one trial, for the time estimate (2e10: measured on a 2-core laptop)")
+    p.set_defaults(func=cmd_plan)
+    p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
+    p.add_argument("spec")
+    p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
+    p.add_argument("--out", default=None, help="sweep directory (default sweep_runs/<name>-<profile>)")
+    p.add_argument("--address", default=None, help="an existing Ray cluster: HOST:PORT, ray://HOST:PORT or auto")
+    p.add_argument("--resume", action="store_true", help="resume an interrupted sweep in --out")
+    p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("status", help="each trial's state and metrics so far")
+    p.add_argument("sweep_dir")
+    p.set_defaults(func=cmd_status)

@@ -196,6 +196,7 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
     tracker = tracker or JsonTracker(workdir / "tracking.jsonl")
     tr = Trainer(config, workdir, tracker, progress)
     resumed = tr.resume()
+    _append(workdir / "attempts.jsonl", {"time": time.time(), "host": platform.node(), "from_step": tr.step})
     if not resumed:
         tracker.log_params({**config.flat(), "params": tr.params, "config_hash": config.content_hash()})
     t = config.train
@@ -222,15 +223,16 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
             window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "t0": time.perf_counter()}
         if tr.step % t.eval_every == 0 or tr.step == t.steps:
             ev = tr.evaluate(0 if tr.step == t.steps else t.eval_sentences)
-            tr.last_eval = {k: v for k, v in ev.items() if k != "hyps"}
-            _append(metrics_path, {"kind": "eval", "step": tr.step, **tr.last_eval})
+            tr.last_eval = {"step": tr.step, **{k: v for k, v in ev.items() if k != "hyps"}}
+            _append(metrics_path, {"kind": "eval", **tr.last_eval})
             tracker.log_metrics({"dev_ppl": ev["dev_ppl"], "dev_bleu": ev["dev_bleu"]}, tr.step)
             (workdir / "dev.hyp").write_text("\n".join(ev["hyps"]) + "\n", encoding="utf-8")
             _save_checkpoint(workdir, tr.state(), keep=max(t.average_last, 1))
         if progress:
             progress({"step": tr.step, "steps": t.steps, "loss": loss, "lr": tr.opt.param_groups[0]["lr"],
                       "tokens": tr.tokens, "train_seconds": tr.seconds["train"] + tr.seconds["data"],
-                      "dev_bleu": tr.last_eval.get("dev_bleu")})
+                      "dev_bleu": tr.last_eval.get("dev_bleu"), "dev_ppl": tr.last_eval.get("dev_ppl"),
+                      "evaluated": tr.last_eval.get("step") == tr.step})
     return _finish(tr, started, result_path)
 
 

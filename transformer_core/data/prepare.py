@@ -13,6 +13,7 @@ so an interrupted or failed prepare never leaves a half-written corpus.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -216,6 +217,11 @@ def load_corpus(name: str, vocab: int, data_dir: Path | None = None, direction: 
     """Prepare (or find) a corpus and its vocabulary; ``name`` may be 'files:SRC,TGT'."""
     name, inline = parse_corpus_name(name)
     options = options or inline
-    directory = prepare_text(name, data_dir, direction, options)
-    vocab_dir = train_bpe(directory, vocab)
+    data_dir = Path(data_dir or default_data_dir())
+    data_dir.mkdir(parents=True, exist_ok=True)
+    # trials of a sweep may prepare the same corpus at once: one prepares, the others wait and reuse it
+    with open(data_dir / f".lock-{corpus_key(name, direction, options)}", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        directory = prepare_text(name, data_dir, direction, options)
+        vocab_dir = train_bpe(directory, vocab)
     return Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text()))

@@ -1,0 +1,227 @@
+"""Ray Tune runs a sweep: local Ray by default, an existing cluster with an address.
+
+The only module that imports Ray.  Each trial is ``trial.run_trial`` in a Ray
+worker; its workdir lies in the sweep directory, so a retried trial (Ray
+FailureConfig) resumes from its own checkpoint there, and an interrupted
+sweep is resumed with Tuner.restore without re-running finished trials.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from transformer_core.errors import UserError
+
+from .profiles import get_profile
+from .spec import Spec, SpecError, Trial
+from .trial import run_trial, trial_workdir
+
+log = logging.getLogger(__name__)
+TUNE_NAME = "tune"
+_ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5})$")
+
+
+def trial_payload(t: Trial, sweep_dir: Path, tracking: Optional[dict], preset: str) -> dict:
+    return {"id": t.trial_id, "group": t.group, "row": t.row, "seed": t.seed, "values": t.values,
+            "paper": t.paper, "profile": t.profile, "config_hash": t.config_hash, "preset": preset,
+            "sweep_dir": str(sweep_dir), "tracking": tracking}
+
+
+def _final_metrics(result: dict) -> dict:
+    diverged = result.get("status") != "finished"
+    return {"dev_bleu": 0.0 if diverged else result["dev_bleu"],
+            "dev_ppl": float("inf") if diverged else result["dev_ppl"],
+            "test_bleu": 0.0 if diverged else result["test_bleu"],
+            "status": result.get("status"), "done": True, "step": result.get("steps")}
+
+
+def _trainable(config: dict, payloads: list, search_keys: tuple = ()):
+    """Ray Tune function trainable: one trial, intermediate dev metrics reported for schedulers."""
+    from ray import tune
+
+    if search_keys:  # a search suggestion: the base trial with sampled knobs, its own identity
+        from transformer_core.run_config import make_run_config
+        trial = json.loads(json.dumps(payloads[0]))
+        trial["values"].update({k: config[k] for k in search_keys})
+        h = make_run_config(trial["values"], trial["preset"]).content_hash()
+        trial.update(config_hash=h, id=f"{trial['row']}-s{trial['seed']}-{h[:8]}",
+                     search={k: config[k] for k in search_keys})
+    else:
+        trial = payloads[config["trial_index"]]
+    result = run_trial(trial, report=lambda m: tune.report({**m, "trial_id": trial["id"]}))
+    tune.report({**_final_metrics(result), "trial_id": trial["id"]})
+
+
+def _search_domain(dist: dict):
+    from ray import tune
+    kind = dist["type"]
+    if kind == "choice":
+        return tune.choice(dist["values"])
+    if kind == "int":
+        return tune.randint(dist["low"], dist["high"] + 1)
+    return (tune.loguniform if kind == "loguniform" else tune.uniform)(dist["low"], dist["high"])
+
+
+def check_address(address: Optional[str]) -> None:
+    if address is not None and not _ADDRESS.match(address):
+        raise UserError(f"--address {address!r} is invalid: allowed 'auto', HOST:PORT or ray://HOST:PORT")
+
+
+def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
+    import ray
+    if ray.is_initialized():
+        return
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        if address:
+            ray.init(address=address, **kwargs)
+        else:
+            ray.init(num_cpus=num_cpus or os.cpu_count(), **kwargs)
+    except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
+        where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
+        raise UserError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+
+
+def _sweep_state(sweep_dir: Path, spec: Spec, profile: str, resume: bool) -> dict:
+    path = sweep_dir / "sweep.json"
+    if path.exists():
+        state = json.loads(path.read_text())
+        if not resume:
+            raise UserError(f"{sweep_dir} already holds sweep {state['name']!r}: resume it with --resume, "
+                            "or give another --out")
+        if state["profile"] != profile:
+            raise UserError(f"{sweep_dir} was run with profile {state['profile']!r}, not {profile!r}: resume with the same profile")
+        return state
+    if resume:
+        raise UserError(f"nothing to resume in {sweep_dir}: it holds no sweep.json (start it without --resume)")
+    return {}
+
+
+def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Optional[str] = None,
+              resume: bool = False, num_cpus: Optional[int] = None, echo: Callable[[str], None] = print) -> dict:
+    """Run (or resume) a sweep; returns {trial_id: final state}."""
+    from ray import tune
+    from ray.tune import FailureConfig, RunConfig, TuneConfig, Tuner
+
+    check_address(address)
+    profile = get_profile(profile_name)
+    trials = spec.trials(profile)
+    if spec.search and len(spec.rows) > 1:
+        raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
+    sweep_dir = Path(sweep_dir).resolve()
+    state = _sweep_state(sweep_dir, spec, profile_name, resume)
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+
+    from .tracking import default_uri, end_run, ensure_parent_run
+    uri = spec.tracking.get("uri") or state.get("uri") or default_uri(sweep_dir)
+    experiment = spec.tracking.get("experiment", spec.name)
+    try:
+        exp_id, parent = ensure_parent_run(uri, experiment, spec.name, {"profile": profile_name, "spec": spec.source},
+                                           state.get("parent_run_id"))
+    except Exception as exc:  # a bad URI or unreachable server: one line, nothing run
+        raise UserError(f"cannot use MLflow tracking URI {uri!r}: {str(exc).splitlines()[0]}") from None
+    tracking = {"uri": uri, "experiment_id": exp_id, "parent_run_id": parent}
+    state = {"name": spec.name, "spec": spec.source, "profile": profile_name, "profile_rules": profile.rules(),
+             "uri": uri, "experiment_id": exp_id, "parent_run_id": parent, "created": state.get("created", time.time()),
+             "trials": [t.trial_id for t in trials] if not spec.search else [], "metric": spec.metric, "mode": spec.mode}
+    (sweep_dir / "sweep.json").write_text(json.dumps(state, indent=2))
+
+    preset = spec.base.get("preset", "base")
+    payloads = [trial_payload(t, sweep_dir, tracking, preset) for t in trials]
+    search_keys = tuple(spec.search["space"]) if spec.search else ()
+    trainable = tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys),
+                                    {"cpu": spec.resources["cpus"], "gpu": spec.resources["gpus"]})
+    _init_ray(address, num_cpus)
+    path = sweep_dir / TUNE_NAME
+    if resume and Tuner.can_restore(str(path)):
+        echo(f"resuming {spec.name} from {path}")
+        tuner = Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
+    else:
+        tuner = Tuner(trainable, param_space=_param_space(spec, payloads),
+                      tune_config=_tune_config(spec, sweep_dir, len(payloads)),
+                      run_config=RunConfig(name=TUNE_NAME, storage_path=str(sweep_dir), verbose=1,
+                                           failure_config=FailureConfig(max_failures=2),
+                                           callbacks=[_EchoCallback(echo)]))
+    grid = tuner.fit()
+    summary = _summarise(grid, sweep_dir)
+    _close_stopped_runs(summary, sweep_dir)
+    (sweep_dir / "tune_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    end_run(uri, parent, "FINISHED")
+    return summary
+
+
+def _param_space(spec: Spec, payloads: list) -> dict:
+    from ray import tune
+    if spec.search:
+        return {k: _search_domain(d) for k, d in spec.search["space"].items()}
+    return {"trial_index": tune.grid_search(list(range(len(payloads))))}
+
+
+def _tune_config(spec: Spec, sweep_dir: Path, n: int):
+    from ray.tune import TuneConfig
+    scheduler = search_alg = None
+    if spec.scheduler["type"] == "asha":
+        from ray.tune.schedulers import ASHAScheduler
+        s = spec.scheduler
+        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=s.get("max_t", 100),
+                                  grace_period=s["grace_period"], reduction_factor=s["reduction_factor"])
+    if spec.search:
+        import optuna
+        from ray.tune.search.optuna import OptunaSearch
+        storage = optuna.storages.RDBStorage(f"sqlite:///{sweep_dir / 'optuna.db'}")
+        search_alg = OptunaSearch(metric=spec.metric, mode=spec.mode, study_name=spec.name, storage=storage,
+                                  seed=spec.search["seed"])
+    return TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, search_alg=search_alg,
+                      num_samples=spec.search["samples"] if spec.search else 1,
+                      max_concurrent_trials=spec.max_concurrent)
+
+
+def _summarise(grid, sweep_dir: Path) -> dict:
+    out = {}
+    for r in grid:
+        m = r.metrics or {}
+        key = m.get("trial_id") or Path(r.path).name
+        out[key] = {"error": str(r.error).splitlines()[0] if r.error else None, "status": m.get("status"),
+                    "dev_bleu": m.get("dev_bleu"), "reports": m.get("training_iteration"), "config": r.config}
+    return out
+
+
+def _close_stopped_runs(summary: dict, sweep_dir: Path) -> None:
+    """Trials a scheduler stopped early (or that errored out) end their MLflow child run as KILLED/FAILED."""
+    from .tracking import _client, _retry
+    for workdir in (sweep_dir / "trials").glob("*"):
+        marker, result = workdir / "mlflow_run_id", workdir / "result.json"
+        if marker.exists() and not result.exists():
+            state = json.loads((sweep_dir / "sweep.json").read_text())
+            client = _client(state["uri"])
+            run = client.get_run(marker.read_text().strip())
+            if run.info.status == "RUNNING":
+                _retry(client.set_tag, run.info.run_id, "stopped_early", "true")
+                _retry(client.set_terminated, run.info.run_id, "KILLED")
+
+
+class _EchoCallback:
+    """One line per trial that ends, beside Tune's own status table."""
+
+    def __new__(cls, echo):
+        from ray.tune import Callback
+
+        class Echo(Callback):
+            def on_trial_complete(self, iteration, trials, trial, **info):
+                m = trial.last_result or {}
+                done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
+                echo(f"[{done}/{len(trials)}] {trial.trial_id}: {m.get('status', 'stopped')} "
+                     f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}")
+
+            def on_trial_error(self, iteration, trials, trial, **info):
+                echo(f"trial {trial.trial_id} failed (Ray retries it from its checkpoint up to 2 times)")
+
+        return Echo()

@@ -1,0 +1,262 @@
+"""Sweep specs: YAML in the paper's units, validated, expanded into trials at a profile's scale.
+
+Every error is a SpecError whose message starts with the field path
+(``rows.A[0].h``), says what is wrong and what is allowed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+from transformer_core.config import MODEL_KEYS
+from transformer_core.errors import ConfigError, UserError
+from transformer_core.run_config import DATA_KEYS, TRAIN_KEYS, RunConfig, make_run_config
+
+from .profiles import Profile, get_profile
+
+
+class SpecError(UserError):
+    exit_code = 2
+
+
+TOP_KEYS = ("name", "description", "base", "corpus", "seeds", "rows", "search", "scheduler", "resources",
+            "max_concurrent", "metric", "mode", "tracking", "output", "train")
+PAPER_KNOBS = MODEL_KEYS + ("eps_ls", "train_steps")   # scaled by the profile
+RUN_KNOBS = tuple(k for k in TRAIN_KEYS if k not in ("eps_ls", "steps"))  # taken as written (run units)
+ROW_KNOBS = PAPER_KNOBS + RUN_KNOBS
+BASE_KEYS = ("preset",) + ROW_KNOBS
+METRICS = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl")
+SEARCH_TYPES = ("uniform", "loguniform", "int", "choice")
+SCHEDULERS = ("none", "asha")
+
+
+def _unknown(path: str, key: str, allowed) -> SpecError:
+    near = difflib.get_close_matches(str(key), list(allowed), n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return SpecError(f"{path}: unknown key {key!r}{hint}; allowed: {', '.join(allowed)}")
+
+
+def _mapping(value, path: str, allowed) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise SpecError(f"{path}: expected a mapping of {', '.join(allowed)}, got {type(value).__name__}")
+    for key in value:
+        if key not in allowed:
+            raise _unknown(path, key, allowed)
+    return value
+
+
+def _number(value, path: str, lo=None, integer=False) -> Any:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or (lo is not None and value < lo):
+        kind = "an integer" if integer else "a number"
+        raise SpecError(f"{path}: {value!r} is invalid; allowed {kind}" + (f" >= {lo}" if lo is not None else ""))
+    return value
+
+
+@dataclass(frozen=True)
+class Row:
+    group: str
+    label: str
+    overrides: dict
+
+
+@dataclass(frozen=True)
+class Trial:
+    group: str
+    row: str
+    seed: int
+    paper: dict          # the row's knobs in the paper's units
+    values: dict         # flat run keys at the profile's scale
+    config_hash: str
+    profile: dict
+
+    @property
+    def trial_id(self) -> str:
+        return f"{self.row}-s{self.seed}-{self.config_hash[:8]}"
+
+
+@dataclass
+class Spec:
+    name: str
+    base: dict
+    corpus: dict
+    seeds: list
+    rows: list[Row]
+    search: Optional[dict] = None
+    scheduler: dict = field(default_factory=lambda: {"type": "none"})
+    resources: dict = field(default_factory=lambda: {"cpus": 1, "gpus": 0})
+    max_concurrent: int = 2
+    metric: str = "dev_bleu"
+    mode: str = "max"
+    tracking: dict = field(default_factory=dict)
+    output: Optional[str] = None
+    train: dict = field(default_factory=dict)
+    description: str = ""
+    source: Optional[str] = None
+
+    def trials(self, profile: Profile) -> list[Trial]:
+        return [t for row in self.rows for t in expand_row(self, row, profile)]
+
+
+def expand_row(spec: Spec, row: Row, profile: Profile) -> list[Trial]:
+    base = dict(spec.base)
+    preset = base.pop("preset", "base")
+    knobs = {**base, **row.overrides}
+    run_knobs = {k: v for k, v in knobs.items() if k in RUN_KNOBS}
+    paper = {**dataclasses.asdict(make_run_config({}, preset).model), "eps_ls": 0.1,
+             "train_steps": 300_000 if preset == "big" else 100_000,
+             **{k: v for k, v in knobs.items() if k in PAPER_KNOBS}}
+    model_knobs = {k: paper[k] for k in MODEL_KEYS}
+    values = {**profile.scale_model(model_knobs), "eps_ls": paper["eps_ls"],
+              "steps": profile.scale_steps(paper["train_steps"]), **profile.train, **spec.train, **run_knobs,
+              "corpus": spec.corpus["name"], "vocab": profile.data.get("vocab", spec.corpus.get("vocab", 8000))}
+    trials = []
+    for seed in spec.seeds:
+        v = {**values, "seed": seed}
+        try:
+            cfg = make_run_config(v, preset)
+        except ConfigError as exc:
+            raise SpecError(f"rows.{row.group}.{row.label}: at profile {profile.name!r}: {exc}") from None
+        trials.append(Trial(row.group, row.label, seed, paper, v, cfg.content_hash(), profile.rules()))
+    return trials
+
+
+def _parse_rows(raw, base_label: str = "base") -> list[Row]:
+    rows = [Row("base", base_label, {})]
+    if raw is None:
+        return rows
+    if not isinstance(raw, dict):
+        raise SpecError("rows: expected a mapping of group name to a list of rows")
+    labels = {base_label}
+    for group, items in raw.items():
+        if not isinstance(items, list) or not items:
+            raise SpecError(f"rows.{group}: expected a non-empty list of rows (each a mapping of knobs, with an optional label)")
+        for i, item in enumerate(items):
+            path = f"rows.{group}[{i}]"
+            item = _mapping(item, path, ("label",) + ROW_KNOBS)
+            label = str(item.get("label", f"{group}{i + 1}"))
+            if label in labels:
+                raise SpecError(f"{path}.label: {label!r} is used twice; row labels must be unique")
+            labels.add(label)
+            knobs = {k: v for k, v in item.items() if k != "label"}
+            if not knobs:
+                raise SpecError(f"{path}: a row needs at least one knob override ({', '.join(ROW_KNOBS)})")
+            rows.append(Row(str(group), label, knobs))
+    return rows
+
+
+def _parse_search(raw) -> Optional[dict]:
+    if raw is None:
+        return None
+    raw = _mapping(raw, "search", ("samples", "space", "seed"))
+    samples = _number(raw.get("samples", 4), "search.samples", 1, integer=True)
+    space = _mapping(raw.get("space"), "search.space", TRAIN_KEYS + ROW_KNOBS)
+    if not space:
+        raise SpecError("search.space: give at least one knob to search, e.g. lr_scale: {type: loguniform, low: 0.5, high: 2}")
+    for key, dist in space.items():
+        path = f"search.space.{key}"
+        dist = _mapping(dist, path, ("type", "low", "high", "values"))
+        if dist.get("type") not in SEARCH_TYPES:
+            raise SpecError(f"{path}.type: {dist.get('type')!r} is invalid; allowed {', '.join(SEARCH_TYPES)}")
+        if dist["type"] == "choice":
+            if not isinstance(dist.get("values"), list) or not dist["values"]:
+                raise SpecError(f"{path}.values: a choice needs a non-empty list of values")
+        else:
+            lo = _number(dist.get("low"), f"{path}.low", integer=dist["type"] == "int")
+            hi = _number(dist.get("high"), f"{path}.high", integer=dist["type"] == "int")
+            if not lo < hi:
+                raise SpecError(f"{path}: low ({lo}) must be below high ({hi})")
+            if dist["type"] == "loguniform" and lo <= 0:
+                raise SpecError(f"{path}.low: {lo} is invalid for loguniform; allowed a number > 0")
+    return {"samples": samples, "space": space, "seed": raw.get("seed", 0)}
+
+
+def _parse_scheduler(raw) -> dict:
+    if raw is None:
+        return {"type": "none"}
+    if isinstance(raw, str):
+        raw = {"type": raw}
+    raw = _mapping(raw, "scheduler", ("type", "grace_period", "reduction_factor", "max_t"))
+    if raw.get("type") not in SCHEDULERS:
+        raise SpecError(f"scheduler.type: {raw.get('type')!r} is invalid; allowed {', '.join(SCHEDULERS)}")
+    for key, lo in (("grace_period", 1), ("max_t", 1)):
+        if key in raw:
+            _number(raw[key], f"scheduler.{key}", lo, integer=True)
+    if "reduction_factor" in raw:
+        _number(raw["reduction_factor"], "scheduler.reduction_factor", 1.01)
+    return {"type": "none"} if raw["type"] == "none" else {"grace_period": 1, "reduction_factor": 2, **raw}
+
+
+def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
+    doc = _mapping(doc, "spec", TOP_KEYS)
+    name = doc.get("name")
+    if not isinstance(name, str) or not name.strip() or "/" in name:
+        raise SpecError(f"name: {name!r} is invalid; allowed a non-empty string without '/'")
+    base = _mapping(doc.get("base") or {"preset": "base"}, "base", BASE_KEYS)
+    if base.get("preset", "base") not in ("base", "big"):
+        raise SpecError(f"base.preset: {base.get('preset')!r} is invalid; allowed base, big")
+    corpus = doc.get("corpus", {"name": "bible-en-de"})
+    if isinstance(corpus, str):
+        corpus = {"name": corpus}
+    corpus = _mapping(corpus, "corpus", ("name", "vocab"))
+    from transformer_core.data.prepare import parse_corpus_name
+    from transformer_core.data.recipes import get_recipe
+    try:
+        for part in parse_corpus_name(str(corpus.get("name", "bible-en-de")))[0].split("+"):
+            get_recipe(part)
+    except UserError as exc:
+        raise SpecError(f"corpus.name: {exc}") from None
+    if "vocab" in corpus:
+        _number(corpus["vocab"], "corpus.vocab", 16, integer=True)
+    seeds = doc.get("seeds", [1])
+    if not isinstance(seeds, list) or not seeds:
+        raise SpecError(f"seeds: {seeds!r} is invalid; allowed a non-empty list of integers")
+    for i, s in enumerate(seeds):
+        _number(s, f"seeds[{i}]", 0, integer=True)
+    if len(set(seeds)) != len(seeds):
+        raise SpecError(f"seeds: {seeds} repeats a seed; every seed must be different")
+    resources = _mapping(doc.get("resources"), "resources", ("cpus", "gpus", "workers"))
+    resources = {"cpus": 1, "gpus": 0, "workers": 1, **resources}
+    _number(resources["cpus"], "resources.cpus", 0.01)
+    _number(resources["gpus"], "resources.gpus", 0)
+    _number(resources["workers"], "resources.workers", 1, integer=True)
+    metric = doc.get("metric", "dev_bleu")
+    if metric not in METRICS:
+        raise SpecError(f"metric: {metric!r} is invalid; allowed {', '.join(METRICS)}")
+    mode = doc.get("mode", "min" if metric.endswith("ppl") else "max")
+    if mode not in ("max", "min"):
+        raise SpecError(f"mode: {mode!r} is invalid; allowed max, min")
+    train = _mapping(doc.get("train"), "train", TRAIN_KEYS)
+    tracking = _mapping(doc.get("tracking"), "tracking", ("uri", "experiment"))
+    spec = Spec(name=name, base=base, corpus={"name": "bible-en-de", **corpus}, seeds=seeds,
+                rows=_parse_rows(doc.get("rows")), search=_parse_search(doc.get("search")),
+                scheduler=_parse_scheduler(doc.get("scheduler")), resources=resources,
+                max_concurrent=_number(doc.get("max_concurrent", 2), "max_concurrent", 1, integer=True),
+                metric=metric, mode=mode, tracking=tracking, output=doc.get("output"), train=train,
+                description=str(doc.get("description", "")), source=source)
+    return spec
+
+
+def load_spec(path: str | Path) -> Spec:
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"spec file {str(path)!r} does not exist or is not a file")
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise SpecError(f"spec file {str(path)!r} is not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    return parse_spec(doc, str(p))
+
+
+def plan(spec: Spec, profile_name: str) -> list[Trial]:
+    """Validate everything (every trial's config at this profile) without running anything."""
+    return spec.trials(get_profile(profile_name))

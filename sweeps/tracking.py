@@ -1,0 +1,83 @@
+"""MLflow behind the trainer's tracker interface: one parent run per sweep, one child run per trial."""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+
+
+def default_uri(sweep_dir: Path) -> str:
+    return f"sqlite:///{(Path(sweep_dir) / 'mlflow.db').resolve()}"
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+    return MlflowClient(tracking_uri=uri)
+
+
+def _retry(fn, *args, **kwargs):
+    """SQLite allows one writer at a time: retry briefly when trials write together."""
+    for attempt in range(8):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # mlflow wraps sqlalchemy's OperationalError in MlflowException
+            if "locked" not in str(exc).lower() or attempt == 7:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+def ensure_parent_run(uri: str, experiment: str, sweep_name: str, tags: dict, existing: str | None = None) -> tuple[str, str]:
+    """Create (or find) the sweep's experiment and parent run; returns (experiment_id, run_id)."""
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    if existing:
+        return exp_id, existing
+    run = client.create_run(exp_id, run_name=sweep_name, tags={"sweep": sweep_name, **{k: str(v) for k, v in tags.items()}})
+    return exp_id, run.info.run_id
+
+
+def end_run(uri: str, run_id: str, status: str) -> None:
+    _retry(_client(uri).set_terminated, run_id, status)
+
+
+class MlflowTracker:
+    """The child run of one trial.  Re-attaches to the same run when a trial is retried or resumed."""
+
+    def __init__(self, uri: str, experiment_id: str, parent_run_id: str, workdir: Path, name: str, tags: dict):
+        self.client = _client(uri)
+        marker = Path(workdir) / "mlflow_run_id"
+        if marker.exists():
+            self.run_id = marker.read_text().strip()
+            _retry(self.client.update_run, self.run_id, status="RUNNING")
+        else:
+            run = _retry(self.client.create_run, experiment_id, run_name=name,
+                         tags={"mlflow.parentRunId": parent_run_id, **{k: str(v) for k, v in tags.items()}})
+            self.run_id = run.info.run_id
+            Path(workdir).mkdir(parents=True, exist_ok=True)
+            marker.write_text(self.run_id)
+
+    def log_params(self, params: dict) -> None:
+        from mlflow.entities import Param
+        items = [Param(k, str(v)[:500]) for k, v in params.items()]
+        for i in range(0, len(items), 90):
+            _retry(self.client.log_batch, self.run_id, params=items[i:i + 90])
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        from mlflow.entities import Metric
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
+        _retry(self.client.log_batch, self.run_id, metrics=items)
+
+    def log_artifact(self, path: str) -> None:
+        if Path(path).exists():
+            _retry(self.client.log_artifact, self.run_id, path)
+
+    def set_status(self, status: str, reason: str = "") -> None:
+        if reason:
+            _retry(self.client.set_tag, self.run_id, "failure_reason", reason[:5000])
+        _retry(self.client.set_terminated, self.run_id, status)

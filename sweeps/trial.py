@@ -1,0 +1,61 @@
+"""The thin adapter between a sweep and train_and_evaluate: plain dict in, result dict out.
+
+No Ray here: the runner wraps ``run_trial`` for Ray Tune, and tests or a
+debugger can call it directly.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from transformer_core.run_config import make_run_config
+
+
+def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:
+    return Path(sweep_dir) / "trials" / trial_id
+
+
+def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> dict:
+    """Run one trial described by the sweep (see runner.trial_payload).
+
+    ``trial`` holds: id, group, row, seed, values (flat run keys), profile,
+    sweep_dir, tracking {uri, experiment_id, parent_run_id}; search
+    suggestions arrive as extra keys in ``values``.
+    """
+    from transformer_core import train_and_evaluate
+
+    workdir = trial_workdir(trial["sweep_dir"], trial["id"])
+    workdir.mkdir(parents=True, exist_ok=True)
+    with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial, and on which node
+        f.write(json.dumps({"time": time.time(), "node": _node()}) + "\n")
+    config = make_run_config(trial["values"], trial.get("preset", "base"))
+    (workdir / "trial.json").write_text(json.dumps({k: v for k, v in trial.items() if k != "tracking"}, indent=2))
+    tracker = None
+    tr = trial.get("tracking")
+    if tr:
+        from .tracking import MlflowTracker
+        tags = {"group": trial["group"], "row": trial["row"], "seed": trial["seed"], "config_hash": config.content_hash(),
+                "profile": trial["profile"]["profile"], "trial_id": trial["id"], "node": _node()}
+        tracker = MlflowTracker(tr["uri"], tr["experiment_id"], tr["parent_run_id"], workdir, trial["id"], tags)
+
+    def progress(p: dict) -> None:
+        if report and p.get("evaluated"):
+            report({"step": p["step"], "dev_bleu": p["dev_bleu"], "dev_ppl": p["dev_ppl"], "done": False})
+
+    result = train_and_evaluate(config, workdir, tracker, progress)
+    if tracker and result.get("status") == "finished":
+        tracker.log_params({"profile_rules": json.dumps(trial["profile"])})
+    return result
+
+
+def _node() -> str:
+    import socket
+    try:
+        import ray
+        if ray.is_initialized():
+            return ray.get_runtime_context().get_node_id()
+    except Exception:  # ray absent or not in a worker
+        pass
+    return socket.gethostname()
