@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions():
     """Subcommands defined beside the code they drive."""
     from . import cli_data, cli_sweep, cli_train  # noqa: F401
-    return [cli_data.register, cli_train.register, cli_sweep.register]
+    return [cli_data.register, cli_train.register, cli_sweep.register, cli_sweep.register_report]
 
 
 def main(argv: list[str] | None = None) -> int:

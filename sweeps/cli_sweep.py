@@ -152,3 +152,19 @@ def register(sub) -> None:
     p = sub.add_parser("status", help="each trial's state and metrics so far")
     p.add_argument("sweep_dir")
     p.set_defaults(func=cmd_status)
+
+
+def cmd_report(args) -> int:
+    from analysis.report import write_report
+
+    out = write_report(args.sweep_dir, args.out, samples=args.bootstrap)
+    print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
+    return 0
+
+
+def register_report(sub) -> None:
+    p = sub.add_parser("report", help="Table-3-style report of a sweep: markdown, HTML, CSV, LaTeX")
+    p.add_argument("sweep_dir")
+    p.add_argument("--out", default=None, help="output directory (default SWEEP_DIR/report)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap samples")
+    p.set_defaults(func=cmd_report)

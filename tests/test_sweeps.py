@@ -127,6 +127,10 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
         assert {"result.json", "test.hyp", "dev.hyp"} <= names
     status = tsweep("status", str(out), env=env)
     assert status.returncode == 0 and status.stdout.count("finished") >= 4
+    report = tsweep("report", str(out), "--bootstrap", "100", env=env)
+    assert report.returncode == 0, report.stderr
+    html = (out / "report" / "report.html").read_text()
+    assert "<table" in html and html.count("data:image/png;base64,") == 3 and "| D1 |" in (out / "report" / "report.md").read_text()
 
 
 def test_diverging_row_fails_and_the_others_finish(env, tmp_path):

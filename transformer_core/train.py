@@ -250,6 +250,8 @@ def _finish(tr: Trainer, started: float, result_path: Path) -> dict:
     test_ppl = perplexity(tr.model, test, tr.device, tr.precision)
     tr.model.load_state_dict(final_state)
     (workdir / "test.hyp").write_text("\n".join(hyps) + "\n", encoding="utf-8")
+    (workdir / "test.ref").write_text("\n".join(test.tgt_text) + "\n", encoding="utf-8")
+    (workdir / "dev.ref").write_text("\n".join(tr.dev.tgt_text) + "\n", encoding="utf-8")
     tr.seconds["eval"] += time.perf_counter() - t0
     ev = tr.last_eval
     result = {**_result_base(tr, started), "status": "finished",

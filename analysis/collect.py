@@ -1,0 +1,60 @@
+"""Read what a sweep left on disk into one tidy DataFrame: one row per trial."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from transformer_core.errors import UserError
+
+PAPER_KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "train_steps")
+SCALED_KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
+                "tokens_per_batch", "accumulate", "vocab", "corpus")
+METRICS = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl", "params", "target_tokens", "train_flops",
+           "wall_seconds", "tokens_per_second", "device", "precision", "corpus_fingerprint", "sacrebleu_signature",
+           "torch_version", "reason")
+
+
+def _read_json(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def collect(sweep_dir: str | Path) -> pd.DataFrame:
+    """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
+    sweep_dir = Path(sweep_dir)
+    state = _read_json(sweep_dir / "sweep.json")
+    if not state:
+        raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
+    ids = list(state.get("trials") or [])
+    ids += sorted(p.name for p in (sweep_dir / "trials").glob("*") if p.name not in ids)
+    summary = _read_json(sweep_dir / "tune_summary.json")
+    records = []
+    for tid in ids:
+        wd = sweep_dir / "trials" / tid
+        trial, result = _read_json(wd / "trial.json"), _read_json(wd / "result.json")
+        if not trial:  # planned but never started: recover its identity from the id
+            row, seed = tid.rsplit("-", 2)[0], int(tid.rsplit("-", 2)[1][1:])
+            trial = {"row": row, "seed": seed, "group": None, "paper": {}, "values": {}}
+        status = result.get("status")
+        if not status:
+            err = (summary.get(tid) or {}).get("error")
+            status = "failed" if err else ("stopped" if tid in summary else ("running" if (wd / "attempts.jsonl").exists() else "missing"))
+        rec = {"trial_id": tid, "group": trial.get("group"), "row": trial["row"], "seed": trial["seed"],
+               "profile": state.get("profile"), "status": status, "workdir": str(wd)}
+        rec.update({f"paper_{k}": (trial.get("paper") or {}).get(k) for k in PAPER_KNOBS})
+        rec.update({k: (trial.get("values") or {}).get(k) for k in SCALED_KNOBS})
+        rec.update({k: result.get(k) for k in METRICS})
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def dev_curves(df: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:
+    """Dev BLEU per evaluation step for every trial (from metrics.jsonl)."""
+    curves = {}
+    for _, r in df.iterrows():
+        path = Path(r["workdir"]) / "metrics.jsonl"
+        if path.exists():
+            evals = [json.loads(x) for x in path.read_text().splitlines() if '"eval"' in x]
+            curves[r["trial_id"]] = [(e["step"], e["dev_bleu"]) for e in evals]
+    return curves

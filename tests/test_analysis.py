@@ -1,0 +1,129 @@
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from analysis.collect import collect
+from analysis.report import write_report
+from analysis.tables import judge_claims, reproduction_table
+
+ROOT = Path(__file__).resolve().parent.parent
+REFS = [f"sentence number {i} with several words in it for the bootstrap" for i in range(120)]
+BAD = [" ".join(r.split()[:3]) for r in REFS]
+
+# row -> per seed (dev_bleu, dev_ppl) ; None: the trial has no result (not finished)
+FIXTURE = {
+    "base": {1: (20.0, 5.0), 2: (21.0, 5.1), 3: (22.0, 4.9)},
+    "A1": {1: (15.0, 6.0), 2: (16.0, 6.1), 3: (17.0, 5.9)},
+    "A4": {1: None},
+    "B1": {1: "diverged", 2: (19.0, 5.5), 3: (20.0, 5.4)},
+    "D1": {1: (20.5, 5.0), 2: (21.5, 5.1), 3: (21.0, 5.0)},
+    "D3": {1: (25.0, 4.50), 2: (25.2, 4.52), 3: (25.1, 4.51)},
+    "E1": {1: (20.8, 5.0), 2: (21.0, 5.0), 3: (21.2, 5.0)},
+}
+GROUPS = {"base": "base", "A1": "A", "A4": "A", "B1": "B", "D1": "D", "D3": "D", "E1": "E"}
+
+
+def make_sweep(root: Path) -> Path:
+    trials = []
+    for row, seeds in FIXTURE.items():
+        for seed, value in seeds.items():
+            tid = f"{row}-s{seed}-0000abcd"
+            trials.append(tid)
+            wd = root / "trials" / tid
+            wd.mkdir(parents=True)
+            paper = {"N": 6, "d_model": 512, "d_ff": 2048, "h": 1 if row == "A1" else 8, "d_k": 64, "d_v": 64,
+                     "P_drop": 0.0 if row == "D1" else 0.1, "eps_ls": 0.0 if row == "D3" else 0.1,
+                     "positional": "learned" if row == "E1" else "sinusoidal", "train_steps": 100000}
+            (wd / "trial.json").write_text(json.dumps({"id": tid, "group": GROUPS[row], "row": row, "seed": seed,
+                                                       "paper": paper, "values": {"steps": 250, "corpus": "fixture"}}))
+            if value is None:
+                (wd / "attempts.jsonl").write_text("{}\n")
+                continue
+            base = {"params": 1_000_000, "target_tokens": 1000, "train_flops": 6e9, "wall_seconds": 360.0,
+                    "device": "cpu", "precision": "fp32", "corpus_fingerprint": "f00d", "torch_version": "x",
+                    "sacrebleu_signature": "sig", "steps": 250}
+            if value == "diverged":
+                (wd / "result.json").write_text(json.dumps({**base, "status": "diverged", "reason": "non-finite training loss at step 7"}))
+                continue
+            bleu, ppl = value
+            (wd / "result.json").write_text(json.dumps({**base, "status": "finished", "dev_bleu": bleu, "dev_ppl": ppl,
+                                                        "test_bleu": bleu - 1, "test_ppl": ppl}))
+            hyps = BAD if row == "A1" else REFS
+            for split in ("dev", "test"):
+                (wd / f"{split}.ref").write_text("\n".join(REFS) + "\n")
+                (wd / f"{split}.hyp").write_text("\n".join(hyps) + "\n")
+    (root / "sweep.json").write_text(json.dumps({"name": "fixture", "spec": "fixture.yaml", "profile": "cpu",
+                                                 "profile_rules": {"profile": "cpu"}, "trials": trials}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    return make_sweep(tmp_path_factory.mktemp("fixture-sweep"))
+
+
+@pytest.fixture(scope="module")
+def table(sweep):
+    return reproduction_table(collect(sweep), samples=200)
+
+
+def test_collect_has_one_row_per_trial_with_status(sweep):
+    df = collect(sweep)
+    assert len(df) == 19
+    assert df.set_index("trial_id").loc["A4-s1-0000abcd", "status"] == "running"
+    assert df.set_index("trial_id").loc["B1-s1-0000abcd", "status"] == "diverged"
+    assert (df["status"] == "finished").sum() == 17
+
+
+def test_rows_in_paper_order(table):
+    assert list(table["row"]) == ["base", "A1", "A4", "B1", "D1", "D3", "E1"]
+
+
+def test_means_intervals_and_deltas(table):
+    t = table.set_index("row")
+    half = 4.302652729911275 / math.sqrt(3)  # t(0.975, 2) * sd (=1) / sqrt(3)
+    assert t.loc["base", "bleu_dev"] == pytest.approx(21.0) and t.loc["base", "bleu_dev_ci"] == pytest.approx(half)
+    assert t.loc["A1", "delta_bleu"] == pytest.approx(-5.0) and t.loc["A1", "paper_delta_bleu"] == pytest.approx(-0.9)
+    assert t.loc["D3", "delta_ppl"] == pytest.approx(-0.49) and t.loc["D3", "paper_delta_ppl"] == pytest.approx(-0.25)
+    assert t.loc["B1", "n"] == 2 and "1 diverged" in t.loc["B1", "status"]
+    assert t.loc["A4", "n"] == 0 and "1 running" in t.loc["A4", "status"]
+    assert t.loc["base", "device_hours"] == pytest.approx(0.3)
+
+
+def test_significance_flags(table):
+    t = table.set_index("row")
+    assert t.loc["A1", "significant"] and t.loc["A1", "p_test_vs_base"] < 0.05
+    assert not t.loc["E1", "significant"] and t.loc["E1", "p_test_vs_base"] > 0.5
+    assert not t.loc["base", "significant"]
+
+
+def test_claim_verdicts(sweep):
+    claims = judge_claims(collect(sweep), samples=200).set_index("claim")["verdict"].to_dict()
+    assert claims["A-one-head"] == "held"              # 16 vs best 21, intervals apart
+    assert claims["A-too-many-heads"] == "not measured"  # A4 never finished
+    assert claims["B-smaller-dk"] == "inconclusive"    # B1 19.5 vs 21: intervals overlap; B2 missing
+    assert claims["D-dropout-helps"] == "inconclusive"  # D1 equal to base within noise
+    assert claims["D-ls-hurts-ppl"] == "held"          # D3 PPL 4.51 vs 5.0, apart
+    assert claims["D-ls-helps-bleu"] == "not held"     # D3 BLEU 25.1 vs 21, apart, the other way
+    assert claims["E-learned-positions"] == "held"     # 21.0 vs 21.0
+    assert claims["C-bigger-better"] == "not measured"
+
+
+def test_report_files(sweep, tmp_path):
+    out = write_report(sweep, tmp_path / "r", samples=100)
+    md = (out / "report.md").read_text()
+    assert "| A1 |" in md and "not measured" in md and "diverged" in md and "running" in md
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3 and "<table" in html and "BLEU dev (paper)" in html
+    assert (out / "table.tex").read_text().startswith("\\begin{tabular}")
+    assert "bleu_dev" in (out / "table.csv").read_text().splitlines()[0]
+
+
+def test_report_cli_errors_cleanly(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "sweeps.cli", "report", str(tmp_path)], capture_output=True, text=True)
+    assert r.returncode == 2 and "is not a sweep directory" in r.stderr and "Traceback" not in r.stderr
