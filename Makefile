@@ -21,10 +21,12 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
+# The main job: Table 3 at the cpu profile (about 40 minutes on 2 cores), then the report.
+DEMO_DIR ?= sweep_runs/table3-cpu
 demo: venv
-	$(VENV)/bin/tsweep params --vocab 37000
-	$(VENV)/bin/tsweep data prepare bible-en-de
-	$(VENV)/bin/tsweep train --corpus bible-en-de --workdir runs/demo-train --profile cpu
+	$(VENV)/bin/tsweep run sweeps/specs/table3.yaml --profile cpu --out $(DEMO_DIR) $$(test -f $(DEMO_DIR)/sweep.json && echo --resume)
+	$(VENV)/bin/tsweep report $(DEMO_DIR)
+	@echo "report: $(DEMO_DIR)/report/report.html (and report.md, table.csv, table.tex)"
 
 test: venv
 	$(PY) -m pytest -q
@@ -35,6 +37,7 @@ test-slow: venv
 bench: venv
 	$(PY) benchmarks/model_throughput.py
 	$(PY) benchmarks/beam_cache.py
+	$(PY) benchmarks/trainer_throughput.py
 
 clean:
 	rm -rf runs sweep_runs .pytest_cache

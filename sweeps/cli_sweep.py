@@ -17,9 +17,12 @@ def cmd_plan(args) -> int:
     from .spec import load_spec, plan
 
     start = time.time()
-    spec = load_spec(args.spec)
+    spec = _with_corpus(load_spec(args.spec), args.corpus)
     trials = plan(spec, args.profile)
-    print(f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r} ({len(spec.rows)} rows x {len(spec.seeds)} seeds)")
+    print(f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r} ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus['name']}")
+    from .profiles import get_profile
+    for label, why in get_profile(args.profile).exclude.items():
+        print(f"  row {label} left out at this profile: {why}")
     head = f"{'group':<6}{'row':<6}{'seed':>5}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}{'P_drop':>7}{'eps_ls':>7}{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
     print(head)
     total_flops = total_s = 0.0
@@ -43,6 +46,17 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def _with_corpus(spec, corpus):
+    """--corpus replaces the spec's corpus recipe (checked like the spec's own)."""
+    if not corpus:
+        return spec
+    from .spec import parse_spec
+    import yaml
+    doc = yaml.safe_load(Path(spec.source).read_text())
+    doc["corpus"] = {**(doc.get("corpus") if isinstance(doc.get("corpus"), dict) else {}), "name": corpus}
+    return parse_spec(doc, spec.source)
+
+
 def _estimate_seconds(flops: float, tr, flops_per_second: float) -> float:
     train = flops / flops_per_second
     evals = max(1, tr.steps // tr.eval_every)
@@ -63,7 +77,7 @@ def cmd_run(args) -> int:
     from .runner import check_address, run_sweep
     from .spec import load_spec, plan
 
-    spec = load_spec(args.spec)
+    spec = _with_corpus(load_spec(args.spec), args.corpus)
     plan(spec, args.profile)  # every trial's config is checked before anything is written
     check_address(args.address)
     out = Path(args.out or spec.output or Path("sweep_runs") / f"{spec.name}-{args.profile}")
@@ -138,13 +152,15 @@ def register(sub) -> None:
     p = sub.add_parser("plan", help="the expanded trial table of a spec, without running anything")
     p.add_argument("spec")
     p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
-    p.add_argument("--flops-per-second", type=float, default=2.0e10,
-                   help="sustained training FLOP/s of one trial, for the time estimate (2e10: measured on a 2-core laptop)")
+    p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
+    p.add_argument("--flops-per-second", type=float, default=3.0e10,
+                   help="sustained training FLOP/s of one trial, for the time estimate (3e10: one thread of a 2-core laptop, measured)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
     p.add_argument("spec")
     p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
     p.add_argument("--out", default=None, help="sweep directory (default sweep_runs/<name>-<profile>)")
+    p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
     p.add_argument("--address", default=None, help="an existing Ray cluster: HOST:PORT, ray://HOST:PORT or auto")
     p.add_argument("--resume", action="store_true", help="resume an interrupted sweep in --out")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")

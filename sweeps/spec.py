@@ -102,7 +102,7 @@ class Spec:
     source: Optional[str] = None
 
     def trials(self, profile: Profile) -> list[Trial]:
-        return [t for row in self.rows for t in expand_row(self, row, profile)]
+        return [t for row in self.rows if row.label not in profile.exclude for t in expand_row(self, row, profile)]
 
 
 def expand_row(spec: Spec, row: Row, profile: Profile) -> list[Trial]:
