@@ -41,7 +41,7 @@ def _final_metrics(result: dict) -> dict:
             "status": result.get("status"), "done": True, "step": result.get("steps")}
 
 
-def _trainable(config: dict, payloads: list, search_keys: tuple = ()):
+def _trainable(config: dict, payloads: list, search_keys: tuple = (), workers: int = 1, gpus: float = 0):
     """Ray Tune function trainable: one trial, intermediate dev metrics reported for schedulers."""
     from ray import tune
 
@@ -54,8 +54,36 @@ def _trainable(config: dict, payloads: list, search_keys: tuple = ()):
                      search={k: config[k] for k in search_keys})
     else:
         trial = payloads[config["trial_index"]]
-    result = run_trial(trial, report=lambda m: tune.report({**m, "trial_id": trial["id"]}))
-    tune.report({**_final_metrics(result), "trial_id": trial["id"]})
+    if workers > 1:
+        metrics = _data_parallel(trial, workers, gpus)
+    else:
+        result = run_trial(trial, report=lambda m: tune.report({**m, "trial_id": trial["id"]}))
+        metrics = _final_metrics(result)
+    tune.report({**metrics, "trial_id": trial["id"]})
+
+
+def _ddp_worker(loop_config: dict) -> None:
+    """One Ray Train worker of a data-parallel trial; rank 0 tracks, evaluates and writes the result."""
+    import ray.train
+
+    rank = ray.train.get_context().get_world_rank()
+    trial = dict(loop_config["trial"])
+    if rank:
+        trial["tracking"] = None
+    run_trial(trial)
+
+
+def _data_parallel(trial: dict, workers: int, gpus: float) -> dict:
+    """Train one trial with Ray Train's TorchTrainer (DDP-style gradient sums; gloo on CPU, NCCL on GPU)."""
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    trainer = TorchTrainer(_ddp_worker, train_loop_config={"trial": trial},
+                           scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus > 0,
+                                                        resources_per_worker={"CPU": 1, "GPU": 1} if gpus > 0 else {"CPU": 1}),
+                           run_config=RunConfig(name=f"ddp-{trial['id']}", storage_path=str(Path(trial["sweep_dir"]) / "ddp")))
+    trainer.fit()
+    return _final_metrics(json.loads((trial_workdir(trial["sweep_dir"], trial["id"]) / "result.json").read_text()))
 
 
 def _search_domain(dist: dict):
@@ -137,8 +165,11 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
     preset = spec.base.get("preset", "base")
     payloads = [trial_payload(t, sweep_dir, tracking, preset) for t in trials]
     search_keys = tuple(spec.search["space"]) if spec.search else ()
-    trainable = tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys),
-                                    {"cpu": spec.resources["cpus"], "gpu": spec.resources["gpus"]})
+    workers, gpus = spec.resources["workers"], spec.resources["gpus"]
+    # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
+    resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
+    trainable = tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys,
+                                                         workers=workers, gpus=gpus), resources)
     _init_ray(address, num_cpus)
     path = sweep_dir / TUNE_NAME
     if resume and Tuner.can_restore(str(path)):

@@ -24,6 +24,7 @@ import torch
 
 from .data import PAD, BatchStream, load_corpus
 from .device import autocast, resolve_device, resolve_precision
+from .distributed import barrier, sum_gradients, world
 from .errors import ConfigError
 from .evaluation import bleu, perplexity, translate
 from .loss import label_smoothed_nll
@@ -89,7 +90,15 @@ class Trainer:
         self.model = build_model(config.model, self.corpus.vocab_size, PAD).to(self.device)
         self.params = count_parameters(self.model)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps)
-        self.stream = BatchStream(self.train_split, t.tokens_per_batch, t.seed, t.max_train_len)
+        self.rank, self.world = world()
+        if t.accumulate % self.world:
+            raise ConfigError(f"accumulate={t.accumulate} is invalid with {self.world} workers: allowed a multiple of "
+                              "the worker count (the global batch is tokens_per_batch x accumulate)")
+        self.local_accumulate = t.accumulate // self.world
+        self.stream = BatchStream(self.train_split, t.tokens_per_batch, t.seed, t.max_train_len,
+                                  rank=self.rank, world_size=self.world)
+        if self.world > 1:
+            torch.manual_seed(t.seed * 1000 + self.rank)  # same initial weights, own dropout masks
         self.step, self.tokens = 0, 0
         self.seconds = {"train": 0.0, "data": 0.0, "eval": 0.0}
         self.last_eval: dict = {}
@@ -120,7 +129,7 @@ class Trainer:
         self.model.train()
         loss_sum = nll_sum = 0.0
         ntok = 0
-        for _ in range(t.accumulate):
+        for _ in range(self.local_accumulate):
             t0 = time.perf_counter()
             batch = next(self.stream)
             src, tgt_in, tgt_out = (x.to(self.device, non_blocking=True) for x in (batch.src, batch.tgt_in, batch.tgt_out))
@@ -135,9 +144,12 @@ class Trainer:
             loss_sum, nll_sum, ntok = loss_sum + float(loss.detach()), nll_sum + float(nll), ntok + int(n)
             self.seconds["train"] += time.perf_counter() - t1
         t1 = time.perf_counter()
+        if self.world > 1:
+            loss_sum, nll_sum, ntok = sum_gradients(list(self.model.parameters()), [loss_sum, nll_sum, ntok])
+            ntok = int(round(ntok))
         for p in self.model.parameters():
             if p.grad is not None:
-                p.grad.div_(max(ntok, 1))  # mean over every target token of the step
+                p.grad.div_(max(ntok, 1))  # mean over every target token of the step (all workers)
         if t.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
         lr = paper_lr(self.step + 1, self.cfg.model.d_model, t.warmup, t.lr_scale)
@@ -187,16 +199,22 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
     """
     started = time.time()
     workdir = Path(workdir)
-    _claim_workdir(config, workdir)
+    rank, _ = world()
+    if rank == 0:
+        _claim_workdir(config, workdir)
+    barrier()
     result_path = workdir / "result.json"
     if result_path.exists():
         done = json.loads(result_path.read_text())
         if done.get("config_hash") == config.content_hash() and done.get("status") in ("finished", "diverged"):
             return done
-    tracker = tracker or JsonTracker(workdir / "tracking.jsonl")
+    tracker = tracker or JsonTracker(workdir / "tracking.jsonl" if rank == 0 else workdir / f"tracking.rank{rank}.jsonl")
     tr = Trainer(config, workdir, tracker, progress)
     resumed = tr.resume()
-    _append(workdir / "attempts.jsonl", {"time": time.time(), "host": platform.node(), "from_step": tr.step})
+    if rank:
+        return _follow(tr)
+    _append(workdir / "attempts.jsonl", {"time": time.time(), "host": platform.node(), "from_step": tr.step,
+                                         "workers": tr.world})
     if not resumed:
         tracker.log_params({**config.flat(), "params": tr.params, "config_hash": config.content_hash()})
     t = config.train
@@ -228,12 +246,25 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
             tracker.log_metrics({"dev_ppl": ev["dev_ppl"], "dev_bleu": ev["dev_bleu"]}, tr.step)
             (workdir / "dev.hyp").write_text("\n".join(ev["hyps"]) + "\n", encoding="utf-8")
             _save_checkpoint(workdir, tr.state(), keep=max(t.average_last, 1))
+            barrier()
         if progress:
             progress({"step": tr.step, "steps": t.steps, "loss": loss, "lr": tr.opt.param_groups[0]["lr"],
                       "tokens": tr.tokens, "train_seconds": tr.seconds["train"] + tr.seconds["data"],
                       "dev_bleu": tr.last_eval.get("dev_bleu"), "dev_ppl": tr.last_eval.get("dev_ppl"),
                       "evaluated": tr.last_eval.get("step") == tr.step})
     return _finish(tr, started, result_path)
+
+
+def _follow(tr: Trainer) -> dict:
+    """A worker of rank > 0: train in step with rank 0, which evaluates, checkpoints and reports."""
+    t = tr.cfg.train
+    while tr.step < t.steps:
+        loss, _, _ = tr.train_step()
+        if not math.isfinite(loss):
+            return {"status": "diverged", "rank": tr.rank}
+        if tr.step % t.eval_every == 0 or tr.step == t.steps:
+            barrier()
+    return {"status": "worker", "rank": tr.rank}
 
 
 def _finish(tr: Trainer, started: float, result_path: Path) -> dict:
