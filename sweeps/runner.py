@@ -180,7 +180,7 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
                       tune_config=_tune_config(spec, sweep_dir, len(payloads)),
                       run_config=RunConfig(name=TUNE_NAME, storage_path=str(sweep_dir), verbose=1,
                                            failure_config=FailureConfig(max_failures=2),
-                                           callbacks=[_EchoCallback(echo)]))
+                                           callbacks=[_EchoCallback(echo, len(payloads) or spec.search["samples"])]))
     grid = tuner.fit()
     summary = _summarise(grid, sweep_dir)
     _close_stopped_runs(summary, sweep_dir)
@@ -242,14 +242,16 @@ def _close_stopped_runs(summary: dict, sweep_dir: Path) -> None:
 class _EchoCallback:
     """One line per trial that ends, beside Tune's own status table."""
 
-    def __new__(cls, echo):
+    def __new__(cls, echo, total):
         from ray.tune import Callback
 
         class Echo(Callback):
+            ended = 0
+
             def on_trial_complete(self, iteration, trials, trial, **info):
                 m = trial.last_result or {}
-                done = sum(t.status in ("TERMINATED", "ERROR") for t in trials)
-                echo(f"[{done}/{len(trials)}] {trial.trial_id}: {m.get('status', 'stopped')} "
+                self.ended += 1
+                echo(f"[{self.ended}/{total}] {m.get('trial_id', trial.trial_id)}: {m.get('status', 'stopped')} "
                      f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}")
 
             def on_trial_error(self, iteration, trials, trial, **info):
