@@ -42,3 +42,68 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
     assert _losses(tmp_path / "trials" / "two") == pytest.approx(_losses(tmp_path / "one"), rel=1e-4)
     attempts = json.loads((tmp_path / "trials" / "two" / "attempts.jsonl").read_text().splitlines()[0])
     assert attempts["workers"] == 2
+
+
+def _spec(path, **doc):
+    base = {"name": "cluster", "corpus": {"name": "bible-en-de"}, "seeds": [1, 2],
+            "rows": {"D": [{"label": "D1", "P_drop": 0.0}]}, "max_concurrent": 2}
+    path.write_text(yaml.safe_dump({**base, **doc}))
+    return path
+
+
+@pytest.fixture
+def two_node_cluster(fixture_corpus):
+    """A head and a worker node on 127.0.0.1 (never any other address)."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    from ray.cluster_utils import Cluster
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1",
+                                                            "include_dashboard": False})
+    worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
+    cluster.wait_for_nodes()
+    yield cluster, worker
+    cluster.shutdown()
+
+
+def _sessions(sweep_dir):
+    return {p.parent.name: [json.loads(x) for x in p.read_text().splitlines()]
+            for p in (sweep_dir / "trials").glob("*/sessions.jsonl")}
+
+
+def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, fixture_data_dir, tmp_path):
+    cluster, worker = two_node_cluster
+    assert cluster.address.startswith("127.0.0.1:")
+    env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir))
+    out = tmp_path / "sweep"
+    r = subprocess.run([sys.executable, "-m", "sweeps.cli", "run", str(_spec(tmp_path / "s.yaml")), "--profile", "smoke",
+                        "--out", str(out), "--address", cluster.address], capture_output=True, text=True, env=env,
+                       cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert len(list((out / "trials").glob("*/result.json"))) == 4
+    nodes = {s["node"] for runs in _sessions(out).values() for s in runs}
+    assert worker.node_id in nodes and len(nodes) == 2
+
+
+def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(two_node_cluster, fixture_data_dir, tmp_path):
+    cluster, worker = two_node_cluster
+    env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir))
+    out = tmp_path / "sweep"
+    spec = _spec(tmp_path / "s.yaml", train={"steps": 200, "eval_every": 20, "eval_sentences": 4})
+    proc = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--profile", "smoke", "--out", str(out),
+                             "--address", cluster.address], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    victim, deadline = None, time.time() + 300
+    while victim is None and time.time() < deadline:  # a trial on the worker node with a checkpoint
+        for tid, runs in _sessions(out).items() if (out / "trials").exists() else []:
+            if runs[-1]["node"] == worker.node_id and list((out / "trials" / tid / "checkpoints").glob("step-*.pt")):
+                victim = tid
+        time.sleep(0.2)
+    assert victim, "no trial reached a checkpoint on the worker node"
+    cluster.remove_node(worker)
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, output[-3000:]
+    results = list((out / "trials").glob("*/result.json"))
+    assert len(results) == 4 and all(json.loads(p.read_text())["status"] == "finished" for p in results)
+    attempts = [json.loads(x) for x in (out / "trials" / victim / "attempts.jsonl").read_text().splitlines()]
+    assert len(attempts) >= 2 and attempts[-1]["from_step"] > 0  # resumed from its checkpoint, not from scratch
+    assert _sessions(out)[victim][-1]["node"] != worker.node_id
