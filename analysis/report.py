@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from .collect import collect, dev_curves
-from .paper import PAPER_FACTS, load_table3
+from .paper import PAPER_FACTS
 from .tables import judge_claims, reproduction_table
 
 KNOB_COLS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "train_steps"]

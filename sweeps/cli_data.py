@@ -1,7 +1,6 @@
 """`tsweep data prepare|info|list`: real corpora, shared BPE vocabulary, padding report."""
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
 import numpy as np

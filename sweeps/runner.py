@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import time
@@ -137,7 +136,7 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
               resume: bool = False, num_cpus: Optional[int] = None, echo: Callable[[str], None] = print) -> dict:
     """Run (or resume) a sweep; returns {trial_id: final state}."""
     from ray import tune
-    from ray.tune import FailureConfig, RunConfig, TuneConfig, Tuner
+    from ray.tune import FailureConfig, RunConfig, Tuner
 
     check_address(address)
     profile = get_profile(profile_name)

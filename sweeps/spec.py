@@ -15,7 +15,7 @@ import yaml
 
 from transformer_core.config import MODEL_KEYS
 from transformer_core.errors import ConfigError, UserError
-from transformer_core.run_config import DATA_KEYS, TRAIN_KEYS, RunConfig, make_run_config
+from transformer_core.run_config import TRAIN_KEYS, make_run_config
 
 from .profiles import Profile, get_profile
 

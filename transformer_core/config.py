@@ -7,7 +7,7 @@ Table 3 row is ``dataclasses.replace(PRESETS["base"], **overrides)``.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 
@@ -23,7 +23,7 @@ def _check_int(name: str, value: Any, minimum: int = 1) -> None:
         _fail(name, value, f"an integer >= {minimum}")
 
 
-def _check_prob(name: str, value: Any, upper_open: bool = True) -> None:
+def _check_prob(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value < 1.0):
         _fail(name, value, "a number in [0, 1)")
 
