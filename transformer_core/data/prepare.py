@@ -91,7 +91,9 @@ def prepare_text(name: str, data_dir: Path | None = None, direction: str | None 
     if (out / "meta.json").exists():
         return out
     start = time.time()
+    log.info("preparing %s: fetching and reading %s", name, ", ".join(names))
     raw, direction = _orient(_combine(names, data_dir, options or {}), direction)
+    log.info("cleaning %d pairs", sum(len(p) for p in raw.splits.values()))
     splits, dropped = {}, {}
     for split in SPLITS:
         splits[split], dropped[split] = clean_pairs(raw.splits.get(split, []), rules)
@@ -135,6 +137,7 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
     tmp = corpus_dir / f"bpe-{vocab}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
+    log.info("training a shared %d-piece BPE vocabulary on %s", vocab, corpus_dir.name)
     text = tmp / "train.both"
     text.write_bytes((corpus_dir / "train.src").read_bytes() + (corpus_dir / "train.tgt").read_bytes())
     try:
@@ -148,6 +151,7 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
         raise DataError(f"sentencepiece could not build a {vocab}-piece vocabulary: {exc}") from exc
     text.unlink()
     sp = spm.SentencePieceProcessor(model_file=str(tmp / "spm.model"))
+    log.info("encoding the splits")
     for split in SPLITS:
         for side in ("src", "tgt"):
             lines = (corpus_dir / f"{split}.{side}").read_text(encoding="utf-8").splitlines()
