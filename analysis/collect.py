@@ -33,20 +33,37 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
     for tid in ids:
         wd = sweep_dir / "trials" / tid
         trial, result = _read_json(wd / "trial.json"), _read_json(wd / "result.json")
-        if not trial:  # planned but never started: recover its identity from the id
-            row, seed = tid.rsplit("-", 2)[0], int(tid.rsplit("-", 2)[1][1:])
-            trial = {"row": row, "seed": seed, "group": None, "paper": {}, "values": {}}
+        if not trial:  # planned but never started
+            trial = (state.get("plan") or {}).get(tid) or {
+                "row": tid.rsplit("-", 2)[0], "seed": int(tid.rsplit("-", 2)[1][1:]), "group": None, "paper": {}, "values": {}}
+        attempts = len((wd / "attempts.jsonl").read_text().splitlines()) if (wd / "attempts.jsonl").exists() else 0
+        err = (summary.get(tid) or {}).get("error")
         status = result.get("status")
         if not status:
-            err = (summary.get(tid) or {}).get("error")
-            status = "failed" if err else ("stopped" if tid in summary else ("running" if (wd / "attempts.jsonl").exists() else "missing"))
+            status = "failed" if err else "stopped early" if tid in summary else "running" if attempts else "pending"
+        step, last_eval = _progress(wd / "metrics.jsonl")
         rec = {"trial_id": tid, "group": trial.get("group"), "row": trial["row"], "seed": trial["seed"],
-               "profile": state.get("profile"), "status": status, "workdir": str(wd)}
+               "profile": state.get("profile"), "status": status, "workdir": str(wd), "attempts": attempts,
+               "step": result.get("steps", step), "error": err}
         rec.update({f"paper_{k}": (trial.get("paper") or {}).get(k) for k in PAPER_KNOBS})
         rec.update({k: (trial.get("values") or {}).get(k) for k in SCALED_KNOBS})
         rec.update({k: result.get(k) for k in METRICS})
+        if not result:  # metrics so far
+            rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))
         records.append(rec)
     return pd.DataFrame.from_records(records)
+
+
+def _progress(metrics_path: Path) -> tuple[int, dict]:
+    """Last logged step and last evaluation of a trial's metrics.jsonl."""
+    step, last = 0, {}
+    if metrics_path.exists():
+        for line in metrics_path.read_text().splitlines():
+            rec = json.loads(line)
+            step = max(step, rec["step"])
+            if rec["kind"] == "eval":
+                last = rec
+    return step, last
 
 
 def dev_curves(df: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def _fmt(x, spec=".2f"):
-    return "-" if x is None else format(x, spec)
+    return "-" if x is None or x != x else format(x, spec)
 
 
 def cmd_plan(args) -> int:
@@ -91,60 +91,17 @@ def cmd_status(args) -> int:
     return _print_status(Path(args.sweep_dir))
 
 
-def trial_states(sweep_dir: Path) -> list[dict]:
-    """Each trial's state from what it left on disk (no Ray, no MLflow needed)."""
-    from transformer_core.errors import UserError
-
-    if not (sweep_dir / "sweep.json").exists():
-        raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
-    state = json.loads((sweep_dir / "sweep.json").read_text())
-    ids = list(state.get("trials") or [])
-    ids += sorted(p.name for p in (sweep_dir / "trials").glob("*") if p.name not in ids)
-    summary = {}
-    if (sweep_dir / "tune_summary.json").exists():
-        summary = json.loads((sweep_dir / "tune_summary.json").read_text())
-    rows = []
-    for tid in ids:
-        wd = sweep_dir / "trials" / tid
-        info = json.loads((wd / "trial.json").read_text()) if (wd / "trial.json").exists() else {}
-        result = json.loads((wd / "result.json").read_text()) if (wd / "result.json").exists() else {}
-        evals, step = [], 0
-        if (wd / "metrics.jsonl").exists():
-            for line in (wd / "metrics.jsonl").read_text().splitlines():
-                rec = json.loads(line)
-                step = max(step, rec["step"])
-                if rec["kind"] == "eval":
-                    evals.append(rec)
-        attempts = len((wd / "attempts.jsonl").read_text().splitlines()) if (wd / "attempts.jsonl").exists() else 0
-        err = (summary.get(tid) or {}).get("error")
-        if result:
-            st = result["status"]
-        elif err:
-            st = "failed"
-        elif summary and tid in summary:
-            st = "stopped early"
-        else:
-            st = "running" if attempts else "pending"
-        last = evals[-1] if evals else {}
-        rows.append({"id": tid, "group": info.get("group"), "row": info.get("row"), "seed": info.get("seed"),
-                     "state": st, "step": result.get("steps", step), "steps": (info.get("values") or {}).get("steps"),
-                     "dev_bleu": result.get("dev_bleu", last.get("dev_bleu")), "dev_ppl": result.get("dev_ppl", last.get("dev_ppl")),
-                     "test_bleu": result.get("test_bleu"), "attempts": attempts,
-                     "reason": result.get("reason") or err or ""})
-    return rows
-
-
 def _print_status(sweep_dir: Path) -> int:
-    rows = trial_states(sweep_dir)
+    from analysis.collect import collect
+
+    df = collect(sweep_dir)
     print(f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5}  {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'tries':>6}  reason")
-    for r in rows:
-        steps = f"{r['step']}/{r['steps']}" if r["steps"] else str(r["step"])
-        print(f"{r['id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}  {r['state']:<14}{steps:>11}"
-              f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}{r['attempts']:>6}  {r['reason']}")
-    counts = {}
-    for r in rows:
-        counts[r["state"]] = counts.get(r["state"], 0) + 1
-    print("; ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    for _, r in df.iterrows():
+        steps = f"{r['step']}/{int(r['steps'])}" if r["steps"] == r["steps"] and r["steps"] else str(r["step"])
+        reason = r["reason"] if isinstance(r["reason"], str) else (r["error"] or "")
+        print(f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}  {r['status']:<14}{steps:>11}"
+              f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}{r['attempts']:>6}  {reason}")
+    print("; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())))
     return 0
 
 

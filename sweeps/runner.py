@@ -158,7 +158,9 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
     tracking = {"uri": uri, "experiment_id": exp_id, "parent_run_id": parent}
     state = {"name": spec.name, "spec": spec.source, "profile": profile_name, "profile_rules": profile.rules(),
              "uri": uri, "experiment_id": exp_id, "parent_run_id": parent, "created": state.get("created", time.time()),
-             "trials": [t.trial_id for t in trials] if not spec.search else [], "metric": spec.metric, "mode": spec.mode}
+             "trials": [t.trial_id for t in trials] if not spec.search else [], "metric": spec.metric, "mode": spec.mode,
+             "plan": {t.trial_id: {"group": t.group, "row": t.row, "seed": t.seed, "paper": t.paper, "values": t.values}
+                      for t in trials} if not spec.search else {}}
     (sweep_dir / "sweep.json").write_text(json.dumps(state, indent=2))
 
     preset = spec.base.get("preset", "base")
