@@ -196,9 +196,10 @@ def test_copy_task_reaches_99_percent_exact_match():
         src, tgt_in, tgt_out = batch(64)
         loss, _, n = tc.label_smoothed_nll(m(src, tgt_in), tgt_out, 0.0)
         for g in opt.param_groups:
-            g["lr"] = tc.paper_lr(step, 64, 100, scale=2.0)
+            g["lr"] = tc.paper_lr(step, 64, 100, scale=1.0)
         opt.zero_grad()
         (loss / n).backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)  # robust to thread-count numerics
         opt.step()
     m.eval()
     src, _, _ = batch(200)
