@@ -14,11 +14,15 @@ def bible_fixture_db():
     return FIXTURES / "bible-mini.db"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def fixture_data_dir(tmp_path_factory, bible_fixture_db):
-    """A data directory where bible-en-de is the committed fixture (a few hundred real verses)."""
+    """A data directory where bible-en-de is the committed fixture (a few hundred real verses).
+
+    Set for the whole session so that no test reads or writes the user's own data cache."""
     os.environ["TSWEEP_BIBLE_DB"] = str(bible_fixture_db)
-    return tmp_path_factory.mktemp("data")
+    path = tmp_path_factory.mktemp("data")
+    os.environ["TSWEEP_DATA_DIR"] = str(path)
+    return path
 
 
 @pytest.fixture(scope="session")

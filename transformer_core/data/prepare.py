@@ -43,6 +43,10 @@ def default_data_dir() -> Path:
 
 def corpus_key(name: str, direction: str | None, options: dict | None = None) -> str:
     key = name + (f".{direction}" if direction else "")
+    override = os.environ.get("TSWEEP_BIBLE_DB")
+    if override and any(n.startswith("bible") for n in name.split("+")):
+        # another bible.db (e.g. the test fixture) never shares a cache entry with the packaged one
+        options = {**(options or {}), "_bible_db": str(Path(override).resolve())}
     if options:
         digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
         key += f".{digest}"
