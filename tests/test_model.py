@@ -206,3 +206,20 @@ def test_copy_task_reaches_99_percent_exact_match():
     hyps = tc.greedy_decode(m, src, bos, eos, max_extra=2)
     exact = sum(h == [t for t in s.tolist() if t] for h, s in zip(hyps, src)) / len(hyps)
     assert exact >= 0.99
+
+
+def test_bf16_autocast_on_cpu_agrees_with_fp32():
+    # under CPU bf16 autocast attention takes the math kernel (faster here); results must still agree
+    torch.manual_seed(0)
+    cfg = tc.model_config("base", N=2, d_model=64, d_ff=128, h=4, d_k=16, d_v=8)
+    m = tc.build_model(cfg, 50).eval()
+    src = torch.randint(3, 50, (4, 9))
+    src[1, 6:] = 0
+    tgt = torch.randint(3, 50, (4, 7))
+    with torch.no_grad():
+        ref = m(src, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            low = m(src, tgt)
+    assert low.dtype == torch.bfloat16
+    assert (low.float() - ref).abs().max().item() < 0.05 * ref.abs().max().item()
+    assert (low.float().argmax(-1) == ref.argmax(-1)).float().mean().item() > 0.9
