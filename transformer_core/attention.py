@@ -64,9 +64,9 @@ class MultiHeadAttention(nn.Module):
                mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
         if q.device.type == "cpu" and q.dtype in _LOW_PRECISION:
-            # Measured (benchmarks/attention_backends.py): on CPU under bf16 autocast the
-            # fused flash kernel is up to ~2.8x slower per training step than the math kernel
-            # with small heads (d_k 16), and ~1.2x slower at the paper's d_k 64; in fp32 they tie.
+            # Measured (benchmarks/attention_backends.py): on CPU under bf16 autocast a training
+            # step with the default (flash) kernel is 2.5x slower than with the math kernel at
+            # d_k 16 and 1.14x slower at the paper's d_k 64; in fp32 they tie.
             with sdpa_kernel(SDPBackend.MATH):
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                    is_causal=is_causal, scale=self.scale)
