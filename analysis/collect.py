@@ -22,7 +22,8 @@ def _read_json(path: Path) -> dict:
 
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
     """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
-    sweep_dir = Path(sweep_dir)
+    from sweeps.storage import local_view
+    sweep_dir = local_view(sweep_dir)  # a URI (s3://, file://...) is read from a pulled copy without checkpoints
     state = _read_json(sweep_dir / "sweep.json")
     if not state:
         raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")

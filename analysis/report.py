@@ -128,7 +128,10 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000) -> Path:
-    sweep_dir = Path(sweep_dir)
+    """Write the report; a sweep at a URI is read from a pulled view and the report is pushed to URI/report too."""
+    from sweeps.storage import local_view, open_storage
+    store = open_storage(str(sweep_dir))
+    sweep_dir = local_view(sweep_dir)
     df = collect(sweep_dir)
     out = Path(out_dir) if out_dir else sweep_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
@@ -168,4 +171,6 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     style = "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 6px}img{max-width:100%}"
     (out / "report.html").write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(h['sweep'])}</title>"
                                      f"<style>{style}</style></head><body>{''.join(body)}</body></html>")
+    if store and not out_dir:
+        store.push(out, "report")
     return out

@@ -80,7 +80,9 @@ def cmd_run(args) -> int:
     spec = _with_corpus(load_spec(args.spec), args.corpus)
     plan(spec, args.profile)  # every trial's config is checked before anything is written
     check_address(args.address)
-    out = Path(args.out or spec.output or Path("sweep_runs") / f"{spec.name}-{args.profile}")
+    from .storage import is_uri
+    out = args.out or spec.output or str(Path("sweep_runs") / f"{spec.name}-{args.profile}")
+    out = out if is_uri(out) else Path(out)
     start = time.time()
     summary = run_sweep(spec, args.profile, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus)
     print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")
@@ -88,10 +90,10 @@ def cmd_run(args) -> int:
 
 
 def cmd_status(args) -> int:
-    return _print_status(Path(args.sweep_dir))
+    return _print_status(args.sweep_dir)
 
 
-def _print_status(sweep_dir: Path) -> int:
+def _print_status(sweep_dir) -> int:
     from analysis.collect import collect
 
     df = collect(sweep_dir)
@@ -116,7 +118,8 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
     p.add_argument("spec")
     p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
-    p.add_argument("--out", default=None, help="sweep directory (default sweep_runs/<name>-<profile>)")
+    p.add_argument("--out", default=None, help="sweep directory, or a URI of a pyarrow filesystem (s3://, gs://, hdfs://, "
+                   "file://) every node reaches (default sweep_runs/<name>-<profile>)")
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
     p.add_argument("--address", default=None, help="an existing Ray cluster: HOST:PORT, ray://HOST:PORT or auto")
     p.add_argument("--resume", action="store_true", help="resume an interrupted sweep in --out")
@@ -132,6 +135,9 @@ def cmd_report(args) -> int:
 
     out = write_report(args.sweep_dir, args.out, samples=args.bootstrap)
     print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
+    from .storage import is_uri
+    if is_uri(args.sweep_dir) and not args.out:
+        print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
     return 0
 
 

@@ -1,9 +1,10 @@
 """Ray Tune runs a sweep: local Ray by default, an existing cluster with an address.
 
 The only module that imports Ray.  Each trial is ``trial.run_trial`` in a Ray
-worker; its workdir lies in the sweep directory, so a retried trial (Ray
-FailureConfig) resumes from its own checkpoint there, and an interrupted
-sweep is resumed with Tuner.restore without re-running finished trials.
+worker; its workdir lies in the sweep directory (or is pushed to the sweep's
+URI, see storage.py), so a retried trial (Ray FailureConfig) resumes from its
+own checkpoint there, and an interrupted sweep is resumed with Tuner.restore
+without re-running finished trials.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -19,14 +21,15 @@ from transformer_core.errors import UserError
 
 from .profiles import get_profile
 from .spec import Spec, SpecError, Trial
-from .trial import run_trial, trial_workdir
+from .storage import Storage, open_storage
+from .trial import read_result, run_trial
 
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
 _ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5})$")
 
 
-def trial_payload(t: Trial, sweep_dir: Path, tracking: Optional[dict], preset: str) -> dict:
+def trial_payload(t: Trial, sweep_dir: str | Path, tracking: Optional[dict], preset: str) -> dict:
     return {"id": t.trial_id, "group": t.group, "row": t.row, "seed": t.seed, "values": t.values,
             "paper": t.paper, "profile": t.profile, "config_hash": t.config_hash, "preset": preset,
             "sweep_dir": str(sweep_dir), "tracking": tracking}
@@ -80,9 +83,13 @@ def _data_parallel(trial: dict, workers: int, gpus: float) -> dict:
     trainer = TorchTrainer(_ddp_worker, train_loop_config={"trial": trial},
                            scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus > 0,
                                                         resources_per_worker={"CPU": 1, "GPU": 1} if gpus > 0 else {"CPU": 1}),
-                           run_config=RunConfig(name=f"ddp-{trial['id']}", storage_path=str(Path(trial["sweep_dir"]) / "ddp")))
+                           run_config=RunConfig(name=f"ddp-{trial['id']}", storage_path=_join(trial["sweep_dir"], "ddp")))
     trainer.fit()
-    return _final_metrics(json.loads((trial_workdir(trial["sweep_dir"], trial["id"]) / "result.json").read_text()))
+    return _final_metrics(read_result(trial))
+
+
+def _join(location: str, name: str) -> str:
+    return f"{location.rstrip('/')}/{name}" if open_storage(location) else str(Path(location) / name)
 
 
 def _search_domain(dist: dict):
@@ -117,18 +124,18 @@ def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
         raise UserError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
 
 
-def _sweep_state(sweep_dir: Path, spec: Spec, profile: str, resume: bool) -> dict:
+def _sweep_state(sweep_dir: Path, spec: Spec, profile: str, resume: bool, where: str) -> dict:
     path = sweep_dir / "sweep.json"
     if path.exists():
         state = json.loads(path.read_text())
         if not resume:
-            raise UserError(f"{sweep_dir} already holds sweep {state['name']!r}: resume it with --resume, "
+            raise UserError(f"{where} already holds sweep {state['name']!r}: resume it with --resume, "
                             "or give another --out")
         if state["profile"] != profile:
-            raise UserError(f"{sweep_dir} was run with profile {state['profile']!r}, not {profile!r}: resume with the same profile")
+            raise UserError(f"{where} was run with profile {state['profile']!r}, not {profile!r}: resume with the same profile")
         return state
     if resume:
-        raise UserError(f"nothing to resume in {sweep_dir}: it holds no sweep.json (start it without --resume)")
+        raise UserError(f"nothing to resume in {where}: it holds no sweep.json (start it without --resume)")
     return {}
 
 
@@ -143,8 +150,20 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
     trials = spec.trials(profile)
     if spec.search and len(spec.rows) > 1:
         raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
-    sweep_dir = Path(sweep_dir).resolve()
-    state = _sweep_state(sweep_dir, spec, profile_name, resume)
+    store = open_storage(str(sweep_dir))
+    if store and address and not spec.tracking.get("uri"):
+        raise UserError("a sweep stored at a URI on a cluster needs an MLflow server every node reaches: set "
+                        "tracking.uri in the spec (the default SQLite file would live on this machine only)")
+    if store:  # a URI: the driver's own files live in local scratch and are pushed there
+        store.check_writable()
+        location, sweep_dir = store.uri, store.scratch / "driver"
+        if not store.exists("sweep.json"):  # a fresh location: scratch left from an earlier sweep there is stale
+            shutil.rmtree(store.scratch, ignore_errors=True)
+        store.pull("", sweep_dir, keep=lambda r: "/" not in r, overwrite=False)
+    else:
+        sweep_dir = Path(sweep_dir).resolve()
+        location = str(sweep_dir)
+    state = _sweep_state(sweep_dir, spec, profile_name, resume, location)
     sweep_dir.mkdir(parents=True, exist_ok=True)
 
     from .tracking import default_uri, end_run, ensure_parent_run
@@ -162,9 +181,11 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
              "plan": {t.trial_id: {"group": t.group, "row": t.row, "seed": t.seed, "paper": t.paper, "values": t.values}
                       for t in trials} if not spec.search else {}}
     (sweep_dir / "sweep.json").write_text(json.dumps(state, indent=2))
+    sync = (lambda: store.push(sweep_dir, "", top_level_only=True)) if store else (lambda: 0)
+    sync()
 
     preset = spec.base.get("preset", "base")
-    payloads = [trial_payload(t, sweep_dir, tracking, preset) for t in trials]
+    payloads = [trial_payload(t, location, tracking, preset) for t in trials]
     search_keys = tuple(spec.search["space"]) if spec.search else ()
     workers, gpus = spec.resources["workers"], spec.resources["gpus"]
     # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
@@ -172,21 +193,22 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
     trainable = tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys,
                                                          workers=workers, gpus=gpus), resources)
     _init_ray(address, num_cpus)
-    path = sweep_dir / TUNE_NAME
-    if resume and Tuner.can_restore(str(path)):
+    path = _join(location, TUNE_NAME)
+    if resume and Tuner.can_restore(path):
         echo(f"resuming {spec.name} from {path}")
-        tuner = Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
+        tuner = Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True)
     else:
         tuner = Tuner(trainable, param_space=_param_space(spec, payloads),
                       tune_config=_tune_config(spec, sweep_dir, len(payloads)),
-                      run_config=RunConfig(name=TUNE_NAME, storage_path=str(sweep_dir), verbose=1,
+                      run_config=RunConfig(name=TUNE_NAME, storage_path=location, verbose=1,
                                            failure_config=FailureConfig(max_failures=2),
-                                           callbacks=[_EchoCallback(echo, spec.search["samples"] if spec.search else len(payloads))]))
+                                           callbacks=[_EchoCallback(echo, spec.search["samples"] if spec.search else len(payloads), sync)]))
     grid = tuner.fit()
     summary = _summarise(grid, sweep_dir)
-    _close_stopped_runs(summary, sweep_dir)
+    _close_stopped_runs(summary, store.view() if store else sweep_dir, sweep_dir)
     (sweep_dir / "tune_summary.json").write_text(json.dumps(summary, indent=2, default=str))
     end_run(uri, parent, "FINISHED")
+    sync()
     return summary
 
 
@@ -226,10 +248,10 @@ def _summarise(grid, sweep_dir: Path) -> dict:
     return out
 
 
-def _close_stopped_runs(summary: dict, sweep_dir: Path) -> None:
+def _close_stopped_runs(summary: dict, trials_from: Path, sweep_dir: Path) -> None:
     """Trials a scheduler stopped early (or that errored out) end their MLflow child run as KILLED/FAILED."""
     from .tracking import _client, _retry
-    for workdir in (sweep_dir / "trials").glob("*"):
+    for workdir in (trials_from / "trials").glob("*"):
         marker, result = workdir / "mlflow_run_id", workdir / "result.json"
         if marker.exists() and not result.exists():
             state = json.loads((sweep_dir / "sweep.json").read_text())
@@ -243,7 +265,7 @@ def _close_stopped_runs(summary: dict, sweep_dir: Path) -> None:
 class _EchoCallback:
     """One line per trial that ends, beside Tune's own status table."""
 
-    def __new__(cls, echo, total):
+    def __new__(cls, echo, total, sync=lambda: 0):
         from ray.tune import Callback
 
         class Echo(Callback):
@@ -254,6 +276,7 @@ class _EchoCallback:
                 self.ended += 1
                 echo(f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
                      f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}")
+                sync()
 
             def on_trial_error(self, iteration, trials, trial, **info):
                 echo(f"trial {trial.trial_id} failed (Ray retries it from its checkpoint up to 2 times)")

@@ -235,11 +235,14 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         raise SpecError(f"mode: {mode!r} is invalid; allowed max, min")
     train = _mapping(doc.get("train"), "train", TRAIN_KEYS)
     tracking = _mapping(doc.get("tracking"), "tracking", ("uri", "experiment"))
+    output = doc.get("output")
+    if output is not None and (not isinstance(output, str) or not output.strip()):
+        raise SpecError(f"output: {output!r} is invalid; allowed a directory path or a URI such as s3://bucket/sweeps/name")
     spec = Spec(name=name, base=base, corpus={"name": "bible-en-de", **corpus}, seeds=seeds,
                 rows=_parse_rows(doc.get("rows")), search=_parse_search(doc.get("search")),
                 scheduler=_parse_scheduler(doc.get("scheduler")), resources=resources,
                 max_concurrent=_number(doc.get("max_concurrent", 2), "max_concurrent", 1, integer=True),
-                metric=metric, mode=mode, tracking=tracking, output=doc.get("output"), train=train,
+                metric=metric, mode=mode, tracking=tracking, output=output, train=train,
                 description=str(doc.get("description", "")), source=source)
     return spec
 

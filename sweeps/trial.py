@@ -6,15 +6,26 @@ debugger can call it directly.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.run_config import make_run_config
 
+from .storage import open_storage
+
 
 def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:
     return Path(sweep_dir) / "trials" / trial_id
+
+
+def read_result(trial: dict) -> dict:
+    """A trial's result.json, wherever the sweep lives."""
+    store = open_storage(trial["sweep_dir"])
+    if store:
+        return json.loads(store.read_text(f"trials/{trial['id']}/result.json"))
+    return json.loads((trial_workdir(trial["sweep_dir"], trial["id"]) / "result.json").read_text())
 
 
 def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> dict:
@@ -25,13 +36,24 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
     suggestions arrive as extra keys in ``values``.
     """
     from transformer_core import train_and_evaluate
+    from transformer_core.distributed import world
 
-    workdir = trial_workdir(trial["sweep_dir"], trial["id"])
+    store, rank = open_storage(trial["sweep_dir"]), world()[0]
+    remote = f"trials/{trial['id']}"
+    if store:  # a URI: work in this node's scratch, starting from what the trial pushed before (on any node)
+        workdir = store.scratch / _node()[:12] / "trials" / (trial["id"] + (f".rank{rank}" if rank else ""))
+        store.pull(remote, workdir)
+    else:
+        workdir = trial_workdir(trial["sweep_dir"], trial["id"])
     workdir.mkdir(parents=True, exist_ok=True)
-    with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial, and on which node
-        f.write(json.dumps({"time": time.time(), "node": _node()}) + "\n")
+    push = (lambda: store.push(workdir, remote)) if store and rank == 0 else (lambda: 0)
+    if rank == 0:
+        with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial, and on which node
+            f.write(json.dumps({"time": time.time(), "node": _node(), "workdir": str(workdir)}) + "\n")
     config = make_run_config(trial["values"], trial.get("preset", "base"))
-    (workdir / "trial.json").write_text(json.dumps({k: v for k, v in trial.items() if k != "tracking"}, indent=2))
+    if rank == 0:
+        (workdir / "trial.json").write_text(json.dumps({k: v for k, v in trial.items() if k != "tracking"}, indent=2))
+        push()
     tracker = None
     tr = trial.get("tracking")
     if tr:
@@ -41,12 +63,17 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
         tracker = MlflowTracker(tr["uri"], tr["experiment_id"], tr["parent_run_id"], workdir, trial["id"], tags)
 
     def progress(p: dict) -> None:
-        if report and p.get("evaluated"):
-            report({"step": p["step"], "dev_bleu": p["dev_bleu"], "dev_ppl": p["dev_ppl"], "done": False})
+        if p.get("evaluated"):  # a checkpoint was just written
+            push()
+            if report:
+                report({"step": p["step"], "dev_bleu": p["dev_bleu"], "dev_ppl": p["dev_ppl"], "done": False})
 
     result = train_and_evaluate(config, workdir, tracker, progress)
     if tracker and result.get("status") == "finished":
         tracker.log_params({"profile_rules": json.dumps(trial["profile"])})
+    push()
+    if store and result.get("status") in ("finished", "diverged", "worker"):
+        shutil.rmtree(workdir, ignore_errors=True)  # everything is at the URI now; scratch is not an archive
     return result
 
 

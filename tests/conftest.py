@@ -22,6 +22,7 @@ def fixture_data_dir(tmp_path_factory, bible_fixture_db):
     os.environ["TSWEEP_BIBLE_DB"] = str(bible_fixture_db)
     path = tmp_path_factory.mktemp("data")
     os.environ["TSWEEP_DATA_DIR"] = str(path)
+    os.environ["TSWEEP_SCRATCH_DIR"] = str(tmp_path_factory.mktemp("scratch"))  # URI-backed sweeps' local work
     return path
 
 

@@ -21,7 +21,8 @@ def _losses(workdir):
     return [json.loads(x)["loss"] for x in (workdir / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
 
 
-def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fixture_data_dir, tmp_path):
+@pytest.mark.parametrize("storage", ["shared path", "uri"])
+def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fixture_data_dir, tmp_path, storage):
     import ray
 
     from sweeps.runner import _data_parallel
@@ -30,7 +31,8 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
     values = {**TINY, "data_dir": str(fixture_data_dir), "accumulate": 2}
     single = train_and_evaluate(make_run_config(values), tmp_path / "one")
     trial = {"id": "two", "group": "base", "row": "base", "seed": 1, "values": values, "preset": "base",
-             "profile": {"profile": "test"}, "sweep_dir": str(tmp_path), "tracking": None}
+             "profile": {"profile": "test"}, "sweep_dir": tmp_path.as_uri() if storage == "uri" else str(tmp_path),
+             "tracking": None}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         metrics = _data_parallel(trial, workers=2, gpus=0)
@@ -84,16 +86,20 @@ def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, 
     assert worker.node_id in nodes and len(nodes) == 2
 
 
-def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(two_node_cluster, fixture_data_dir, tmp_path):
+@pytest.mark.parametrize("storage", ["shared path", "uri"])
+def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(two_node_cluster, fixture_data_dir, tmp_path, storage):
+    """With a URI, each node works in its own scratch directory: the retried trial must pull its checkpoint."""
     cluster, worker = two_node_cluster
     env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir))
     out = tmp_path / "sweep"
-    spec = _spec(tmp_path / "s.yaml", train={"steps": 200, "eval_every": 20, "eval_sentences": 4})
-    proc = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--profile", "smoke", "--out", str(out),
+    extra = {"tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}} if storage == "uri" else {}
+    spec = _spec(tmp_path / "s.yaml", train={"steps": 200, "eval_every": 20, "eval_sentences": 4}, **extra)
+    where = out.as_uri() if storage == "uri" else str(out)
+    proc = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--profile", "smoke", "--out", where,
                              "--address", cluster.address], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     victim, deadline = None, time.time() + 300
-    while victim is None and time.time() < deadline:  # a trial on the worker node with a checkpoint
+    while victim is None and time.time() < deadline:  # a trial on the worker node with a checkpoint (at the URI, if one)
         for tid, runs in _sessions(out).items() if (out / "trials").exists() else []:
             if runs[-1]["node"] == worker.node_id and list((out / "trials" / tid / "checkpoints").glob("step-*.pt")):
                 victim = tid
@@ -106,4 +112,9 @@ def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(two_node_c
     assert len(results) == 4 and all(json.loads(p.read_text())["status"] == "finished" for p in results)
     attempts = [json.loads(x) for x in (out / "trials" / victim / "attempts.jsonl").read_text().splitlines()]
     assert len(attempts) >= 2 and attempts[-1]["from_step"] > 0  # resumed from its checkpoint, not from scratch
-    assert _sessions(out)[victim][-1]["node"] != worker.node_id
+    sessions = _sessions(out)[victim]
+    assert sessions[-1]["node"] != worker.node_id
+    if storage == "uri":  # trained in node-local scratch, never in the sweep's location; scratch cleaned up after
+        workdirs = {s["workdir"] for s in sessions}
+        assert len(workdirs) >= 2 and not any(w.startswith(str(out)) for w in workdirs)
+        assert not Path(sessions[-1]["workdir"]).exists()  # the dead node's copy stays where it was, like a lost disk

@@ -72,6 +72,7 @@ MALFORMED = [
     ({"rows": {"A": [{"label": "base", "h": 4}]}}, "rows.A[0].label: 'base' is used twice"),
     ({"rows": {"A": []}}, "rows.A: expected a non-empty list"),
     ({"base": {"preset": "huge"}}, "base.preset: 'huge' is invalid; allowed base, big"),
+    ({"output": 5}, "output: 5 is invalid; allowed a directory path or a URI"),
 ]
 
 
@@ -97,6 +98,12 @@ def test_bad_yaml_file_and_profile_and_address(tmp_path):
     assert r.returncode == 2 and "unknown profile 'laptop': allowed paper, gpu, cpu, smoke" in r.stderr
     r = tsweep("run", str(SMOKE), "--profile", "smoke", "--address", "http://10.0.0.1", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--address 'http://10.0.0.1' is invalid" in r.stderr and not (tmp_path / "o").exists()
+    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", "nosuchfs://bucket/x")
+    assert r.returncode == 2 and "'nosuchfs://bucket/x' cannot be opened" in r.stderr and "allowed" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    uri = (tmp_path / "u").as_uri()  # a URI on a cluster with the default (driver-local) SQLite tracking
+    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", uri, "--address", "127.0.0.1:1")
+    assert r.returncode == 2 and "needs an MLflow server" in r.stderr and not (tmp_path / "u").exists()
 
 
 def _mlflow_children(sweep_dir):
