@@ -121,7 +121,8 @@ def register(sub) -> None:
     p.add_argument("--out", default=None, help="sweep directory, or a URI of a pyarrow filesystem (s3://, gs://, hdfs://, "
                    "file://) every node reaches (default sweep_runs/<name>-<profile>)")
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
-    p.add_argument("--address", default=None, help="an existing Ray cluster: HOST:PORT, ray://HOST:PORT or auto")
+    p.add_argument("--address", default=None, help="an existing Ray cluster: HOST:PORT, ray://HOST:PORT or auto (the one `ray start` began on this "
+                   "machine); default: a fresh local Ray instance")
     p.add_argument("--resume", action="store_true", help="resume an interrupted sweep in --out")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
     p.set_defaults(func=cmd_run)

@@ -117,8 +117,8 @@ def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
     try:
         if address:
             ray.init(address=address, **kwargs)
-        else:
-            ray.init(num_cpus=num_cpus or os.cpu_count(), **kwargs)
+        else:  # a fresh local instance, even where another Ray runs on this machine (--address auto joins that one)
+            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kwargs)
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
         raise UserError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
