@@ -129,9 +129,9 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000) -> Path:
     """Write the report; a sweep at a URI is read from a pulled view and the report is pushed to URI/report too."""
-    from sweeps.storage import local_view, open_storage
+    from sweeps.storage import open_storage
     store = open_storage(str(sweep_dir))
-    sweep_dir = local_view(sweep_dir)
+    sweep_dir = store.view() if store else Path(sweep_dir)
     df = collect(sweep_dir)
     out = Path(out_dir) if out_dir else sweep_dir / "report"
     out.mkdir(parents=True, exist_ok=True)

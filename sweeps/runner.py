@@ -21,7 +21,7 @@ from transformer_core.errors import UserError
 
 from .profiles import get_profile
 from .spec import Spec, SpecError, Trial
-from .storage import Storage, open_storage
+from .storage import is_uri, open_storage
 from .trial import read_result, run_trial
 
 log = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ def _data_parallel(trial: dict, workers: int, gpus: float) -> dict:
 
 
 def _join(location: str, name: str) -> str:
-    return f"{location.rstrip('/')}/{name}" if open_storage(location) else str(Path(location) / name)
+    return f"{location.rstrip('/')}/{name}" if is_uri(location) else str(Path(location) / name)
 
 
 def _search_domain(dist: dict):
@@ -205,7 +205,7 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
                                            callbacks=[_EchoCallback(echo, spec.search["samples"] if spec.search else len(payloads), sync)]))
     grid = tuner.fit()
     summary = _summarise(grid, sweep_dir)
-    _close_stopped_runs(summary, store.view() if store else sweep_dir, sweep_dir)
+    _close_stopped_runs(store.view() if store else sweep_dir, uri)
     (sweep_dir / "tune_summary.json").write_text(json.dumps(summary, indent=2, default=str))
     end_run(uri, parent, "FINISHED")
     sync()
@@ -248,14 +248,14 @@ def _summarise(grid, sweep_dir: Path) -> dict:
     return out
 
 
-def _close_stopped_runs(summary: dict, trials_from: Path, sweep_dir: Path) -> None:
+def _close_stopped_runs(sweep_dir: Path, tracking_uri: str) -> None:
     """Trials a scheduler stopped early (or that errored out) end their MLflow child run as KILLED/FAILED."""
     from .tracking import _client, _retry
-    for workdir in (trials_from / "trials").glob("*"):
+    client = None
+    for workdir in (sweep_dir / "trials").glob("*"):
         marker, result = workdir / "mlflow_run_id", workdir / "result.json"
         if marker.exists() and not result.exists():
-            state = json.loads((sweep_dir / "sweep.json").read_text())
-            client = _client(state["uri"])
+            client = client or _client(tracking_uri)
             run = client.get_run(marker.read_text().strip())
             if run.info.status == "RUNNING":
                 _retry(client.set_tag, run.info.run_id, "stopped_early", "true")

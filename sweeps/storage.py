@@ -40,9 +40,10 @@ def is_uri(location) -> bool:
 
 def scratch_root() -> Path:
     """Local working space for URI-backed sweeps ($TSWEEP_SCRATCH_DIR or ~/.cache/tsweep/scratch)."""
+    from transformer_core.data.prepare import cache_dir
     if os.environ.get("TSWEEP_SCRATCH_DIR"):
         return Path(os.environ["TSWEEP_SCRATCH_DIR"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tsweep" / "scratch"
+    return cache_dir("scratch")
 
 
 class Storage:
@@ -153,8 +154,11 @@ class Storage:
     def view(self) -> Path:
         """A local copy of everything but checkpoints and Tune's state, for status and reports."""
         local = self.scratch / "view"
-        self.pull("", local, keep=lambda r: not (r.startswith("tune/") or r.startswith("ddp/") or "/checkpoints/" in r
-                                                 or r.endswith(_PUSHED)))
+        try:
+            self.pull("", local, keep=lambda r: not (r.startswith("tune/") or r.startswith("ddp/")
+                                                     or "/checkpoints/" in r or r.endswith(_PUSHED)))
+        except Exception as exc:
+            raise UserError(f"cannot read sweep location {self.uri!r}: {str(exc).splitlines()[0]}") from None
         return local
 
 
@@ -200,11 +204,4 @@ def open_storage(location) -> Optional[Storage]:
 def local_view(location) -> Path:
     """The directory to read a sweep from: the path itself, or a pulled view of a URI."""
     store = open_storage(str(location))
-    if store is None:
-        return Path(location)
-    try:
-        return store.view()
-    except UserError:
-        raise
-    except Exception as exc:
-        raise UserError(f"cannot read sweep location {store.uri!r}: {str(exc).splitlines()[0]}") from None
+    return store.view() if store else Path(location)

@@ -47,11 +47,10 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
         workdir = trial_workdir(trial["sweep_dir"], trial["id"])
     workdir.mkdir(parents=True, exist_ok=True)
     push = (lambda: store.push(workdir, remote)) if store and rank == 0 else (lambda: 0)
+    config = make_run_config(trial["values"], trial.get("preset", "base"))
     if rank == 0:
         with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial, and on which node
             f.write(json.dumps({"time": time.time(), "node": _node(), "workdir": str(workdir)}) + "\n")
-    config = make_run_config(trial["values"], trial.get("preset", "base"))
-    if rank == 0:
         (workdir / "trial.json").write_text(json.dumps({k: v for k, v in trial.items() if k != "tracking"}, indent=2))
         push()
     tracker = None

@@ -7,6 +7,7 @@ itself is PyTorch's fused ``scaled_dot_product_attention``.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from typing import Optional
 
 import torch
@@ -63,14 +64,11 @@ class MultiHeadAttention(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
-        if q.device.type == "cpu" and q.dtype in _LOW_PRECISION:
-            # Measured (benchmarks/attention_backends.py): on CPU under bf16 autocast a training
-            # step with the default (flash) kernel is 2.5x slower than with the math kernel at
-            # d_k 16 and 1.14x slower at the paper's d_k 64; in fp32 they tie.
-            with sdpa_kernel(SDPBackend.MATH):
-                y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                                   is_causal=is_causal, scale=self.scale)
-        else:
+        # Measured (benchmarks/attention_backends.py): on CPU under bf16 autocast a training
+        # step with the default (flash) kernel is 2.5x slower than with the math kernel at
+        # d_k 16 and 1.14x slower at the paper's d_k 64; in fp32 they tie.
+        math_only = q.device.type == "cpu" and q.dtype in _LOW_PRECISION
+        with sdpa_kernel(SDPBackend.MATH) if math_only else nullcontext():
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                                is_causal=is_causal, scale=self.scale)  # (B, h, T, d_v)
         return self.out(merge_heads(y))

@@ -34,11 +34,16 @@ SPLITS = ("train", "dev", "test")
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
 
+def cache_dir(name: str) -> Path:
+    """~/.cache/tsweep/NAME (or under $XDG_CACHE_HOME)."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tsweep" / name
+
+
 def default_data_dir() -> Path:
     env = os.environ.get("TSWEEP_DATA_DIR")
     if env:
         return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tsweep" / "data"
+    return cache_dir("data")
 
 
 def corpus_key(name: str, direction: str | None, options: dict | None = None) -> str:
