@@ -10,7 +10,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_ENABLE_TELEMETRY ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: venv demo test test-slow bench clean
+.PHONY: venv demo test test-slow bench clean lint format
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,7 @@ demo: venv
 	@echo "report: $(DEMO_DIR)/report/report.html (and report.md, table.csv, table.tex)"
 
 test: venv
+	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
 
 test-slow: venv
@@ -42,3 +43,11 @@ bench: venv
 
 clean:
 	rm -rf runs sweep_runs .pytest_cache
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .

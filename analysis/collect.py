@@ -1,4 +1,5 @@
 """Read what a sweep left on disk into one tidy DataFrame: one row per trial."""
+
 from __future__ import annotations
 
 import json
@@ -9,11 +10,39 @@ import pandas as pd
 from transformer_core.errors import UserError
 
 PAPER_KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "train_steps")
-SCALED_KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "steps",
-                "tokens_per_batch", "accumulate", "vocab", "corpus")
-METRICS = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl", "params", "target_tokens", "train_flops",
-           "wall_seconds", "tokens_per_second", "device", "precision", "corpus_fingerprint", "sacrebleu_signature",
-           "torch_version", "reason")
+SCALED_KNOBS = (
+    "N",
+    "d_model",
+    "d_ff",
+    "h",
+    "d_k",
+    "d_v",
+    "P_drop",
+    "eps_ls",
+    "positional",
+    "steps",
+    "tokens_per_batch",
+    "accumulate",
+    "vocab",
+    "corpus",
+)
+METRICS = (
+    "dev_bleu",
+    "dev_ppl",
+    "test_bleu",
+    "test_ppl",
+    "params",
+    "target_tokens",
+    "train_flops",
+    "wall_seconds",
+    "tokens_per_second",
+    "device",
+    "precision",
+    "corpus_fingerprint",
+    "sacrebleu_signature",
+    "torch_version",
+    "reason",
+)
 
 
 def _read_json(path: Path) -> dict:
@@ -23,6 +52,7 @@ def _read_json(path: Path) -> dict:
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
     """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
     from sweeps.storage import local_view
+
     sweep_dir = local_view(sweep_dir)  # a URI (s3://, file://...) is read from a pulled copy without checkpoints
     state = _read_json(sweep_dir / "sweep.json")
     if not state:
@@ -36,16 +66,30 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         trial, result = _read_json(wd / "trial.json"), _read_json(wd / "result.json")
         if not trial:  # planned but never started
             trial = (state.get("plan") or {}).get(tid) or {
-                "row": tid.rsplit("-", 2)[0], "seed": int(tid.rsplit("-", 2)[1][1:]), "group": None, "paper": {}, "values": {}}
+                "row": tid.rsplit("-", 2)[0],
+                "seed": int(tid.rsplit("-", 2)[1][1:]),
+                "group": None,
+                "paper": {},
+                "values": {},
+            }
         attempts = len((wd / "attempts.jsonl").read_text().splitlines()) if (wd / "attempts.jsonl").exists() else 0
         err = (summary.get(tid) or {}).get("error")
         status = result.get("status")
         if not status:
             status = "failed" if err else "stopped early" if tid in summary else "running" if attempts else "pending"
         step, last_eval = _progress(wd / "metrics.jsonl")
-        rec = {"trial_id": tid, "group": trial.get("group"), "row": trial["row"], "seed": trial["seed"],
-               "profile": state.get("profile"), "status": status, "workdir": str(wd), "attempts": attempts,
-               "step": result.get("steps", step), "error": err}
+        rec = {
+            "trial_id": tid,
+            "group": trial.get("group"),
+            "row": trial["row"],
+            "seed": trial["seed"],
+            "profile": state.get("profile"),
+            "status": status,
+            "workdir": str(wd),
+            "attempts": attempts,
+            "step": result.get("steps", step),
+            "error": err,
+        }
         rec.update({f"paper_{k}": (trial.get("paper") or {}).get(k) for k in PAPER_KNOBS})
         rec.update({k: (trial.get("values") or {}).get(k) for k in SCALED_KNOBS})
         rec.update({k: result.get(k) for k in METRICS})

@@ -1,4 +1,5 @@
 """The paper's Table 3 and facts (Vaswani et al. 2017), kept as data in the package."""
+
 from __future__ import annotations
 
 import csv

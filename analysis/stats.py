@@ -1,4 +1,5 @@
 """Means with 95% intervals across seeds, and paired bootstrap significance (sacrebleu)."""
+
 from __future__ import annotations
 
 import math
@@ -34,8 +35,9 @@ def paired_bootstrap(base_hyps: list[str], row_hyps: list[str], refs: list[str],
     if base_hyps == row_hyps:  # identical output: no difference to test (sacrebleu would report p = 1/(n+1))
         return 1.0
 
-    test = PairedTest([("base", base_hyps), ("row", row_hyps)], {"BLEU": BLEU()}, [refs], test_type="bs",
-                      n_samples=samples)
+    test = PairedTest(
+        [("base", base_hyps), ("row", row_hyps)], {"BLEU": BLEU()}, [refs], test_type="bs", n_samples=samples
+    )
     _, scores = test()
     return float(scores["BLEU"][1].p_value)
 

@@ -1,4 +1,5 @@
 """Table-3-style reproduction table and claim verdicts from a collected sweep."""
+
 from __future__ import annotations
 
 import math
@@ -55,23 +56,36 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
         p = significance(df, row, "base", "test", samples) if row != "base" and len(fin) else None
         pr = paper.get(row, {})
         statuses = sub["status"].value_counts().to_dict()
-        lines.append({
-            "group": first["group"], "row": row,
-            **{k: first.get(f"paper_{k}") for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls")},
-            "train_steps": first.get("paper_train_steps"), "steps_run": first.get("steps"),
-            "n": bleu[2], "seeds": len(sub),
-            "status": ", ".join(f"{v} {k}" for k, v in sorted(statuses.items())),
-            "ppl_dev": ppl[0], "ppl_dev_ci": ppl[1], "bleu_dev": bleu[0], "bleu_dev_ci": bleu[1],
-            "bleu_test": test[0], "bleu_test_ci": test[1],
-            "delta_bleu": bleu[0] - base["dev_bleu"][0] if row != "base" else 0.0,
-            "delta_ppl": ppl[0] - base["dev_ppl"][0] if row != "base" else 0.0,
-            "p_test_vs_base": p, "significant": p is not None and p < ALPHA,
-            "params_M": (fin["params"].mean() / 1e6) if len(fin) else float("nan"),
-            "device_hours": sub["wall_seconds"].fillna(0).sum() / 3600, "train_flops": sub["train_flops"].fillna(0).sum(),
-            "paper_ppl_dev": pr.get("ppl_dev"), "paper_bleu_dev": pr.get("bleu_dev"), "paper_params_M": pr.get("params_millions"),
-            "paper_delta_bleu": (pr["bleu_dev"] - pb["bleu_dev"]) if pr and pb else None,
-            "paper_delta_ppl": (pr["ppl_dev"] - pb["ppl_dev"]) if pr and pb else None,
-        })
+        lines.append(
+            {
+                "group": first["group"],
+                "row": row,
+                **{k: first.get(f"paper_{k}") for k in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls")},
+                "train_steps": first.get("paper_train_steps"),
+                "steps_run": first.get("steps"),
+                "n": bleu[2],
+                "seeds": len(sub),
+                "status": ", ".join(f"{v} {k}" for k, v in sorted(statuses.items())),
+                "ppl_dev": ppl[0],
+                "ppl_dev_ci": ppl[1],
+                "bleu_dev": bleu[0],
+                "bleu_dev_ci": bleu[1],
+                "bleu_test": test[0],
+                "bleu_test_ci": test[1],
+                "delta_bleu": bleu[0] - base["dev_bleu"][0] if row != "base" else 0.0,
+                "delta_ppl": ppl[0] - base["dev_ppl"][0] if row != "base" else 0.0,
+                "p_test_vs_base": p,
+                "significant": p is not None and p < ALPHA,
+                "params_M": (fin["params"].mean() / 1e6) if len(fin) else float("nan"),
+                "device_hours": sub["wall_seconds"].fillna(0).sum() / 3600,
+                "train_flops": sub["train_flops"].fillna(0).sum(),
+                "paper_ppl_dev": pr.get("ppl_dev"),
+                "paper_bleu_dev": pr.get("bleu_dev"),
+                "paper_params_M": pr.get("params_millions"),
+                "paper_delta_bleu": (pr["bleu_dev"] - pb["bleu_dev"]) if pr and pb else None,
+                "paper_delta_ppl": (pr["ppl_dev"] - pb["ppl_dev"]) if pr and pb else None,
+            }
+        )
     return pd.DataFrame(lines)
 
 
@@ -85,8 +99,9 @@ def _resolve(df: pd.DataFrame, name: str, metric: str) -> str:
     return max(cands, key=key) if metric.endswith("bleu") else min(cands, key=key)
 
 
-def judge_comparison(df: pd.DataFrame, a: str, rel: str, b: str, metric: str, tolerance: float = 1.0,
-                     samples: int = 1000) -> dict:
+def judge_comparison(
+    df: pd.DataFrame, a: str, rel: str, b: str, metric: str, tolerance: float = 1.0, samples: int = 1000
+) -> dict:
     b = _resolve(df, b, metric)
     fa, fb = _finished(df, a), _finished(df, b)
     out = {"a": a, "relation": rel, "b": b, "metric": metric}
@@ -113,8 +128,10 @@ def judge_claims(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
     agreements; otherwise (differences within the noise, or rows missing) inconclusive."""
     rows = []
     for claim in CLAIMS:
-        comps = [judge_comparison(df, a, rel, b, m, claim.get("tolerance", 1.0), samples)
-                 for a, rel, b, m in claim["comparisons"]]
+        comps = [
+            judge_comparison(df, a, rel, b, m, claim.get("tolerance", 1.0), samples)
+            for a, rel, b, m in claim["comparisons"]
+        ]
         present = [c for c in comps if c.get("outcome") != "missing"]
         if not present:
             verdict = "not measured"
@@ -124,8 +141,13 @@ def judge_claims(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
             contra_sig = [c for c in present if not c["agree"] and c["significant"]]
             sig_agree = [c for c in agree if c["significant"]]
             if approx:
-                verdict = ("held" if len(agree) == len(present) and not any(c["significant"] for c in present)
-                           else "not held" if contra_sig else "inconclusive")
+                verdict = (
+                    "held"
+                    if len(agree) == len(present) and not any(c["significant"] for c in present)
+                    else "not held"
+                    if contra_sig
+                    else "inconclusive"
+                )
             elif contra_sig and len(contra_sig) >= len(sig_agree):
                 verdict = "not held"
             elif len(agree) == len(present) and len(sig_agree) >= len(present) / 2:
@@ -134,6 +156,12 @@ def judge_claims(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
                 verdict = "inconclusive"
             if len(present) < len(comps) and verdict == "held":
                 verdict = "inconclusive"
-        rows.append({"claim": claim["id"], "text": claim["text"], "verdict": verdict,
-                     "evidence": "; ".join(c["detail"] for c in comps)})
+        rows.append(
+            {
+                "claim": claim["id"],
+                "text": claim["text"],
+                "verdict": verdict,
+                "evidence": "; ".join(c["detail"] for c in comps),
+            }
+        )
     return pd.DataFrame(rows)

@@ -10,6 +10,7 @@ math kernel forced, in one run, and their ratio.
 
     python benchmarks/attention_backends.py [--threads 1] [--steps 6]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,9 @@ def tokens_per_second(shape, kernel: str, precision: str, steps: int) -> float:
     torch.manual_seed(0)
     model = tc.build_model(tc.model_config("base", N=n, d_model=d, d_ff=ff, h=h, d_k=dk, d_v=dv), V).train()
     opt = tc.make_adam(model.parameters())
-    B, S, T = 52, 40, 42                        # ~2,048 target tokens, Bible-like lengths
+    B, S, T = 52, 40, 42  # ~2,048 target tokens, Bible-like lengths
     src = torch.randint(4, V, (B, S))
-    src[:, 30:][torch.rand(B, 10) < 0.3] = 0   # some source padding, so masks are exercised
+    src[:, 30:][torch.rand(B, 10) < 0.3] = 0  # some source padding, so masks are exercised
     tgt = torch.randint(4, V, (B, T + 1))
 
     def step():
@@ -71,7 +72,10 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"training step, {args.threads} thread(s), ~2,184 target tokens per step, torch {torch.__version__}")
-    print(f"{'precision':9} {'d_model':>7} {'N':>2} {'h':>3} {'d_k':>4} {'d_v':>4} {'default tok/s':>14} {'math tok/s':>11} {'math/default':>13}")
+    print(
+        f"{'precision':9} {'d_model':>7} {'N':>2} {'h':>3} {'d_k':>4} {'d_v':>4}"
+        f" {'default tok/s':>14} {'math tok/s':>11} {'math/default':>13}"
+    )
     for precision in ("bf16", "fp32"):
         for shape in SHAPES:
             a = tokens_per_second(shape, "default", precision, args.steps)

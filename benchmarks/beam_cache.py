@@ -5,6 +5,7 @@ to the length limit: source length 20 + 20).  Prints seconds and the ratio.
 
     python benchmarks/beam_cache.py
 """
+
 from __future__ import annotations
 
 import time
@@ -26,7 +27,10 @@ def main():
         times.setdefault(use_cache, []).append(time.perf_counter() - t0)
     length = sum(len(t) for t, _ in out) / len(out)
     cached, plain = min(times[True]), min(times[False])
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; beam 4, batch 32, {length:.0f} output tokens per sentence")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads;"
+        f" beam 4, batch 32, {length:.0f} output tokens per sentence"
+    )
     print(f"cached {cached:.2f}s   uncached {plain:.2f}s   speed-up {plain / cached:.1f}x")
 
 

@@ -6,6 +6,7 @@ tokens/s for each model in fp32 and bf16 autocast and the ratio ours / torch.
 
     python benchmarks/model_throughput.py [--steps 12] [--threads N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,9 @@ class TorchBaseline(nn.Module):
         s = self.embed(src) * math.sqrt(D) + self.pe[: src.shape[1]]
         t = self.embed(tgt) * math.sqrt(D) + self.pe[: tgt.shape[1]]
         mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
-        out = self.core(s, t, tgt_mask=mask, src_key_padding_mask=src == 0, memory_key_padding_mask=src == 0,
-                        tgt_is_causal=True)
+        out = self.core(
+            s, t, tgt_mask=mask, src_key_padding_mask=src == 0, memory_key_padding_mask=src == 0, tgt_is_causal=True
+        )
         return self.proj(out)
 
 
@@ -52,6 +54,7 @@ def step_fn(model, opt, bf16):
         opt.zero_grad(set_to_none=True)
         (loss / n).backward()
         opt.step()
+
     return step
 
 
@@ -83,9 +86,13 @@ def main():
         tgt = torch.randint(3, V, (B, T + 1), generator=g)
         batches.append((src, tgt[:, :-1], tgt[:, 1:]))
     from transformer_core.device import cpu_bf16_speedup
+
     speedup = cpu_bf16_speedup()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.steps} timed steps of {B * T} target tokens; "
-          f"bf16/fp32 matmul speed on this CPU {speedup:.2f}x")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()}"
+        f" threads, {args.steps} timed steps of {B * T} target tokens; "
+        f"bf16/fp32 matmul speed on this CPU {speedup:.2f}x"
+    )
     for bf16 in (False, True):
         name = "bf16 autocast" if bf16 else "fp32"
         # without native bf16 a step takes about a minute: time one step after one warm-up step

@@ -8,6 +8,7 @@ same wall time on bible-en-de; prints both rates and the ratio.
 
     python benchmarks/trainer_throughput.py [--seconds 90] [--corpus bible-en-de] [--vocab 8000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,8 @@ import torch
 import transformer_core as tc
 from transformer_core.data import PAD, collate, load_corpus
 from transformer_core.run_config import make_run_config
-from transformer_core.train import Trainer
 from transformer_core.tracking import JsonTracker
+from transformer_core.train import Trainer
 
 MODEL = dict(N=3, d_model=256, d_ff=1024, h=4, d_k=64, d_v=64)
 
@@ -37,7 +38,7 @@ def plain_loop(corpus, seconds: float, sentences: int = 64) -> tuple[float, floa
     t0 = time.perf_counter()
     i = 0
     while time.perf_counter() - t0 < seconds:
-        idx = order[i:i + sentences]
+        idx = order[i : i + sentences]
         i = (i + sentences) % (len(order) - sentences)
         b = collate(split, idx)
         logits = model(b.src, b.tgt_in)
@@ -51,8 +52,17 @@ def plain_loop(corpus, seconds: float, sentences: int = 64) -> tuple[float, floa
 
 
 def our_trainer(corpus_name, vocab, data_dir, seconds: float) -> tuple[float, str]:
-    cfg = make_run_config({**MODEL, "corpus": corpus_name, "vocab": vocab, "data_dir": data_dir, "steps": 10**6,
-                           "tokens_per_batch": 4096, "warmup": 4000})
+    cfg = make_run_config(
+        {
+            **MODEL,
+            "corpus": corpus_name,
+            "vocab": vocab,
+            "data_dir": data_dir,
+            "steps": 10**6,
+            "tokens_per_batch": 4096,
+            "warmup": 4000,
+        }
+    )
     with tempfile.TemporaryDirectory() as wd:
         tr = Trainer(cfg, __import__("pathlib").Path(wd), JsonTracker(f"{wd}/t.jsonl"), None)
         t0 = time.perf_counter()
@@ -72,9 +82,14 @@ def main():
     corpus = load_corpus(args.corpus, args.vocab, args.data_dir)
     plain, waste = plain_loop(corpus, args.seconds)
     ours, precision = our_trainer(args.corpus, args.vocab, args.data_dir, args.seconds)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.corpus}, vocabulary {corpus.vocab_size}, "
-          f"d_model 256, N 3, {args.seconds:.0f}s each")
-    print(f"plain loop (fp32, 64 sentences, {100 * waste:.0f}% of target slots padding): {plain:7.0f} useful target tokens/s")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.corpus}, vocabulary {corpus.vocab_size}, "
+        f"d_model 256, N 3, {args.seconds:.0f}s each"
+    )
+    print(
+        f"plain loop (fp32, 64 sentences, {100 * waste:.0f}% of"
+        f" target slots padding): {plain:7.0f} useful target tokens/s"
+    )
     print(f"our trainer ({precision}, 4,096-token buckets, real positions only): {ours:7.0f} useful target tokens/s")
     print(f"ratio {ours / plain:.2f}x")
 

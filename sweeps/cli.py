@@ -1,4 +1,5 @@
 """`tsweep`: the one console script (params, data, train, plan, run, status, report)."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,10 @@ def cmd_params(args: argparse.Namespace) -> int:
         cfg = dataclasses.replace(PRESETS[preset], **row_overrides(row))
         ours = closed_form_parameters(cfg, args.vocab) / 1e6
         paper = "" if row["params_millions"] is None else f"{row['params_millions']:>9}"
-        print(f"{row['row']:<6}{cfg.N:>3}{cfg.d_model:>8}{cfg.d_ff:>6}{cfg.h:>4}{cfg.d_k:>5}{cfg.d_v:>5}  {ours:>9.1f}  {paper:>9}")
+        print(
+            f"{row['row']:<6}{cfg.N:>3}{cfg.d_model:>8}{cfg.d_ff:>6}{cfg.h:>4}{cfg.d_k:>5}{cfg.d_v:>5}"
+            f"  {ours:>9.1f}  {paper:>9}"
+        )
     return 0
 
 
@@ -42,14 +46,16 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions():
     """Subcommands defined beside the code they drive."""
     from . import cli_data, cli_sweep, cli_train  # noqa: F401
+
     return [cli_data.register, cli_train.register, cli_sweep.register, cli_sweep.register_report]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         return args.func(args) or 0
     except UserError as exc:

@@ -1,4 +1,5 @@
 """`tsweep data prepare|info|list`: real corpora, shared BPE vocabulary, padding report."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -31,7 +32,10 @@ def _describe(corpus, budget: int) -> None:
     sl = np.array([len(x) + 1 for x in train.src])
     tl = np.array([len(x) + 1 for x in train.tgt])
     batches = plan_batches(sl, tl, budget, seed=0)
-    print(f"batches     {len(batches)} of <= {budget} tokens per side; padding {100 * padding_fraction(batches, sl, tl):.1f}% of batch tokens")
+    print(
+        f"batches     {len(batches)} of <= {budget} tokens per side; padding"
+        f" {100 * padding_fraction(batches, sl, tl):.1f}% of batch tokens"
+    )
     print(f"provenance  {meta['provenance']}")
 
 
@@ -56,8 +60,10 @@ def cmd_info(args) -> int:
     directory = data_dir / corpus_key(args.name, args.direction, _options(args) or None)
     vocab_dir = directory / f"bpe-{args.vocab}"
     if not (vocab_dir / "done").exists():
-        raise DataError(f"corpus {args.name!r} with vocabulary size {args.vocab} is not prepared in {data_dir}: "
-                        f"run 'tsweep data prepare {args.name} --vocab {args.vocab}'")
+        raise DataError(
+            f"corpus {args.name!r} with vocabulary size {args.vocab} is not prepared in {data_dir}: "
+            f"run 'tsweep data prepare {args.name} --vocab {args.vocab}'"
+        )
     _describe(Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text())), args.budget)
     return 0
 
@@ -73,12 +79,16 @@ def cmd_list(args) -> int:
 
 def register(sub) -> None:
     data = sub.add_parser("data", help="prepare and inspect corpora").add_subparsers(dest="data_command", required=True)
-    for name, func, text in (("prepare", cmd_prepare, "fetch, clean and encode a corpus"),
-                             ("info", cmd_info, "describe a prepared corpus")):
+    for name, func, text in (
+        ("prepare", cmd_prepare, "fetch, clean and encode a corpus"),
+        ("info", cmd_info, "describe a prepared corpus"),
+    ):
         p = data.add_parser(name, help=text)
         p.add_argument("name", help="recipe name, or several joined by '+' (see 'tsweep data list')")
         p.add_argument("--vocab", type=int, default=8000, help="shared BPE vocabulary size (paper: ~37000)")
-        p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
+        p.add_argument(
+            "--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)"
+        )
         p.add_argument("--direction", default=None, help="e.g. en-de (default) or de-en")
         p.add_argument("--budget", type=int, default=4096, help="tokens per batch for the padding report")
         for key in ("src", "tgt", "tsv", "dev-src", "dev-tgt", "dev-tsv", "test-src", "test-tgt", "test-tsv"):

@@ -1,7 +1,7 @@
 """`tsweep plan | run | status`: sweeps from a YAML spec."""
+
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -19,11 +19,18 @@ def cmd_plan(args) -> int:
     start = time.time()
     spec = _with_corpus(load_spec(args.spec), args.corpus)
     trials = plan(spec, args.profile)
-    print(f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r} ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus['name']}")
+    print(
+        f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
+        f" ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus['name']}"
+    )
     from .profiles import get_profile
+
     for label, why in get_profile(args.profile).exclude.items():
         print(f"  row {label} left out at this profile: {why}")
-    head = f"{'group':<6}{'row':<6}{'seed':>5}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}{'P_drop':>7}{'eps_ls':>7}{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
+    head = (
+        f"{'group':<6}{'row':<6}{'seed':>5}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}"
+        f"{'P_drop':>7}{'eps_ls':>7}{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
+    )
     print(head)
     total_flops = total_s = 0.0
     for t in trials:
@@ -35,13 +42,17 @@ def cmd_plan(args) -> int:
         est = _estimate_seconds(flops, tr, args.flops_per_second)
         total_flops += flops
         total_s += est
-        print(f"{t.group:<6}{t.row:<6}{t.seed:>5}{m.N:>3}{m.d_model:>8}{m.d_ff:>6}{m.h:>4}{m.d_k:>5}{m.d_v:>5}"
-              f"{m.P_drop:>7.2f}{tr.eps_ls:>7.2f}{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
-              f"{params / 1e6:>8.2f}M{flops:>10.2e}{_duration(est):>11}  {t.trial_id}")
+        print(
+            f"{t.group:<6}{t.row:<6}{t.seed:>5}{m.N:>3}{m.d_model:>8}{m.d_ff:>6}{m.h:>4}{m.d_k:>5}{m.d_v:>5}"
+            f"{m.P_drop:>7.2f}{tr.eps_ls:>7.2f}{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
+            f"{params / 1e6:>8.2f}M{flops:>10.2e}{_duration(est):>11}  {t.trial_id}"
+        )
     conc = min(spec.max_concurrent, len(trials))
-    print(f"total {total_flops:.2e} training FLOPs; about {_duration(total_s)} of trial time, "
-          f"{_duration(total_s / conc)} wall at {conc} concurrent (at {args.flops_per_second:.1e} FLOP/s per trial; "
-          "evaluation included roughly)")
+    print(
+        f"total {total_flops:.2e} training FLOPs; about {_duration(total_s)} of trial time, "
+        f"{_duration(total_s / conc)} wall at {conc} concurrent (at {args.flops_per_second:.1e} FLOP/s per trial; "
+        "evaluation included roughly)"
+    )
     print(f"planned in {time.time() - start:.2f} s; nothing was run")
     return 0
 
@@ -50,8 +61,10 @@ def _with_corpus(spec, corpus):
     """--corpus replaces the spec's corpus recipe (checked like the spec's own)."""
     if not corpus:
         return spec
-    from .spec import parse_spec
     import yaml
+
+    from .spec import parse_spec
+
     doc = yaml.safe_load(Path(spec.source).read_text())
     doc["corpus"] = {**(doc.get("corpus") if isinstance(doc.get("corpus"), dict) else {}), "name": corpus}
     return parse_spec(doc, spec.source)
@@ -81,6 +94,7 @@ def cmd_run(args) -> int:
     plan(spec, args.profile)  # every trial's config is checked before anything is written
     check_address(args.address)
     from .storage import is_uri
+
     out = args.out or spec.output or str(Path("sweep_runs") / f"{spec.name}-{args.profile}")
     out = out if is_uri(out) else Path(out)
     start = time.time()
@@ -97,12 +111,18 @@ def _print_status(sweep_dir) -> int:
     from analysis.collect import collect
 
     df = collect(sweep_dir)
-    print(f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5}  {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'tries':>6}  reason")
+    print(
+        f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5} "
+        f" {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'tries':>6}  reason"
+    )
     for _, r in df.iterrows():
         steps = f"{r['step']}/{int(r['steps'])}" if r["steps"] == r["steps"] and r["steps"] else str(r["step"])
         reason = r["reason"] if isinstance(r["reason"], str) else (r["error"] or "")
-        print(f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}  {r['status']:<14}{steps:>11}"
-              f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}{r['attempts']:>6}  {reason}")
+        print(
+            f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}"
+            f"  {r['status']:<14}{steps:>11}"
+            f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}{r['attempts']:>6}  {reason}"
+        )
     print("; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())))
     return 0
 
@@ -112,17 +132,32 @@ def register(sub) -> None:
     p.add_argument("spec")
     p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
-    p.add_argument("--flops-per-second", type=float, default=3.0e10,
-                   help="sustained training FLOP/s of one trial, for the time estimate (3e10: one thread of a 2-core laptop, measured)")
+    p.add_argument(
+        "--flops-per-second",
+        type=float,
+        default=3.0e10,
+        help=(
+            "sustained training FLOP/s of one trial, for the time"
+            " estimate (3e10: one thread of a 2-core laptop, measured)"
+        ),
+    )
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
     p.add_argument("spec")
     p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
-    p.add_argument("--out", default=None, help="sweep directory, or a URI of a pyarrow filesystem (s3://, gs://, hdfs://, "
-                   "file://) every node reaches (default sweep_runs/<name>-<profile>)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="sweep directory, or a URI of a pyarrow filesystem (s3://, gs://, hdfs://, "
+        "file://) every node reaches (default sweep_runs/<name>-<profile>)",
+    )
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
-    p.add_argument("--address", default=None, help="an existing Ray cluster: HOST:PORT, ray://HOST:PORT or auto (the one `ray start` began on this "
-                   "machine); default: a fresh local Ray instance")
+    p.add_argument(
+        "--address",
+        default=None,
+        help="an existing Ray cluster: HOST:PORT, ray://HOST:PORT or auto (the one `ray start` began on this "
+        "machine); default: a fresh local Ray instance",
+    )
     p.add_argument("--resume", action="store_true", help="resume an interrupted sweep in --out")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
     p.set_defaults(func=cmd_run)
@@ -137,6 +172,7 @@ def cmd_report(args) -> int:
     out = write_report(args.sweep_dir, args.out, samples=args.bootstrap)
     print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
     from .storage import is_uri
+
     if is_uri(args.sweep_dir) and not args.out:
         print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
     return 0

@@ -1,4 +1,5 @@
 """`tsweep train`: one configuration through train_and_evaluate, with a progress bar."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -46,10 +47,19 @@ def cmd_train(args) -> int:
         print(f"run {result['status']}: {result.get('reason', '')} (see {args.workdir}/result.json)")
         return 3
     ts = result["time_split"]
-    print(f"finished {result['steps']} steps, {result['params'] / 1e6:.2f}M parameters, {result['device']} {result['precision']}")
+    print(
+        f"finished {result['steps']} steps, {result['params'] / 1e6:.2f}M"
+        f" parameters, {result['device']} {result['precision']}"
+    )
     print(f"dev  BLEU {result['dev_bleu']:.2f}  PPL {result['dev_ppl']:.2f}   (final model, beam {config.train.beam})")
-    print(f"test BLEU {result['test_bleu']:.2f}  PPL {result['test_ppl']:.2f}   (average of checkpoints {result['averaged_checkpoints']})")
-    print(f"{result['tokens_per_second']:.0f} target tokens/s; time: train {ts['train']:.0f}s, data {ts['data']:.0f}s, eval {ts['eval']:.0f}s")
+    print(
+        f"test BLEU {result['test_bleu']:.2f}  PPL {result['test_ppl']:.2f}"
+        f"   (average of checkpoints {result['averaged_checkpoints']})"
+    )
+    print(
+        f"{result['tokens_per_second']:.0f} target tokens/s; time: train"
+        f" {ts['train']:.0f}s, data {ts['data']:.0f}s, eval {ts['eval']:.0f}s"
+    )
     print(f"sacrebleu {result['sacrebleu_signature']}")
     print(f"everything is in {args.workdir} (result.json, metrics.jsonl, dev.hyp, test.hyp)")
     if args.json:
@@ -60,8 +70,9 @@ def cmd_train(args) -> int:
 def register(sub) -> None:
     from transformer_core.run_config import ALL_KEYS
 
-    p = sub.add_parser("train", help="train and evaluate one configuration",
-                       epilog="--set keys: " + ", ".join(ALL_KEYS))
+    p = sub.add_parser(
+        "train", help="train and evaluate one configuration", epilog="--set keys: " + ", ".join(ALL_KEYS)
+    )
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")
     p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--preset", default="base", help="base or big (the paper's values)")

@@ -1,4 +1,5 @@
 """Scale profiles (data in specs/profiles.yaml): the paper's units mapped onto a budget."""
+
 from __future__ import annotations
 
 import math
@@ -21,7 +22,7 @@ class Profile:
     steps_factor: float
     train: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)
-    exclude: dict = field(default_factory=dict)   # row label -> why this profile leaves it out
+    exclude: dict = field(default_factory=dict)  # row label -> why this profile leaves it out
 
     def scale_model(self, knobs: dict) -> dict:
         """Model knobs in paper units -> knobs at this profile's scale."""
@@ -40,8 +41,15 @@ class Profile:
         return max(1, int(round(paper_steps * self.steps_factor)))
 
     def rules(self) -> dict:
-        return {"profile": self.name, "width": self.width, "depth_divisor": self.depth_divisor,
-                "steps_factor": self.steps_factor, "train": self.train, "data": self.data, "exclude": self.exclude}
+        return {
+            "profile": self.name,
+            "width": self.width,
+            "depth_divisor": self.depth_divisor,
+            "steps_factor": self.steps_factor,
+            "train": self.train,
+            "data": self.data,
+            "exclude": self.exclude,
+        }
 
 
 def load_profiles() -> dict[str, Profile]:

@@ -6,6 +6,7 @@ URI, see storage.py), so a retried trial (Ray FailureConfig) resumes from its
 own checkpoint there, and an interrupted sweep is resumed with Tuner.restore
 without re-running finished trials.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,17 +31,31 @@ _ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,
 
 
 def trial_payload(t: Trial, sweep_dir: str | Path, tracking: Optional[dict], preset: str) -> dict:
-    return {"id": t.trial_id, "group": t.group, "row": t.row, "seed": t.seed, "values": t.values,
-            "paper": t.paper, "profile": t.profile, "config_hash": t.config_hash, "preset": preset,
-            "sweep_dir": str(sweep_dir), "tracking": tracking}
+    return {
+        "id": t.trial_id,
+        "group": t.group,
+        "row": t.row,
+        "seed": t.seed,
+        "values": t.values,
+        "paper": t.paper,
+        "profile": t.profile,
+        "config_hash": t.config_hash,
+        "preset": preset,
+        "sweep_dir": str(sweep_dir),
+        "tracking": tracking,
+    }
 
 
 def _final_metrics(result: dict) -> dict:
     diverged = result.get("status") != "finished"
-    return {"dev_bleu": 0.0 if diverged else result["dev_bleu"],
-            "dev_ppl": float("inf") if diverged else result["dev_ppl"],
-            "test_bleu": 0.0 if diverged else result["test_bleu"],
-            "status": result.get("status"), "done": True, "step": result.get("steps")}
+    return {
+        "dev_bleu": 0.0 if diverged else result["dev_bleu"],
+        "dev_ppl": float("inf") if diverged else result["dev_ppl"],
+        "test_bleu": 0.0 if diverged else result["test_bleu"],
+        "status": result.get("status"),
+        "done": True,
+        "step": result.get("steps"),
+    }
 
 
 def _trainable(config: dict, payloads: list, search_keys: tuple = (), workers: int = 1, gpus: float = 0):
@@ -49,11 +64,13 @@ def _trainable(config: dict, payloads: list, search_keys: tuple = (), workers: i
 
     if search_keys:  # a search suggestion: the base trial with sampled knobs, its own identity
         from transformer_core.run_config import make_run_config
+
         trial = json.loads(json.dumps(payloads[0]))
         trial["values"].update({k: config[k] for k in search_keys})
         h = make_run_config(trial["values"], trial["preset"]).content_hash()
-        trial.update(config_hash=h, id=f"{trial['row']}-s{trial['seed']}-{h[:8]}",
-                     search={k: config[k] for k in search_keys})
+        trial.update(
+            config_hash=h, id=f"{trial['row']}-s{trial['seed']}-{h[:8]}", search={k: config[k] for k in search_keys}
+        )
     else:
         trial = payloads[config["trial_index"]]
     if workers > 1:
@@ -80,10 +97,14 @@ def _data_parallel(trial: dict, workers: int, gpus: float) -> dict:
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    trainer = TorchTrainer(_ddp_worker, train_loop_config={"trial": trial},
-                           scaling_config=ScalingConfig(num_workers=workers, use_gpu=gpus > 0,
-                                                        resources_per_worker={"CPU": 1, "GPU": 1} if gpus > 0 else {"CPU": 1}),
-                           run_config=RunConfig(name=f"ddp-{trial['id']}", storage_path=_join(trial["sweep_dir"], "ddp")))
+    trainer = TorchTrainer(
+        _ddp_worker,
+        train_loop_config={"trial": trial},
+        scaling_config=ScalingConfig(
+            num_workers=workers, use_gpu=gpus > 0, resources_per_worker={"CPU": 1, "GPU": 1} if gpus > 0 else {"CPU": 1}
+        ),
+        run_config=RunConfig(name=f"ddp-{trial['id']}", storage_path=_join(trial["sweep_dir"], "ddp")),
+    )
     trainer.fit()
     return _final_metrics(read_result(trial))
 
@@ -94,6 +115,7 @@ def _join(location: str, name: str) -> str:
 
 def _search_domain(dist: dict):
     from ray import tune
+
     kind = dist["type"]
     if kind == "choice":
         return tune.choice(dist["values"])
@@ -109,6 +131,7 @@ def check_address(address: Optional[str]) -> None:
 
 def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
     import ray
+
     if ray.is_initialized():
         return
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -129,18 +152,28 @@ def _sweep_state(sweep_dir: Path, spec: Spec, profile: str, resume: bool, where:
     if path.exists():
         state = json.loads(path.read_text())
         if not resume:
-            raise UserError(f"{where} already holds sweep {state['name']!r}: resume it with --resume, "
-                            "or give another --out")
+            raise UserError(
+                f"{where} already holds sweep {state['name']!r}: resume it with --resume, or give another --out"
+            )
         if state["profile"] != profile:
-            raise UserError(f"{where} was run with profile {state['profile']!r}, not {profile!r}: resume with the same profile")
+            raise UserError(
+                f"{where} was run with profile {state['profile']!r}, not {profile!r}: resume with the same profile"
+            )
         return state
     if resume:
         raise UserError(f"nothing to resume in {where}: it holds no sweep.json (start it without --resume)")
     return {}
 
 
-def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Optional[str] = None,
-              resume: bool = False, num_cpus: Optional[int] = None, echo: Callable[[str], None] = print) -> dict:
+def run_sweep(
+    spec: Spec,
+    profile_name: str,
+    sweep_dir: str | Path,
+    address: Optional[str] = None,
+    resume: bool = False,
+    num_cpus: Optional[int] = None,
+    echo: Callable[[str], None] = print,
+) -> dict:
     """Run (or resume) a sweep; returns {trial_id: final state}."""
     from ray import tune
     from ray.tune import FailureConfig, RunConfig, Tuner
@@ -152,8 +185,10 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
         raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
     store = open_storage(str(sweep_dir))
     if store and address and not spec.tracking.get("uri"):
-        raise UserError("a sweep stored at a URI on a cluster needs an MLflow server every node reaches: set "
-                        "tracking.uri in the spec (the default SQLite file would live on this machine only)")
+        raise UserError(
+            "a sweep stored at a URI on a cluster needs an MLflow server every node reaches: set "
+            "tracking.uri in the spec (the default SQLite file would live on this machine only)"
+        )
     if store:  # a URI: the driver's own files live in local scratch and are pushed there
         store.check_writable()
         location, sweep_dir = store.uri, store.scratch / "driver"
@@ -167,19 +202,35 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
     sweep_dir.mkdir(parents=True, exist_ok=True)
 
     from .tracking import default_uri, end_run, ensure_parent_run
+
     uri = spec.tracking.get("uri") or state.get("uri") or default_uri(sweep_dir)
     experiment = spec.tracking.get("experiment", spec.name)
     try:
-        exp_id, parent = ensure_parent_run(uri, experiment, spec.name, {"profile": profile_name, "spec": spec.source},
-                                           state.get("parent_run_id"))
+        exp_id, parent = ensure_parent_run(
+            uri, experiment, spec.name, {"profile": profile_name, "spec": spec.source}, state.get("parent_run_id")
+        )
     except Exception as exc:  # a bad URI or unreachable server: one line, nothing run
         raise UserError(f"cannot use MLflow tracking URI {uri!r}: {str(exc).splitlines()[0]}") from None
     tracking = {"uri": uri, "experiment_id": exp_id, "parent_run_id": parent}
-    state = {"name": spec.name, "spec": spec.source, "profile": profile_name, "profile_rules": profile.rules(),
-             "uri": uri, "experiment_id": exp_id, "parent_run_id": parent, "created": state.get("created", time.time()),
-             "trials": [t.trial_id for t in trials] if not spec.search else [], "metric": spec.metric, "mode": spec.mode,
-             "plan": {t.trial_id: {"group": t.group, "row": t.row, "seed": t.seed, "paper": t.paper, "values": t.values}
-                      for t in trials} if not spec.search else {}}
+    state = {
+        "name": spec.name,
+        "spec": spec.source,
+        "profile": profile_name,
+        "profile_rules": profile.rules(),
+        "uri": uri,
+        "experiment_id": exp_id,
+        "parent_run_id": parent,
+        "created": state.get("created", time.time()),
+        "trials": [t.trial_id for t in trials] if not spec.search else [],
+        "metric": spec.metric,
+        "mode": spec.mode,
+        "plan": {
+            t.trial_id: {"group": t.group, "row": t.row, "seed": t.seed, "paper": t.paper, "values": t.values}
+            for t in trials
+        }
+        if not spec.search
+        else {},
+    }
     (sweep_dir / "sweep.json").write_text(json.dumps(state, indent=2))
     sync = (lambda: store.push(sweep_dir, "", top_level_only=True)) if store else (lambda: 0)
     sync()
@@ -190,19 +241,28 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
     workers, gpus = spec.resources["workers"], spec.resources["gpus"]
     # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
     resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
-    trainable = tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys,
-                                                         workers=workers, gpus=gpus), resources)
+    trainable = tune.with_resources(
+        tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys, workers=workers, gpus=gpus),
+        resources,
+    )
     _init_ray(address, num_cpus)
     path = _join(location, TUNE_NAME)
     if resume and Tuner.can_restore(path):
         echo(f"resuming {spec.name} from {path}")
         tuner = Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True)
     else:
-        tuner = Tuner(trainable, param_space=_param_space(spec, payloads),
-                      tune_config=_tune_config(spec, sweep_dir, len(payloads)),
-                      run_config=RunConfig(name=TUNE_NAME, storage_path=location, verbose=1,
-                                           failure_config=FailureConfig(max_failures=2),
-                                           callbacks=[_EchoCallback(echo, spec.search["samples"] if spec.search else len(payloads), sync)]))
+        tuner = Tuner(
+            trainable,
+            param_space=_param_space(spec, payloads),
+            tune_config=_tune_config(spec, sweep_dir, len(payloads)),
+            run_config=RunConfig(
+                name=TUNE_NAME,
+                storage_path=location,
+                verbose=1,
+                failure_config=FailureConfig(max_failures=2),
+                callbacks=[_EchoCallback(echo, spec.search["samples"] if spec.search else len(payloads), sync)],
+            ),
+        )
     grid = tuner.fit()
     summary = _summarise(grid, sweep_dir)
     _close_stopped_runs(store.view() if store else sweep_dir, uri)
@@ -214,6 +274,7 @@ def run_sweep(spec: Spec, profile_name: str, sweep_dir: str | Path, address: Opt
 
 def _param_space(spec: Spec, payloads: list) -> dict:
     from ray import tune
+
     if spec.search:
         return {k: _search_domain(d) for k, d in spec.search["space"].items()}
     return {"trial_index": tune.grid_search(list(range(len(payloads))))}
@@ -221,21 +282,34 @@ def _param_space(spec: Spec, payloads: list) -> dict:
 
 def _tune_config(spec: Spec, sweep_dir: Path, n: int):
     from ray.tune import TuneConfig
+
     scheduler = search_alg = None
     if spec.scheduler["type"] == "asha":
         from ray.tune.schedulers import ASHAScheduler
+
         s = spec.scheduler
-        scheduler = ASHAScheduler(time_attr="training_iteration", max_t=s.get("max_t", 100),
-                                  grace_period=s["grace_period"], reduction_factor=s["reduction_factor"])
+        scheduler = ASHAScheduler(
+            time_attr="training_iteration",
+            max_t=s.get("max_t", 100),
+            grace_period=s["grace_period"],
+            reduction_factor=s["reduction_factor"],
+        )
     if spec.search:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
+
         storage = optuna.storages.RDBStorage(f"sqlite:///{sweep_dir / 'optuna.db'}")
-        search_alg = OptunaSearch(metric=spec.metric, mode=spec.mode, study_name=spec.name, storage=storage,
-                                  seed=spec.search["seed"])
-    return TuneConfig(metric=spec.metric, mode=spec.mode, scheduler=scheduler, search_alg=search_alg,
-                      num_samples=spec.search["samples"] if spec.search else 1,
-                      max_concurrent_trials=spec.max_concurrent)
+        search_alg = OptunaSearch(
+            metric=spec.metric, mode=spec.mode, study_name=spec.name, storage=storage, seed=spec.search["seed"]
+        )
+    return TuneConfig(
+        metric=spec.metric,
+        mode=spec.mode,
+        scheduler=scheduler,
+        search_alg=search_alg,
+        num_samples=spec.search["samples"] if spec.search else 1,
+        max_concurrent_trials=spec.max_concurrent,
+    )
 
 
 def _summarise(grid, sweep_dir: Path) -> dict:
@@ -243,14 +317,20 @@ def _summarise(grid, sweep_dir: Path) -> dict:
     for r in grid:
         m = r.metrics or {}
         key = m.get("tsweep_trial") or Path(r.path).name
-        out[key] = {"error": str(r.error).splitlines()[0] if r.error else None, "status": m.get("status"),
-                    "dev_bleu": m.get("dev_bleu"), "reports": m.get("training_iteration"), "config": r.config}
+        out[key] = {
+            "error": str(r.error).splitlines()[0] if r.error else None,
+            "status": m.get("status"),
+            "dev_bleu": m.get("dev_bleu"),
+            "reports": m.get("training_iteration"),
+            "config": r.config,
+        }
     return out
 
 
 def _close_stopped_runs(sweep_dir: Path, tracking_uri: str) -> None:
     """Trials a scheduler stopped early (or that errored out) end their MLflow child run as KILLED/FAILED."""
     from .tracking import _client, _retry
+
     client = None
     for workdir in (sweep_dir / "trials").glob("*"):
         marker, result = workdir / "mlflow_run_id", workdir / "result.json"
@@ -274,8 +354,10 @@ class _EchoCallback:
             def on_trial_complete(self, iteration, trials, trial, **info):
                 m = trial.last_result or {}
                 self.ended += 1
-                echo(f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
-                     f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}")
+                echo(
+                    f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
+                    f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}"
+                )
                 sync()
 
             def on_trial_error(self, iteration, trials, trial, **info):

@@ -3,6 +3,7 @@
 Every error is a SpecError whose message starts with the field path
 (``rows.A[0].h``), says what is wrong and what is allowed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -24,9 +25,24 @@ class SpecError(UserError):
     exit_code = 2
 
 
-TOP_KEYS = ("name", "description", "base", "corpus", "seeds", "rows", "search", "scheduler", "resources",
-            "max_concurrent", "metric", "mode", "tracking", "output", "train")
-PAPER_KNOBS = MODEL_KEYS + ("eps_ls", "train_steps")   # scaled by the profile
+TOP_KEYS = (
+    "name",
+    "description",
+    "base",
+    "corpus",
+    "seeds",
+    "rows",
+    "search",
+    "scheduler",
+    "resources",
+    "max_concurrent",
+    "metric",
+    "mode",
+    "tracking",
+    "output",
+    "train",
+)
+PAPER_KNOBS = MODEL_KEYS + ("eps_ls", "train_steps")  # scaled by the profile
 RUN_KNOBS = tuple(k for k in TRAIN_KEYS if k not in ("eps_ls", "steps"))  # taken as written (run units)
 ROW_KNOBS = PAPER_KNOBS + RUN_KNOBS
 BASE_KEYS = ("preset",) + ROW_KNOBS
@@ -72,8 +88,8 @@ class Trial:
     group: str
     row: str
     seed: int
-    paper: dict          # the row's knobs in the paper's units
-    values: dict         # flat run keys at the profile's scale
+    paper: dict  # the row's knobs in the paper's units
+    values: dict  # flat run keys at the profile's scale
     config_hash: str
     profile: dict
 
@@ -110,13 +126,23 @@ def expand_row(spec: Spec, row: Row, profile: Profile) -> list[Trial]:
     preset = base.pop("preset", "base")
     knobs = {**base, **row.overrides}
     run_knobs = {k: v for k, v in knobs.items() if k in RUN_KNOBS}
-    paper = {**dataclasses.asdict(make_run_config({}, preset).model), "eps_ls": 0.1,
-             "train_steps": 300_000 if preset == "big" else 100_000,
-             **{k: v for k, v in knobs.items() if k in PAPER_KNOBS}}
+    paper = {
+        **dataclasses.asdict(make_run_config({}, preset).model),
+        "eps_ls": 0.1,
+        "train_steps": 300_000 if preset == "big" else 100_000,
+        **{k: v for k, v in knobs.items() if k in PAPER_KNOBS},
+    }
     model_knobs = {k: paper[k] for k in MODEL_KEYS}
-    values = {**profile.scale_model(model_knobs), "eps_ls": paper["eps_ls"],
-              "steps": profile.scale_steps(paper["train_steps"]), **profile.train, **spec.train, **run_knobs,
-              "corpus": spec.corpus["name"], "vocab": profile.data.get("vocab", spec.corpus.get("vocab", 8000))}
+    values = {
+        **profile.scale_model(model_knobs),
+        "eps_ls": paper["eps_ls"],
+        "steps": profile.scale_steps(paper["train_steps"]),
+        **profile.train,
+        **spec.train,
+        **run_knobs,
+        "corpus": spec.corpus["name"],
+        "vocab": profile.data.get("vocab", spec.corpus.get("vocab", 8000)),
+    }
     trials = []
     for seed in spec.seeds:
         v = {**values, "seed": seed}
@@ -137,7 +163,9 @@ def _parse_rows(raw, base_label: str = "base") -> list[Row]:
     labels = {base_label}
     for group, items in raw.items():
         if not isinstance(items, list) or not items:
-            raise SpecError(f"rows.{group}: expected a non-empty list of rows (each a mapping of knobs, with an optional label)")
+            raise SpecError(
+                f"rows.{group}: expected a non-empty list of rows (each a mapping of knobs, with an optional label)"
+            )
         for i, item in enumerate(items):
             path = f"rows.{group}[{i}]"
             item = _mapping(item, path, ("label",) + ROW_KNOBS)
@@ -159,7 +187,9 @@ def _parse_search(raw) -> Optional[dict]:
     samples = _number(raw.get("samples", 4), "search.samples", 1, integer=True)
     space = _mapping(raw.get("space"), "search.space", TRAIN_KEYS + ROW_KNOBS)
     if not space:
-        raise SpecError("search.space: give at least one knob to search, e.g. lr_scale: {type: loguniform, low: 0.5, high: 2}")
+        raise SpecError(
+            "search.space: give at least one knob to search, e.g. lr_scale: {type: loguniform, low: 0.5, high: 2}"
+        )
     for key, dist in space.items():
         path = f"search.space.{key}"
         dist = _mapping(dist, path, ("type", "low", "high", "values"))
@@ -208,6 +238,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     corpus = _mapping(corpus, "corpus", ("name", "vocab"))
     from transformer_core.data.prepare import parse_corpus_name
     from transformer_core.data.recipes import get_recipe
+
     try:
         for part in parse_corpus_name(str(corpus.get("name", "bible-en-de")))[0].split("+"):
             get_recipe(part)
@@ -237,13 +268,27 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     tracking = _mapping(doc.get("tracking"), "tracking", ("uri", "experiment"))
     output = doc.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
-        raise SpecError(f"output: {output!r} is invalid; allowed a directory path or a URI such as s3://bucket/sweeps/name")
-    spec = Spec(name=name, base=base, corpus={"name": "bible-en-de", **corpus}, seeds=seeds,
-                rows=_parse_rows(doc.get("rows")), search=_parse_search(doc.get("search")),
-                scheduler=_parse_scheduler(doc.get("scheduler")), resources=resources,
-                max_concurrent=_number(doc.get("max_concurrent", 2), "max_concurrent", 1, integer=True),
-                metric=metric, mode=mode, tracking=tracking, output=output, train=train,
-                description=str(doc.get("description", "")), source=source)
+        raise SpecError(
+            f"output: {output!r} is invalid; allowed a directory path or a URI such as s3://bucket/sweeps/name"
+        )
+    spec = Spec(
+        name=name,
+        base=base,
+        corpus={"name": "bible-en-de", **corpus},
+        seeds=seeds,
+        rows=_parse_rows(doc.get("rows")),
+        search=_parse_search(doc.get("search")),
+        scheduler=_parse_scheduler(doc.get("scheduler")),
+        resources=resources,
+        max_concurrent=_number(doc.get("max_concurrent", 2), "max_concurrent", 1, integer=True),
+        metric=metric,
+        mode=mode,
+        tracking=tracking,
+        output=output,
+        train=train,
+        description=str(doc.get("description", "")),
+        source=source,
+    )
     return spec
 
 

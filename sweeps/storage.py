@@ -17,6 +17,7 @@ each process works in a local scratch directory:
 Only changed files travel: each push records size and mtime per file, and a
 checkpoint the trainer prunes locally is deleted remotely too.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,6 +42,7 @@ def is_uri(location) -> bool:
 def scratch_root() -> Path:
     """Local working space for URI-backed sweeps ($TSWEEP_SCRATCH_DIR or ~/.cache/tsweep/scratch)."""
     from transformer_core.data.prepare import cache_dir
+
     if os.environ.get("TSWEEP_SCRATCH_DIR"):
         return Path(os.environ["TSWEEP_SCRATCH_DIR"])
     return cache_dir("scratch")
@@ -51,11 +53,14 @@ class Storage:
 
     def __init__(self, uri: str):
         from pyarrow import fs
+
         self.uri = uri.rstrip("/")
         try:
             self.fs, root = fs.FileSystem.from_uri(self.uri)
         except Exception as exc:  # unknown scheme, bad bucket name, missing credentials library...
-            raise UserError(f"sweep location {uri!r} cannot be opened: {str(exc).splitlines()[0]}; allowed: {ALLOWED}") from None
+            raise UserError(
+                f"sweep location {uri!r} cannot be opened: {str(exc).splitlines()[0]}; allowed: {ALLOWED}"
+            ) from None
         self.root = root.rstrip("/")
         slug = re.sub(r"[^A-Za-z0-9]+", "-", self.root.rsplit("/", 1)[-1])[-40:] or "sweep"
         self.scratch = scratch_root() / f"{slug}-{hashlib.sha256(self.uri.encode()).hexdigest()[:10]}"
@@ -75,6 +80,7 @@ class Storage:
     # single files ----------------------------------------------------------
     def exists(self, rel: str) -> bool:
         from pyarrow import fs
+
         return self.fs.get_file_info(self.path(rel)).type == fs.FileType.File
 
     def read_text(self, rel: str) -> str:
@@ -94,12 +100,12 @@ class Storage:
     # trees -------------------------------------------------------------------
     def _remote_files(self, rel: str) -> dict:
         from pyarrow import fs
+
         base = self.path(rel)
         infos = self.fs.get_file_info(fs.FileSelector(base, recursive=True, allow_not_found=True))
-        return {i.path[len(base) + 1:]: i for i in infos if i.type == fs.FileType.File}
+        return {i.path[len(base) + 1 :]: i for i in infos if i.type == fs.FileType.File}
 
-    def pull(self, rel: str, local: Path, keep: Callable[[str], bool] = lambda r: True,
-             overwrite: bool = True) -> int:
+    def pull(self, rel: str, local: Path, keep: Callable[[str], bool] = lambda r: True, overwrite: bool = True) -> int:
         """Copy URI/rel into ``local`` (files whose size and mtime differ); returns files copied."""
         local.mkdir(parents=True, exist_ok=True)
         copied = 0
@@ -108,8 +114,14 @@ class Storage:
                 continue
             target = local / name
             stamp = info.mtime.timestamp() if info.mtime else None
-            if target.exists() and (not overwrite or (target.stat().st_size == info.size and stamp is not None
-                                                      and abs(target.stat().st_mtime - stamp) < 1e-3)):
+            if target.exists() and (
+                not overwrite
+                or (
+                    target.stat().st_size == info.size
+                    and stamp is not None
+                    and abs(target.stat().st_mtime - stamp) < 1e-3
+                )
+            ):
                 continue
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(target.name + ".part")
@@ -155,8 +167,13 @@ class Storage:
         """A local copy of everything but checkpoints and Tune's state, for status and reports."""
         local = self.scratch / "view"
         try:
-            self.pull("", local, keep=lambda r: not (r.startswith("tune/") or r.startswith("ddp/")
-                                                     or "/checkpoints/" in r or r.endswith(_PUSHED)))
+            self.pull(
+                "",
+                local,
+                keep=lambda r: (
+                    not (r.startswith("tune/") or r.startswith("ddp/") or "/checkpoints/" in r or r.endswith(_PUSHED))
+                ),
+            )
         except Exception as exc:
             raise UserError(f"cannot read sweep location {self.uri!r}: {str(exc).splitlines()[0]}") from None
         return local
@@ -165,6 +182,7 @@ class Storage:
 def _sqlite_snapshot(path: Path) -> Path:
     """A consistent copy of a SQLite file that trials may be writing (MLflow, Optuna)."""
     import sqlite3
+
     snap = path.with_name(path.name + ".snapshot.tmp")
     snap.unlink(missing_ok=True)
     src, dst = sqlite3.connect(path), sqlite3.connect(snap)

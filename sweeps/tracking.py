@@ -1,4 +1,5 @@
 """MLflow behind the trainer's tracker interface: one parent run per sweep, one child run per trial."""
+
 from __future__ import annotations
 
 import logging
@@ -16,6 +17,7 @@ def default_uri(sweep_dir: Path) -> str:
 
 def _client(uri: str):
     from mlflow.tracking import MlflowClient
+
     return MlflowClient(tracking_uri=uri)
 
 
@@ -30,14 +32,18 @@ def _retry(fn, *args, **kwargs):
             time.sleep(0.2 * (attempt + 1))
 
 
-def ensure_parent_run(uri: str, experiment: str, sweep_name: str, tags: dict, existing: str | None = None) -> tuple[str, str]:
+def ensure_parent_run(
+    uri: str, experiment: str, sweep_name: str, tags: dict, existing: str | None = None
+) -> tuple[str, str]:
     """Create (or find) the sweep's experiment and parent run; returns (experiment_id, run_id)."""
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
     if existing:
         return exp_id, existing
-    run = client.create_run(exp_id, run_name=sweep_name, tags={"sweep": sweep_name, **{k: str(v) for k, v in tags.items()}})
+    run = client.create_run(
+        exp_id, run_name=sweep_name, tags={"sweep": sweep_name, **{k: str(v) for k, v in tags.items()}}
+    )
     return exp_id, run.info.run_id
 
 
@@ -55,20 +61,26 @@ class MlflowTracker:
             self.run_id = marker.read_text().strip()
             _retry(self.client.update_run, self.run_id, status="RUNNING")
         else:
-            run = _retry(self.client.create_run, experiment_id, run_name=name,
-                         tags={"mlflow.parentRunId": parent_run_id, **{k: str(v) for k, v in tags.items()}})
+            run = _retry(
+                self.client.create_run,
+                experiment_id,
+                run_name=name,
+                tags={"mlflow.parentRunId": parent_run_id, **{k: str(v) for k, v in tags.items()}},
+            )
             self.run_id = run.info.run_id
             Path(workdir).mkdir(parents=True, exist_ok=True)
             marker.write_text(self.run_id)
 
     def log_params(self, params: dict) -> None:
         from mlflow.entities import Param
+
         items = [Param(k, str(v)[:500]) for k, v in params.items()]
         for i in range(0, len(items), 90):
-            _retry(self.client.log_batch, self.run_id, params=items[i:i + 90])
+            _retry(self.client.log_batch, self.run_id, params=items[i : i + 90])
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         from mlflow.entities import Metric
+
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
         _retry(self.client.log_batch, self.run_id, metrics=items)

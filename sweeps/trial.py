@@ -3,6 +3,7 @@
 No Ray here: the runner wraps ``run_trial`` for Ray Tune, and tests or a
 debugger can call it directly.
 """
+
 from __future__ import annotations
 
 import json
@@ -57,8 +58,16 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
     tr = trial.get("tracking")
     if tr:
         from .tracking import MlflowTracker
-        tags = {"group": trial["group"], "row": trial["row"], "seed": trial["seed"], "config_hash": config.content_hash(),
-                "profile": trial["profile"]["profile"], "trial_id": trial["id"], "node": _node()}
+
+        tags = {
+            "group": trial["group"],
+            "row": trial["row"],
+            "seed": trial["seed"],
+            "config_hash": config.content_hash(),
+            "profile": trial["profile"]["profile"],
+            "trial_id": trial["id"],
+            "node": _node(),
+        }
         tracker = MlflowTracker(tr["uri"], tr["experiment_id"], tr["parent_run_id"], workdir, trial["id"], tags)
 
     def progress(p: dict) -> None:
@@ -78,8 +87,10 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
 
 def _node() -> str:
     import socket
+
     try:
         import ray
+
         if ray.is_initialized():
             return ray.get_runtime_context().get_node_id()
     except Exception:  # ray absent or not in a worker

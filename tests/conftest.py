@@ -29,4 +29,5 @@ def fixture_data_dir(tmp_path_factory, bible_fixture_db):
 @pytest.fixture(scope="session")
 def fixture_corpus(fixture_data_dir):
     from transformer_core.data import load_corpus
+
     return load_corpus("bible-en-de", 1000, fixture_data_dir)

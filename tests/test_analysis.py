@@ -1,6 +1,5 @@
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -36,29 +35,78 @@ def make_sweep(root: Path) -> Path:
             trials.append(tid)
             wd = root / "trials" / tid
             wd.mkdir(parents=True)
-            paper = {"N": 6, "d_model": 512, "d_ff": 2048, "h": 1 if row == "A1" else 8, "d_k": 64, "d_v": 64,
-                     "P_drop": 0.0 if row == "D1" else 0.1, "eps_ls": 0.0 if row == "D3" else 0.1,
-                     "positional": "learned" if row == "E1" else "sinusoidal", "train_steps": 100000}
-            (wd / "trial.json").write_text(json.dumps({"id": tid, "group": GROUPS[row], "row": row, "seed": seed,
-                                                       "paper": paper, "values": {"steps": 250, "corpus": "fixture"}}))
+            paper = {
+                "N": 6,
+                "d_model": 512,
+                "d_ff": 2048,
+                "h": 1 if row == "A1" else 8,
+                "d_k": 64,
+                "d_v": 64,
+                "P_drop": 0.0 if row == "D1" else 0.1,
+                "eps_ls": 0.0 if row == "D3" else 0.1,
+                "positional": "learned" if row == "E1" else "sinusoidal",
+                "train_steps": 100000,
+            }
+            (wd / "trial.json").write_text(
+                json.dumps(
+                    {
+                        "id": tid,
+                        "group": GROUPS[row],
+                        "row": row,
+                        "seed": seed,
+                        "paper": paper,
+                        "values": {"steps": 250, "corpus": "fixture"},
+                    }
+                )
+            )
             if value is None:
                 (wd / "attempts.jsonl").write_text("{}\n")
                 continue
-            base = {"params": 1_000_000, "target_tokens": 1000, "train_flops": 6e9, "wall_seconds": 360.0,
-                    "device": "cpu", "precision": "fp32", "corpus_fingerprint": "f00d", "torch_version": "x",
-                    "sacrebleu_signature": "sig", "steps": 250}
+            base = {
+                "params": 1_000_000,
+                "target_tokens": 1000,
+                "train_flops": 6e9,
+                "wall_seconds": 360.0,
+                "device": "cpu",
+                "precision": "fp32",
+                "corpus_fingerprint": "f00d",
+                "torch_version": "x",
+                "sacrebleu_signature": "sig",
+                "steps": 250,
+            }
             if value == "diverged":
-                (wd / "result.json").write_text(json.dumps({**base, "status": "diverged", "reason": "non-finite training loss at step 7"}))
+                (wd / "result.json").write_text(
+                    json.dumps({**base, "status": "diverged", "reason": "non-finite training loss at step 7"})
+                )
                 continue
             bleu, ppl = value
-            (wd / "result.json").write_text(json.dumps({**base, "status": "finished", "dev_bleu": bleu, "dev_ppl": ppl,
-                                                        "test_bleu": bleu - 1, "test_ppl": ppl}))
+            (wd / "result.json").write_text(
+                json.dumps(
+                    {
+                        **base,
+                        "status": "finished",
+                        "dev_bleu": bleu,
+                        "dev_ppl": ppl,
+                        "test_bleu": bleu - 1,
+                        "test_ppl": ppl,
+                    }
+                )
+            )
             hyps = BAD if row == "A1" else REFS
             for split in ("dev", "test"):
                 (wd / f"{split}.ref").write_text("\n".join(REFS) + "\n")
                 (wd / f"{split}.hyp").write_text("\n".join(hyps) + "\n")
-    (root / "sweep.json").write_text(json.dumps({"name": "fixture", "spec": "fixture.yaml", "profile": "cpu",
-                                                 "profile_rules": {"profile": "cpu"}, "trials": trials}))
+    (root / "sweep.json").write_text(
+        json.dumps(
+            {
+                "name": "fixture",
+                "spec": "fixture.yaml",
+                "profile": "cpu",
+                "profile_rules": {"profile": "cpu"},
+                "trials": trials,
+            }
+        )
+    )
     return root
 
 
@@ -104,13 +152,13 @@ def test_significance_flags(table):
 
 def test_claim_verdicts(sweep):
     claims = judge_claims(collect(sweep), samples=200).set_index("claim")["verdict"].to_dict()
-    assert claims["A-one-head"] == "held"              # 16 vs best 21, intervals apart
+    assert claims["A-one-head"] == "held"  # 16 vs best 21, intervals apart
     assert claims["A-too-many-heads"] == "not measured"  # A4 never finished
-    assert claims["B-smaller-dk"] == "inconclusive"    # B1 19.5 vs 21: intervals overlap; B2 missing
+    assert claims["B-smaller-dk"] == "inconclusive"  # B1 19.5 vs 21: intervals overlap; B2 missing
     assert claims["D-dropout-helps"] == "inconclusive"  # D1 equal to base within noise
-    assert claims["D-ls-hurts-ppl"] == "held"          # D3 PPL 4.51 vs 5.0, apart
-    assert claims["D-ls-helps-bleu"] == "not held"     # D3 BLEU 25.1 vs 21, apart, the other way
-    assert claims["E-learned-positions"] == "held"     # 21.0 vs 21.0
+    assert claims["D-ls-hurts-ppl"] == "held"  # D3 PPL 4.51 vs 5.0, apart
+    assert claims["D-ls-helps-bleu"] == "not held"  # D3 BLEU 25.1 vs 21, apart, the other way
+    assert claims["E-learned-positions"] == "held"  # 21.0 vs 21.0
     assert claims["C-bigger-better"] == "not measured"
 
 

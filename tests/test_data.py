@@ -6,8 +6,17 @@ import sys
 import numpy as np
 import pytest
 
-from transformer_core.data import (BatchStream, EOS, BOS, PAD, load_corpus, padding_fraction, plan_batches,
-                                   prepare_text, shard)
+from transformer_core.data import (
+    BOS,
+    EOS,
+    PAD,
+    BatchStream,
+    load_corpus,
+    padding_fraction,
+    plan_batches,
+    prepare_text,
+    shard,
+)
 from transformer_core.data.clean import clean_pairs, normalize
 from transformer_core.data.debian import ding_pairs, split_aligned
 from transformer_core.data.recipes import clean_verse
@@ -16,8 +25,10 @@ from transformer_core.errors import DataError
 
 def test_bible_alignment_matches_the_database(fixture_corpus, bible_fixture_db):
     con = sqlite3.connect(bible_fixture_db)
-    en, de = con.execute("SELECT a.vText, b.vText FROM bible a JOIN bible b USING (bNumber, cNumber, vNumber) "
-                         "WHERE a.bbName='k' AND b.bbName='e' AND bNumber=1 AND cNumber=1 AND vNumber=3").fetchone()
+    en, de = con.execute(
+        "SELECT a.vText, b.vText FROM bible a JOIN bible b USING (bNumber, cNumber, vNumber) "
+        "WHERE a.bbName='k' AND b.bbName='e' AND bNumber=1 AND cNumber=1 AND vNumber=3"
+    ).fetchone()
     src = (fixture_corpus.directory / "train.src").read_text().splitlines()
     tgt = (fixture_corpus.directory / "train.tgt").read_text().splitlines()
     i = src.index(normalize(en))
@@ -30,15 +41,20 @@ def test_splits_are_whole_held_out_books_without_leakage(fixture_corpus):
     dev = d.joinpath("dev.src").read_text().splitlines()
     test = d.joinpath("test.src").read_text().splitlines()
     assert dev[0].startswith("The beginning of the gospel of Jesus Christ")  # Mark 1:1
-    assert test[0].startswith("Paul, a servant of Jesus Christ")             # Romans 1:1
+    assert test[0].startswith("Paul, a servant of Jesus Christ")  # Romans 1:1
     assert not train & set(dev) and not train & set(test)
     meta = fixture_corpus.meta
     assert (meta["sizes"]["dev"], meta["sizes"]["test"]) == (45, 32)  # Mark 1, Romans 1 in the fixture
-    assert meta["sizes"]["train"] == 630 - sum(meta["dropped"]["train"].values()) - meta["train_pairs_removed_for_leakage"]
+    assert (
+        meta["sizes"]["train"] == 630 - sum(meta["dropped"]["train"].values()) - meta["train_pairs_removed_for_leakage"]
+    )
 
 
 def test_bracket_marks_are_stripped():
-    assert clean_verse("betet für die, die euch [beleidigen und] verfolgen, * * *") == "betet für die, die euch beleidigen und verfolgen,"
+    assert (
+        clean_verse("betet für die, die euch [beleidigen und] verfolgen, * * *")
+        == "betet für die, die euch beleidigen und verfolgen,"
+    )
     assert clean_verse("(9:1) Au chef des chantres.") == "Au chef des chantres."
 
 
@@ -119,9 +135,12 @@ def test_shards_are_disjoint_and_equal():
 
 
 def test_ding_example_sentences():
-    lines = ["# comment", "Aal {m} | Aale {pl} :: eel | eels",
-             "Er zieht immer den Kürzeren. [ugs.] :: He always gets the short end of the stick.",
-             "Lesen bildet. | Lesen bildet sehr. :: Reading expands the mind."]
+    lines = [
+        "# comment",
+        "Aal {m} | Aale {pl} :: eel | eels",
+        "Er zieht immer den Kürzeren. [ugs.] :: He always gets the short end of the stick.",
+        "Lesen bildet. | Lesen bildet sehr. :: Reading expands the mind.",
+    ]
     assert ding_pairs(lines) == [("He always gets the short end of the stick.", "Er zieht immer den Kürzeren.")]
 
 
@@ -161,8 +180,19 @@ def test_empty_after_cleaning_leaves_nothing_behind(tmp_path):
 
 def test_user_files_recipe_end_to_end(tmp_path, fixture_corpus):
     d = fixture_corpus.directory
-    r = tsweep("data", "prepare", "files", "--src", str(d / "train.src"), "--tgt", str(d / "train.tgt"),
-               "--vocab", "500", "--data-dir", str(tmp_path / "d"))
+    r = tsweep(
+        "data",
+        "prepare",
+        "files",
+        "--src",
+        str(d / "train.src"),
+        "--tgt",
+        str(d / "train.tgt"),
+        "--vocab",
+        "500",
+        "--data-dir",
+        str(tmp_path / "d"),
+    )
     assert r.returncode == 0, r.stderr
     assert "fingerprint" in r.stdout and "padding" in r.stdout
     meta = json.loads(next((tmp_path / "d").glob("files*/meta.json")).read_text())
@@ -182,6 +212,7 @@ def test_real_bible_en_de_end_to_end(tmp_path, monkeypatch):
 
 def test_unreachable_package_is_one_clear_error(tmp_path):
     import os
+
     env = {k: v for k, v in os.environ.items() if k != "TSWEEP_BIBLE_DB"}
     env.update(PIP_CONFIG_FILE=os.devnull, PIP_NO_INDEX="1", PIP_FIND_LINKS=str(tmp_path / "none"))
     r = tsweep("data", "prepare", "bible-en-de", "--data-dir", str(tmp_path / "d"), env=env)
@@ -192,6 +223,7 @@ def test_unreachable_package_is_one_clear_error(tmp_path):
 
 def test_a_substitute_bible_db_never_shares_the_packaged_cache_entry(monkeypatch, bible_fixture_db):
     from transformer_core.data.prepare import corpus_key
+
     monkeypatch.delenv("TSWEEP_BIBLE_DB", raising=False)
     packaged = corpus_key("bible-en-de", None)
     monkeypatch.setenv("TSWEEP_BIBLE_DB", str(bible_fixture_db))

@@ -1,4 +1,5 @@
 """Scale-out on loopback only: Ray Train data parallelism, a two-node Ray cluster on 127.0.0.1."""
+
 import json
 import os
 import subprocess
@@ -12,9 +13,26 @@ import yaml
 from transformer_core.run_config import make_run_config
 
 ROOT = Path(__file__).resolve().parent.parent
-TINY = dict(N=1, d_model=48, d_ff=96, h=4, d_k=12, d_v=12, P_drop=0.0, vocab=400, tokens_per_batch=512,
-            warmup=10, eval_sentences=8, beam=2, max_extra=10, threads=1, log_every=2, average_last=1,
-            steps=8, eval_every=8)
+TINY = dict(
+    N=1,
+    d_model=48,
+    d_ff=96,
+    h=4,
+    d_k=12,
+    d_v=12,
+    P_drop=0.0,
+    vocab=400,
+    tokens_per_batch=512,
+    warmup=10,
+    eval_sentences=8,
+    beam=2,
+    max_extra=10,
+    threads=1,
+    log_every=2,
+    average_last=1,
+    steps=8,
+    eval_every=8,
+)
 
 
 def _losses(workdir):
@@ -30,9 +48,17 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
 
     values = {**TINY, "data_dir": str(fixture_data_dir), "accumulate": 2}
     single = train_and_evaluate(make_run_config(values), tmp_path / "one")
-    trial = {"id": "two", "group": "base", "row": "base", "seed": 1, "values": values, "preset": "base",
-             "profile": {"profile": "test"}, "sweep_dir": tmp_path.as_uri() if storage == "uri" else str(tmp_path),
-             "tracking": None}
+    trial = {
+        "id": "two",
+        "group": "base",
+        "row": "base",
+        "seed": 1,
+        "values": values,
+        "preset": "base",
+        "profile": {"profile": "test"},
+        "sweep_dir": tmp_path.as_uri() if storage == "uri" else str(tmp_path),
+        "tracking": None,
+    }
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         metrics = _data_parallel(trial, workers=2, gpus=0)
@@ -47,8 +73,13 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
 
 
 def _spec(path, **doc):
-    base = {"name": "cluster", "corpus": {"name": "bible-en-de"}, "seeds": [1, 2],
-            "rows": {"D": [{"label": "D1", "P_drop": 0.0}]}, "max_concurrent": 2}
+    base = {
+        "name": "cluster",
+        "corpus": {"name": "bible-en-de"},
+        "seeds": [1, 2],
+        "rows": {"D": [{"label": "D1", "P_drop": 0.0}]},
+        "max_concurrent": 2,
+    }
     path.write_text(yaml.safe_dump({**base, **doc}))
     return path
 
@@ -59,8 +90,10 @@ def two_node_cluster(fixture_corpus):
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     os.environ["RAY_AUTH_MODE"] = "disabled"
     from ray.cluster_utils import Cluster
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1",
-                                                            "include_dashboard": False})
+
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "node_ip_address": "127.0.0.1", "include_dashboard": False}
+    )
     worker = cluster.add_node(num_cpus=1, node_ip_address="127.0.0.1")
     cluster.wait_for_nodes()
     yield cluster, worker
@@ -68,8 +101,10 @@ def two_node_cluster(fixture_corpus):
 
 
 def _sessions(sweep_dir):
-    return {p.parent.name: [json.loads(x) for x in p.read_text().splitlines()]
-            for p in (sweep_dir / "trials").glob("*/sessions.jsonl")}
+    return {
+        p.parent.name: [json.loads(x) for x in p.read_text().splitlines()]
+        for p in (sweep_dir / "trials").glob("*/sessions.jsonl")
+    }
 
 
 def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, fixture_data_dir, tmp_path):
@@ -77,9 +112,26 @@ def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, 
     assert cluster.address.startswith("127.0.0.1:")
     env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir))
     out = tmp_path / "sweep"
-    r = subprocess.run([sys.executable, "-m", "sweeps.cli", "run", str(_spec(tmp_path / "s.yaml")), "--profile", "smoke",
-                        "--out", str(out), "--address", cluster.address], capture_output=True, text=True, env=env,
-                       cwd=ROOT, timeout=600)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeps.cli",
+            "run",
+            str(_spec(tmp_path / "s.yaml")),
+            "--profile",
+            "smoke",
+            "--out",
+            str(out),
+            "--address",
+            cluster.address,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert len(list((out / "trials").glob("*/result.json"))) == 4
     nodes = {s["node"] for runs in _sessions(out).values() for s in runs}
@@ -87,7 +139,9 @@ def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, 
 
 
 @pytest.mark.parametrize("storage", ["shared path", "uri"])
-def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(two_node_cluster, fixture_data_dir, tmp_path, storage):
+def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(
+    two_node_cluster, fixture_data_dir, tmp_path, storage
+):
     """With a URI, each node works in its own scratch directory: the retried trial must pull its checkpoint."""
     cluster, worker = two_node_cluster
     env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir))
@@ -95,11 +149,30 @@ def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(two_node_c
     extra = {"tracking": {"uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}} if storage == "uri" else {}
     spec = _spec(tmp_path / "s.yaml", train={"steps": 200, "eval_every": 20, "eval_sentences": 4}, **extra)
     where = out.as_uri() if storage == "uri" else str(out)
-    proc = subprocess.Popen([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--profile", "smoke", "--out", where,
-                             "--address", cluster.address], env=env, cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sweeps.cli",
+            "run",
+            str(spec),
+            "--profile",
+            "smoke",
+            "--out",
+            where,
+            "--address",
+            cluster.address,
+        ],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     victim, deadline = None, time.time() + 300
-    while victim is None and time.time() < deadline:  # a trial on the worker node with a checkpoint (at the URI, if one)
+    while (
+        victim is None and time.time() < deadline
+    ):  # a trial on the worker node with a checkpoint (at the URI, if one)
         for tid, runs in _sessions(out).items() if (out / "trials").exists() else []:
             if runs[-1]["node"] == worker.node_id and list((out / "trials" / tid / "checkpoints").glob("step-*.pt")):
                 victim = tid

@@ -43,10 +43,10 @@ def test_causality(kw):
     tgt = torch.randint(3, 40, (2, 8))
     t = 4
     tgt2 = tgt.clone()
-    tgt2[:, t + 1:] = torch.randint(3, 40, (2, 8 - t - 1))
+    tgt2[:, t + 1 :] = torch.randint(3, 40, (2, 8 - t - 1))
     a, b = m(src, tgt), m(src, tgt2)
     assert torch.allclose(a[:, : t + 1], b[:, : t + 1], atol=1e-5)
-    assert not torch.allclose(a[:, t + 1:], b[:, t + 1:], atol=1e-3)
+    assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :], atol=1e-3)
 
 
 def test_source_padding_leaves_outputs_unchanged():
@@ -136,7 +136,10 @@ def test_parameter_count_matches_closed_form_for_every_table3_row(row):
 
 
 def test_tying_counts_shared_matrix_once():
-    counts = {t: tc.count_parameters(tc.build_model(tc.model_config("base", **SMALL, tie=t), 100)) for t in ("all", "decoder", "none")}
+    counts = {
+        t: tc.count_parameters(tc.build_model(tc.model_config("base", **SMALL, tie=t), 100))
+        for t in ("all", "decoder", "none")
+    }
     assert counts["decoder"] - counts["all"] == 100 * 32
     assert counts["none"] - counts["decoder"] == 100 * 32
 
@@ -160,10 +163,10 @@ def test_label_smoothing_against_hand_computed_values():
 
 
 def test_learning_rate_schedule_against_hand_computed_values():
-    assert tc.paper_lr(1, 512, 4000) == pytest.approx(512 ** -0.5 * 4000 ** -1.5)
-    assert tc.paper_lr(4000, 512, 4000) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)
-    assert tc.paper_lr(16000, 512, 4000) == pytest.approx(512 ** -0.5 / 126.49110640673517)
-    assert tc.paper_lr(100, 512, 4000, scale=2.0) == pytest.approx(2 * 512 ** -0.5 * 100 * 4000 ** -1.5)
+    assert tc.paper_lr(1, 512, 4000) == pytest.approx(512**-0.5 * 4000**-1.5)
+    assert tc.paper_lr(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+    assert tc.paper_lr(16000, 512, 4000) == pytest.approx(512**-0.5 / 126.49110640673517)
+    assert tc.paper_lr(100, 512, 4000, scale=2.0) == pytest.approx(2 * 512**-0.5 * 100 * 4000**-1.5)
     peak = max(range(1, 10000), key=lambda s: tc.paper_lr(s, 512, 4000))
     assert peak == 4000
 

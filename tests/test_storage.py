@@ -1,4 +1,5 @@
 """Sweeps stored at a URI of a pyarrow filesystem (file:// here: no network; s3:// and gs:// take the same path)."""
+
 import json
 import os
 import shutil
@@ -69,6 +70,7 @@ def test_bad_uris_are_one_clear_error(tmp_path):
         Storage((blocked / "sweep").as_uri()).check_writable()
     with pytest.raises(UserError, match="not a sweep directory"):
         from analysis.collect import collect
+
         collect((tmp_path / "empty").as_uri())
 
 
@@ -87,10 +89,21 @@ def s3(tmp_path):
         port = sock.getsockname()[1]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
-    env = {"AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_EC2_METADATA_DISABLED": "true"}
-    bucket = fs.S3FileSystem(endpoint_override=f"127.0.0.1:{port}", scheme="http", access_key="test", secret_key="test",
-                             region="us-east-1", allow_bucket_creation=True)
+    env = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    bucket = fs.S3FileSystem(
+        endpoint_override=f"127.0.0.1:{port}",
+        scheme="http",
+        access_key="test",
+        secret_key="test",
+        region="us-east-1",
+        allow_bucket_creation=True,
+    )
     bucket.create_dir("sweeps")
     yield env, bucket
     server.stop()
@@ -103,20 +116,30 @@ def _read(bucket, path):
 
 def test_smoke_sweep_on_s3_runs_in_scratch_and_reads_back_from_the_bucket(fixture_data_dir, tmp_path, s3):
     from pyarrow import fs
+
     aws, bucket = s3
-    env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir), TSWEEP_SCRATCH_DIR=str(tmp_path / "scratch"),
-               RAY_AUTH_MODE="disabled", **aws)
+    env = dict(
+        os.environ,
+        TSWEEP_DATA_DIR=str(fixture_data_dir),
+        TSWEEP_SCRATCH_DIR=str(tmp_path / "scratch"),
+        RAY_AUTH_MODE="disabled",
+        **aws,
+    )
     uri = "s3://sweeps/table3/smoke"
 
     def tsweep(*args):
-        return subprocess.run([sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env,
-                              cwd=ROOT, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+        )
 
     r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", uri, "--num-cpus", "2")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "4 finished" in r.stdout
-    files = {i.path for i in bucket.get_file_info(fs.FileSelector("sweeps/table3/smoke", recursive=True))
-             if i.type == fs.FileType.File}
+    files = {
+        i.path
+        for i in bucket.get_file_info(fs.FileSelector("sweeps/table3/smoke", recursive=True))
+        if i.type == fs.FileType.File
+    }
     results = sorted(p for p in files if p.startswith("sweeps/table3/smoke/trials/") and p.endswith("/result.json"))
     assert len(results) == 4 and all(json.loads(_read(bucket, p))["status"] == "finished" for p in results)
     assert {"sweeps/table3/smoke/sweep.json", "sweeps/table3/smoke/mlflow.db"} <= files
@@ -124,7 +147,9 @@ def test_smoke_sweep_on_s3_runs_in_scratch_and_reads_back_from_the_bucket(fixtur
     for p in results:  # trained in local scratch (removed after), checkpoints kept in the bucket
         trial = p.rsplit("/", 1)[0]
         sessions = [json.loads(x) for x in _read(bucket, f"{trial}/sessions.jsonl").splitlines()]
-        assert all(s["workdir"].startswith(str(tmp_path / "scratch")) and not Path(s["workdir"]).exists() for s in sessions)
+        assert all(
+            s["workdir"].startswith(str(tmp_path / "scratch")) and not Path(s["workdir"]).exists() for s in sessions
+        )
         assert any(f.startswith(f"{trial}/checkpoints/step-") for f in files)
 
     shutil.rmtree(tmp_path / "scratch")  # another machine: nothing local, everything from the bucket

@@ -22,8 +22,9 @@ def env(fixture_corpus, fixture_data_dir):
 
 
 def tsweep(*args, env=None, timeout=600):
-    return subprocess.run([sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
 
 
 def write_spec(path, **doc):
@@ -35,8 +36,28 @@ def write_spec(path, **doc):
 def test_table3_spec_has_every_row_in_paper_units():
     spec = load_spec(ROOT / "sweeps" / "specs" / "table3.yaml")
     labels = [r.label for r in spec.rows]
-    assert labels == ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
-                      "D1", "D2", "D3", "D4", "E1", "big"]
+    assert labels == [
+        "base",
+        "A1",
+        "A2",
+        "A3",
+        "A4",
+        "B1",
+        "B2",
+        "C1",
+        "C2",
+        "C3",
+        "C4",
+        "C5",
+        "C6",
+        "C7",
+        "D1",
+        "D2",
+        "D3",
+        "D4",
+        "E1",
+        "big",
+    ]
     paper = {t.row: t for t in plan(spec, "paper")}
     assert paper["A1"].values["h"] == 1 and paper["A1"].values["d_k"] == 512
     assert paper["big"].values["steps"] == 300_000 and paper["base"].values["steps"] == 100_000
@@ -44,7 +65,7 @@ def test_table3_spec_has_every_row_in_paper_units():
     cpu = {t.row: t for t in plan(spec, "cpu")}
     assert cpu["base"].values["d_model"] == 128 and cpu["C1"].values["N"] == 1 and cpu["C3"].values["N"] == 4
     assert cpu["base"].profile["profile"] == "cpu" and cpu["base"].profile["width"] == 0.25
-    assert "big" not in cpu and len({t.trial_id for t in cpu.values()}) == 19   # big is out of the cpu budget
+    assert "big" not in cpu and len({t.trial_id for t in cpu.values()}) == 19  # big is out of the cpu budget
     assert len({t.trial_id for t in plan(spec, "gpu")}) == 20
 
 
@@ -59,7 +80,10 @@ MALFORMED = [
     ({"nmae": "x"}, "spec: unknown key 'nmae' (did you mean 'name'?)"),
     ({"rows": {"A": [{"label": "A1", "hh": 2}]}}, "rows.A[0]: unknown key 'hh' (did you mean 'h'?)"),
     ({"rows": {"A": [{"h": 0}]}}, "rows.A.A1: at profile 'smoke': h=0 is invalid"),
-    ({"rows": {"A": [{"positional": "rotary"}]}}, "positional='rotary' is invalid: allowed one of 'sinusoidal', 'learned'"),
+    (
+        {"rows": {"A": [{"positional": "rotary"}]}},
+        "positional='rotary' is invalid: allowed one of 'sinusoidal', 'learned'",
+    ),
     ({"seeds": []}, "seeds: [] is invalid"),
     ({"seeds": [1, 1]}, "seeds: [1, 1] repeats a seed"),
     ({"corpus": {"name": "wmt14"}}, "corpus.name: unknown corpus recipe 'wmt14'"),
@@ -68,7 +92,10 @@ MALFORMED = [
     ({"scheduler": {"type": "hyperband"}}, "scheduler.type: 'hyperband' is invalid; allowed none, asha"),
     ({"resources": {"gpus": -1}}, "resources.gpus: -1 is invalid"),
     ({"max_concurrent": 0}, "max_concurrent: 0 is invalid"),
-    ({"search": {"space": {"lr_scale": {"type": "loguniform", "low": 2, "high": 1}}}}, "search.space.lr_scale: low (2) must be below high (1)"),
+    (
+        {"search": {"space": {"lr_scale": {"type": "loguniform", "low": 2, "high": 1}}}},
+        "search.space.lr_scale: low (2) must be below high (1)",
+    ),
     ({"rows": {"A": [{"label": "base", "h": 4}]}}, "rows.A[0].label: 'base' is used twice"),
     ({"rows": {"A": []}}, "rows.A: expected a non-empty list"),
     ({"base": {"preset": "huge"}}, "base.preset: 'huge' is invalid; allowed base, big"),
@@ -108,6 +135,7 @@ def test_bad_yaml_file_and_profile_and_address(tmp_path):
 
 def _mlflow_children(sweep_dir):
     from mlflow.tracking import MlflowClient
+
     state = json.loads((sweep_dir / "sweep.json").read_text())
     client = MlflowClient(tracking_uri=state["uri"])
     runs = client.search_runs([state["experiment_id"]], f"tags.mlflow.parentRunId = '{state['parent_run_id']}'")
@@ -124,7 +152,12 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
     client, state, runs = _mlflow_children(out)
     assert client.get_run(state["parent_run_id"]).info.status == "FINISHED"
     assert len(runs) == 4 and {x.info.status for x in runs} == {"FINISHED"}
-    assert sorted((x.data.tags["row"], x.data.tags["seed"]) for x in runs) == [("D1", "1"), ("D1", "2"), ("base", "1"), ("base", "2")]
+    assert sorted((x.data.tags["row"], x.data.tags["seed"]) for x in runs) == [
+        ("D1", "1"),
+        ("D1", "2"),
+        ("base", "1"),
+        ("base", "2"),
+    ]
     for run in runs:
         assert {"dev_bleu", "dev_ppl", "test_bleu", "loss"} <= set(run.data.metrics)
         assert run.data.tags["profile"] == "smoke" and len(run.data.tags["config_hash"]) == 12
@@ -138,7 +171,11 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
     report = tsweep("report", str(out), "--bootstrap", "100", env=env)
     assert report.returncode == 0, report.stderr
     html = (out / "report" / "report.html").read_text()
-    assert "<table" in html and html.count("data:image/png;base64,") == 3 and "| D1 |" in (out / "report" / "report.md").read_text()
+    assert (
+        "<table" in html
+        and html.count("data:image/png;base64,") == 3
+        and "| D1 |" in (out / "report" / "report.md").read_text()
+    )
 
 
 def test_diverging_row_fails_and_the_others_finish(env, tmp_path):
@@ -156,11 +193,26 @@ def test_diverging_row_fails_and_the_others_finish(env, tmp_path):
 
 
 def test_interrupted_sweep_resumes_without_retraining_finished_trials(env, tmp_path):
-    spec = write_spec(tmp_path / "three.yaml", name="three", seeds=[1, 2, 3], max_concurrent=1,
-                      train={"steps": 40, "eval_every": 20})
+    spec = write_spec(
+        tmp_path / "three.yaml", name="three", seeds=[1, 2, 3], max_concurrent=1, train={"steps": 40, "eval_every": 20}
+    )
     out = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "1"]
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "sweeps.cli",
+        "run",
+        str(spec),
+        "--profile",
+        "smoke",
+        "--out",
+        str(out),
+        "--num-cpus",
+        "1",
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + 300
     while time.time() < deadline and not list((out / "trials").glob("*/result.json")):
         time.sleep(0.5)
@@ -183,10 +235,21 @@ def test_interrupted_sweep_resumes_without_retraining_finished_trials(env, tmp_p
 
 def test_optuna_search_with_asha_stops_some_trials_and_records_the_study(env, tmp_path):
     import optuna
-    spec = write_spec(tmp_path / "search.yaml", name="search", max_concurrent=1, train={"steps": 30, "eval_every": 10},
-                      search={"samples": 3, "space": {"lr_scale": {"type": "loguniform", "low": 0.3, "high": 3.0},
-                                                      "warmup": {"type": "int", "low": 5, "high": 20}}},
-                      scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2, "max_t": 4})
+
+    spec = write_spec(
+        tmp_path / "search.yaml",
+        name="search",
+        max_concurrent=1,
+        train={"steps": 30, "eval_every": 10},
+        search={
+            "samples": 3,
+            "space": {
+                "lr_scale": {"type": "loguniform", "low": 0.3, "high": 3.0},
+                "warmup": {"type": "int", "low": 5, "high": 20},
+            },
+        },
+        scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2, "max_t": 4},
+    )
     out = tmp_path / "sweep"
     r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "1", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]

@@ -11,8 +11,24 @@ from transformer_core.device import cpu_bf16_speedup, resolve_precision
 from transformer_core.errors import ConfigError
 from transformer_core.run_config import make_run_config
 
-TINY = dict(N=1, d_model=48, d_ff=96, h=4, d_k=12, d_v=12, P_drop=0.0, vocab=400, tokens_per_batch=512,
-            warmup=10, eval_sentences=8, beam=2, max_extra=10, threads=1, log_every=5, average_last=2)
+TINY = dict(
+    N=1,
+    d_model=48,
+    d_ff=96,
+    h=4,
+    d_k=12,
+    d_v=12,
+    P_drop=0.0,
+    vocab=400,
+    tokens_per_batch=512,
+    warmup=10,
+    eval_sentences=8,
+    beam=2,
+    max_extra=10,
+    threads=1,
+    log_every=5,
+    average_last=2,
+)
 
 
 def run_config(data_dir, **kw):
@@ -27,9 +43,25 @@ def test_copy_task_through_train_and_evaluate(tmp_path):
     src, tgt = tmp_path / "train.src", tmp_path / "train.tgt"
     src.write_text("\n".join(lines) + "\n")
     tgt.write_text("\n".join(line.upper() for line in lines) + "\n")
-    cfg = make_run_config({**TINY, "corpus": f"files:{src},{tgt}", "vocab": 64, "data_dir": str(tmp_path / "d"),
-                           "N": 2, "d_model": 64, "d_ff": 128, "d_k": 16, "d_v": 16, "steps": 600, "eval_every": 600,
-                           "warmup": 60, "lr_scale": 0.5, "eps_ls": 0.0, "tokens_per_batch": 1024})
+    cfg = make_run_config(
+        {
+            **TINY,
+            "corpus": f"files:{src},{tgt}",
+            "vocab": 64,
+            "data_dir": str(tmp_path / "d"),
+            "N": 2,
+            "d_model": 64,
+            "d_ff": 128,
+            "d_k": 16,
+            "d_v": 16,
+            "steps": 600,
+            "eval_every": 600,
+            "warmup": 60,
+            "lr_scale": 0.5,
+            "eps_ls": 0.0,
+            "tokens_per_batch": 1024,
+        }
+    )
     result = train_and_evaluate(cfg, tmp_path / "run")
     assert result["status"] == "finished"
     assert result["test_bleu"] > 75 and result["dev_bleu"] > 75  # untrained: ~0
@@ -55,7 +87,9 @@ def test_fixture_run_writes_every_file(fixture_run):
     assert result["averaged_checkpoints"] == [10, 20]
     assert len((workdir / "test.hyp").read_text().splitlines()) == 32
     on_disk = json.loads((workdir / "result.json").read_text())
-    assert on_disk["corpus_fingerprint"] == result["corpus_fingerprint"] and on_disk["torch_version"] == torch.__version__
+    assert (
+        on_disk["corpus_fingerprint"] == result["corpus_fingerprint"] and on_disk["torch_version"] == torch.__version__
+    )
     evals = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
     assert [e["step"] for e in evals] == [10, 20] and evals[0]["dev_sentences"] == 8 and evals[1]["dev_sentences"] == 45
 
@@ -98,10 +132,22 @@ def test_divergence_is_a_result_not_a_crash(fixture_corpus, fixture_data_dir, tm
     result = train_and_evaluate(run_config(fixture_data_dir, steps=20, eval_every=10, lr_scale=1e30), tmp_path)
     assert result["status"] == "diverged" and 1 <= result["diverged_at"] <= 20
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "diverged"
-    r = subprocess.run([sys.executable, "-m", "sweeps.cli", "train", "--workdir", str(tmp_path), "--quiet",
-                        "--data-dir", str(fixture_data_dir)] + [f"--set={k}={v}" for k, v in
-                       {**TINY, "steps": 20, "eval_every": 10, "lr_scale": 1e30}.items()],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sweeps.cli",
+            "train",
+            "--workdir",
+            str(tmp_path),
+            "--quiet",
+            "--data-dir",
+            str(fixture_data_dir),
+        ]
+        + [f"--set={k}={v}" for k, v in {**TINY, "steps": 20, "eval_every": 10, "lr_scale": 1e30}.items()],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 3 and "diverged" in r.stdout and "Traceback" not in r.stderr
 
 
@@ -118,8 +164,12 @@ def test_precision_auto_follows_the_hardware(fixture_corpus, fixture_data_dir, t
 
 def test_cli_rejects_unknown_keys_and_bad_values(tmp_path):
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "sweeps.cli", "train", "--workdir", str(tmp_path / "w"), *args],
-                              capture_output=True, text=True)
+        return subprocess.run(
+            [sys.executable, "-m", "sweeps.cli", "train", "--workdir", str(tmp_path / "w"), *args],
+            capture_output=True,
+            text=True,
+        )
+
     r = run("--set", "warmpu=10")
     assert r.returncode == 2 and "did you mean 'warmup'" in r.stderr and "valid keys are" in r.stderr
     r = run("--set", "P_drop=2")

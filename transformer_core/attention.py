@@ -4,6 +4,7 @@ Queries and keys are projected to h heads of size d_k, values to h heads of
 size d_v, and the concatenated heads (h * d_v) back to d_model.  The product
 itself is PyTorch's fused ``scaled_dot_product_attention``.
 """
+
 from __future__ import annotations
 
 import math
@@ -39,8 +40,16 @@ class MultiHeadAttention(nn.Module):
     are projected once per source sentence.
     """
 
-    def __init__(self, d_model: int, h: int, d_k: int, d_v: int, dropout: float = 0.0,
-                 scale: bool = True, self_attention: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_k: int,
+        d_v: int,
+        dropout: float = 0.0,
+        scale: bool = True,
+        self_attention: bool = True,
+    ):
         super().__init__()
         self.h, self.d_k, self.d_v = h, d_k, d_v
         self.dropout = dropout
@@ -61,21 +70,28 @@ class MultiHeadAttention(nn.Module):
         k, v = self.kv(memory).split(self._sizes()[1:], dim=-1)
         return split_heads(k, self.h), split_heads(v, self.h)
 
-    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-               mask: Optional[torch.Tensor], is_causal: bool) -> torch.Tensor:
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor], is_causal: bool
+    ) -> torch.Tensor:
         p = self.dropout if self.training else 0.0
         # Measured (benchmarks/attention_backends.py): on CPU under bf16 autocast a training
         # step with the default (flash) kernel is 2.5x slower than with the math kernel at
         # d_k 16 and 1.14x slower at the paper's d_k 64; in fp32 they tie.
         math_only = q.device.type == "cpu" and q.dtype in _LOW_PRECISION
         with sdpa_kernel(SDPBackend.MATH) if math_only else nullcontext():
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                               is_causal=is_causal, scale=self.scale)  # (B, h, T, d_v)
+            y = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=is_causal, scale=self.scale
+            )  # (B, h, T, d_v)
         return self.out(merge_heads(y))
 
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None,
-                is_causal: bool = False, cache: Optional[dict] = None,
-                memory_kv: Optional[tuple[torch.Tensor, torch.Tensor]] = None) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: Optional[torch.Tensor] = None,
+        is_causal: bool = False,
+        cache: Optional[dict] = None,
+        memory_kv: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
+    ) -> torch.Tensor:
         """x: (B, T, d_model).  Self-attention unless ``memory_kv`` is given.
 
         ``mask``: boolean (B, 1, 1 or T, S), True where attention is allowed.

@@ -4,12 +4,12 @@ ModelConfig holds the architecture knobs of Table 3 (N, d_model, d_ff, h, d_k,
 d_v, P_drop, positional encoding) plus a few knobs beyond the paper.  Every
 Table 3 row is ``dataclasses.replace(PRESETS["base"], **overrides)``.
 """
+
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
-
 
 from .errors import ConfigError
 

@@ -5,6 +5,7 @@ projected once per source, self-attention keys/values are cached per step,
 and sentences that are finished leave the batch.  ``use_cache=False`` runs the
 same search by recomputing the whole prefix each step (the reference path).
 """
+
 from __future__ import annotations
 
 import torch
@@ -23,8 +24,9 @@ def _max_lengths(model: Transformer, src: torch.Tensor, max_extra: int) -> list[
 
 
 @torch.no_grad()
-def greedy_decode(model: Transformer, src: torch.Tensor, bos: int, eos: int, max_extra: int = 50,
-                  use_cache: bool = True) -> list[list[int]]:
+def greedy_decode(
+    model: Transformer, src: torch.Tensor, bos: int, eos: int, max_extra: int = 50, use_cache: bool = True
+) -> list[list[int]]:
     """Most likely next token at each step; returns token ids without BOS/EOS."""
     B = src.shape[0]
     max_len = _max_lengths(model, src, max_extra)
@@ -51,9 +53,16 @@ def greedy_decode(model: Transformer, src: torch.Tensor, bos: int, eos: int, max
 
 
 @torch.no_grad()
-def beam_search(model: Transformer, src: torch.Tensor, bos: int, eos: int, beam: int = 4,
-                alpha: float = 0.6, max_extra: int = 50,
-                use_cache: bool = True) -> list[tuple[list[int], float]]:
+def beam_search(
+    model: Transformer,
+    src: torch.Tensor,
+    bos: int,
+    eos: int,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_extra: int = 50,
+    use_cache: bool = True,
+) -> list[tuple[list[int], float]]:
     """Batched beam search; returns (tokens without BOS/EOS, length-normalised log-probability) per source."""
     B, K, device = src.shape[0], beam, src.device
     max_len = _max_lengths(model, src, max_extra)
@@ -67,10 +76,10 @@ def beam_search(model: Transformer, src: torch.Tensor, bos: int, eos: int, beam:
     t = 0
     while alive:
         n = len(alive)
-        logp = model.decode_step(last, state)                      # (n*K, V)
+        logp = model.decode_step(last, state)  # (n*K, V)
         V = logp.shape[-1]
         cand = (scores.unsqueeze(2) + logp.view(n, K, V)).view(n, K * V)
-        top_s, top_i = cand.topk(2 * K, dim=1)                     # (n, 2K)
+        top_s, top_i = cand.topk(2 * K, dim=1)  # (n, 2K)
         from_beam, tok = top_i // V, top_i % V
         t += 1
         is_eos = tok == eos

@@ -1,4 +1,5 @@
 """Device and precision choice: measured, not assumed."""
+
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,5 @@
 """Per-wordpiece perplexity and sacrebleu BLEU on detokenised beam-search output."""
+
 from __future__ import annotations
 
 import math
@@ -30,8 +31,18 @@ def perplexity(model, split: EncodedSplit, device, precision: str, budget: int =
 
 
 @torch.no_grad()
-def translate(model, split: EncodedSplit, processor, device, precision: str, beam: int = 4, alpha: float = 0.6,
-              max_extra: int = 50, limit: int = 0, budget: int = 2048) -> list[str]:
+def translate(
+    model,
+    split: EncodedSplit,
+    processor,
+    device,
+    precision: str,
+    beam: int = 4,
+    alpha: float = 0.6,
+    max_extra: int = 50,
+    limit: int = 0,
+    budget: int = 2048,
+) -> list[str]:
     """Detokenised beam-search translations of the first ``limit`` sources (all if 0), in order."""
     model.eval()
     n = len(split) if not limit else min(limit, len(split))
@@ -40,7 +51,9 @@ def translate(model, split: EncodedSplit, processor, device, precision: str, bea
     for index in eval_batches(split, budget, indices):
         b = collate(split, index)
         with autocast(device, precision):
-            results = beam_search(model, b.src[:, :model.cfg.max_len].to(device), BOS, EOS, beam=beam, alpha=alpha, max_extra=max_extra)
+            results = beam_search(
+                model, b.src[:, : model.cfg.max_len].to(device), BOS, EOS, beam=beam, alpha=alpha, max_extra=max_extra
+            )
         for i, (tokens, _) in zip(index, results):
             hyps[int(i)] = processor.decode(tokens)
     return hyps

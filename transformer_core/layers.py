@@ -1,4 +1,5 @@
 """Encoder and decoder layers (paper section 3.1) with post- or pre-norm residuals."""
+
 from __future__ import annotations
 
 from typing import Optional
@@ -39,8 +40,9 @@ class Residual(nn.Module):
 
 
 def _attention(cfg: ModelConfig, self_attention: bool) -> MultiHeadAttention:
-    return MultiHeadAttention(cfg.d_model, cfg.h, cfg.d_k, cfg.d_v, cfg.attention_dropout,
-                              cfg.scale_attention, self_attention)
+    return MultiHeadAttention(
+        cfg.d_model, cfg.h, cfg.d_k, cfg.d_v, cfg.attention_dropout, cfg.scale_attention, self_attention
+    )
 
 
 class EncoderLayer(nn.Module):
@@ -66,8 +68,9 @@ class DecoderLayer(nn.Module):
         self.res2 = Residual(cfg.d_model, cfg.P_drop, cfg.norm)
         self.res3 = Residual(cfg.d_model, cfg.P_drop, cfg.norm)
 
-    def forward(self, x: torch.Tensor, memory_kv: tuple, src_mask: Optional[torch.Tensor],
-                cache: Optional[dict] = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, memory_kv: tuple, src_mask: Optional[torch.Tensor], cache: Optional[dict] = None
+    ) -> torch.Tensor:
         x = self.res1(x, lambda y: self.self_attn(y, is_causal=True, cache=cache))
         x = self.res2(x, lambda y: self.cross_attn(y, mask=src_mask, memory_kv=memory_kv))
         return self.res3(x, self.ff)

@@ -1,12 +1,14 @@
 """Label-smoothed cross entropy (paper section 5.4) that ignores padding."""
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
 
-def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, eps_ls: float,
-                       pad_id: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def label_smoothed_nll(
+    logits: torch.Tensor, target: torch.Tensor, eps_ls: float, pad_id: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Summed losses over non-padding targets.
 
     The smoothed target puts 1 - eps_ls on the reference token and spreads

@@ -1,4 +1,5 @@
 """The encoder-decoder Transformer (paper section 3) and its parameter count."""
+
 from __future__ import annotations
 
 import math
@@ -17,10 +18,10 @@ from .positional import make_positions
 class DecoderState:
     """What incremental decoding carries from one step to the next."""
 
-    memory_kv: list            # per layer: (K, V) of the encoder output, (B, h, S, d)
-    src_mask: torch.Tensor     # (B, 1, 1, S) bool
+    memory_kv: list  # per layer: (K, V) of the encoder output, (B, h, S, d)
+    src_mask: torch.Tensor  # (B, 1, 1, S) bool
     caches: list = field(default_factory=list)  # per layer: {"k", "v"} of past target positions
-    prefix: Optional[torch.Tensor] = None       # (B, t) tokens so far (used without cache)
+    prefix: Optional[torch.Tensor] = None  # (B, t) tokens so far (used without cache)
     step: int = 0
 
     def select(self, index: torch.Tensor) -> "DecoderState":
@@ -61,7 +62,7 @@ class Transformer(nn.Module):
             elif name.endswith(".bias"):
                 nn.init.zeros_(p)
         for emb in {id(self.tgt_embed): self.tgt_embed, id(self.src_embed): self.src_embed}.values():
-            nn.init.normal_(emb.weight, std=self.cfg.d_model ** -0.5)
+            nn.init.normal_(emb.weight, std=self.cfg.d_model**-0.5)
             with torch.no_grad():
                 emb.weight[self.pad_id].zero_()
 
@@ -83,8 +84,14 @@ class Transformer(nn.Module):
     def memory_kv(self, memory: torch.Tensor) -> list:
         return [layer.cross_attn.project_kv(memory) for layer in self.decoder]
 
-    def decode_hidden(self, tgt_in: torch.Tensor, memory_kv: list, src_mask: torch.Tensor,
-                      caches: Optional[list] = None, offset: int = 0) -> torch.Tensor:
+    def decode_hidden(
+        self,
+        tgt_in: torch.Tensor,
+        memory_kv: list,
+        src_mask: torch.Tensor,
+        caches: Optional[list] = None,
+        offset: int = 0,
+    ) -> torch.Tensor:
         """Decoder output before the pre-softmax projection: (B, T, d_model)."""
         x = self._embed(self.tgt_embed, tgt_in, offset)
         for i, layer in enumerate(self.decoder):

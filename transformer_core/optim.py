@@ -1,4 +1,5 @@
 """The paper's optimiser (section 5.3) and checkpoint averaging."""
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -9,7 +10,7 @@ import torch
 def paper_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     """lrate = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), steps counted from 1."""
     step = max(step, 1)
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def make_adam(params: Iterable[torch.nn.Parameter], betas=(0.9, 0.98), eps: float = 1e-9) -> torch.optim.Adam:

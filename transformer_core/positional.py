@@ -1,4 +1,5 @@
 """Positional encodings (paper section 3.5): sinusoids or learned embeddings."""
+
 from __future__ import annotations
 
 import math
@@ -24,17 +25,17 @@ class SinusoidalPositions(nn.Module):
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
         """(length, d_model) encodings of positions offset .. offset + length - 1."""
-        return self.table[offset:offset + length]
+        return self.table[offset : offset + length]
 
 
 class LearnedPositions(nn.Module):
     def __init__(self, max_len: int, d_model: int):
         super().__init__()
         self.embedding = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.embedding.weight, std=d_model ** -0.5)
+        nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
-        return self.embedding.weight[offset:offset + length]
+        return self.embedding.weight[offset : offset + length]
 
 
 def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module:

@@ -4,6 +4,7 @@ Flat keys (``--set key=value`` and sweep specs) are the field names of the
 three dataclasses, which never collide.  ``content_hash`` identifies what a
 run computes: it ignores run-only fields (where and how fast it runs).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -22,23 +23,23 @@ class TrainConfig:
     """The paper's recipe (section 5) and evaluation (section 6) settings."""
 
     steps: int = 100_000
-    tokens_per_batch: int = 4096       # per side, per micro-batch (paper: ~25,000 per step)
-    accumulate: int = 1                # micro-batches per optimiser step
+    tokens_per_batch: int = 4096  # per side, per micro-batch (paper: ~25,000 per step)
+    accumulate: int = 1  # micro-batches per optimiser step
     warmup: int = 4000
-    lr_scale: float = 1.0              # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    lr_scale: float = 1.0  # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
     eps_ls: float = 0.1
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
     adam_eps: float = 1e-9
-    clip_norm: float = 0.0             # 0: no clipping (the paper's recipe)
-    max_train_len: int = 256           # training pairs longer than this (in pieces) are skipped
+    clip_norm: float = 0.0  # 0: no clipping (the paper's recipe)
+    max_train_len: int = 256  # training pairs longer than this (in pieces) are skipped
     seed: int = 1
     eval_every: int = 1000
-    eval_sentences: int = 0            # dev sentences decoded at intermediate evaluations (0: all)
-    average_last: int = 5              # checkpoints averaged for the test set
+    eval_sentences: int = 0  # dev sentences decoded at intermediate evaluations (0: all)
+    average_last: int = 5  # checkpoints averaged for the test set
     beam: int = 4
     alpha: float = 0.6
-    max_extra: int = 50                # decode at most source length + this many tokens
+    max_extra: int = 50  # decode at most source length + this many tokens
     # run-only: where and how fast, not what
     device: str = "auto"
     precision: str = "auto"
@@ -46,16 +47,36 @@ class TrainConfig:
     log_every: int = 50
 
     def __post_init__(self) -> None:
-        for name in ("steps", "tokens_per_batch", "accumulate", "warmup", "max_train_len", "eval_every",
-                     "average_last", "beam", "log_every"):
+        for name in (
+            "steps",
+            "tokens_per_batch",
+            "accumulate",
+            "warmup",
+            "max_train_len",
+            "eval_every",
+            "average_last",
+            "beam",
+            "log_every",
+        ):
             _check_int(name, getattr(self, name))
         for name in ("seed", "eval_sentences", "threads", "max_extra"):
             _check_int(name, getattr(self, name), minimum=0)
-        for name, lo, hi in (("lr_scale", 0.0, float("inf")), ("eps_ls", 0.0, 1.0), ("adam_beta1", 0.0, 1.0),
-                             ("adam_beta2", 0.0, 1.0), ("adam_eps", 0.0, 1.0), ("clip_norm", 0.0, float("inf")),
-                             ("alpha", 0.0, 10.0)):
+        for name, lo, hi in (
+            ("lr_scale", 0.0, float("inf")),
+            ("eps_ls", 0.0, 1.0),
+            ("adam_beta1", 0.0, 1.0),
+            ("adam_beta2", 0.0, 1.0),
+            ("adam_eps", 0.0, 1.0),
+            ("clip_norm", 0.0, float("inf")),
+            ("alpha", 0.0, 10.0),
+        ):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (lo <= v < hi) or (name == "lr_scale" and v == 0):
+            if (
+                isinstance(v, bool)
+                or not isinstance(v, (int, float))
+                or not (lo <= v < hi)
+                or (name == "lr_scale" and v == 0)
+            ):
                 _fail(name, v, f"a number in [{lo}, {hi})" + (" above 0" if name == "lr_scale" else ""))
         if self.precision not in ("auto", "fp32", "bf16"):
             _fail("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
@@ -66,7 +87,7 @@ class DataConfig:
     corpus: str = "bible-en-de"
     vocab: int = 8000
     direction: Optional[str] = None
-    data_dir: Optional[str] = None     # run-only
+    data_dir: Optional[str] = None  # run-only
 
     def __post_init__(self) -> None:
         _check_int("vocab", self.vocab, minimum=16)
@@ -87,8 +108,11 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
 
     def to_dict(self) -> dict:
-        return {"model": dataclasses.asdict(self.model), "train": dataclasses.asdict(self.train),
-                "data": dataclasses.asdict(self.data)}
+        return {
+            "model": dataclasses.asdict(self.model),
+            "train": dataclasses.asdict(self.train),
+            "data": dataclasses.asdict(self.data),
+        }
 
     def flat(self) -> dict:
         d = self.to_dict()
@@ -140,7 +164,11 @@ def make_run_config(values: dict, preset: str = "base") -> RunConfig:
     for key in values:
         if key not in ALL_KEYS:
             raise ConfigError(unknown_key_message(key))
-    defaults = {**dataclasses.asdict(model_config(preset)), **dataclasses.asdict(TrainConfig()), **dataclasses.asdict(DataConfig())}
+    defaults = {
+        **dataclasses.asdict(model_config(preset)),
+        **dataclasses.asdict(TrainConfig()),
+        **dataclasses.asdict(DataConfig()),
+    }
     vals = {k: _coerce(k, v, defaults[k]) for k, v in values.items()}
     try:
         model = model_config(preset, **{k: v for k, v in vals.items() if k in MODEL_KEYS})

@@ -3,6 +3,7 @@
 The sweeps package backs the same interface with MLflow; the trainer only
 calls these four methods.
 """
+
 from __future__ import annotations
 
 import json

@@ -9,6 +9,7 @@ Everything a run writes lies under ``workdir``:
     result.json          the summary (status finished or diverged)
     tracking.jsonl       the JSON tracker's log when no other tracker is given
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,10 @@ def _claim_workdir(config: RunConfig, workdir: Path) -> None:
     if path.exists():
         old = json.loads(path.read_text()).get("hash")
         if old != config.content_hash():
-            raise ConfigError(f"workdir {str(workdir)!r} holds a run of another configuration (hash {old}, "
-                              f"this one {config.content_hash()}): use a new workdir")
+            raise ConfigError(
+                f"workdir {str(workdir)!r} holds a run of another configuration (hash {old}, "
+                f"this one {config.content_hash()}): use a new workdir"
+            )
     _write_json(path, {"hash": config.content_hash(), **config.to_dict()})
 
 
@@ -92,11 +95,14 @@ class Trainer:
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps)
         self.rank, self.world = world()
         if t.accumulate % self.world:
-            raise ConfigError(f"accumulate={t.accumulate} is invalid with {self.world} workers: allowed a multiple of "
-                              "the worker count (the global batch is tokens_per_batch x accumulate)")
+            raise ConfigError(
+                f"accumulate={t.accumulate} is invalid with {self.world} workers: allowed a multiple of "
+                "the worker count (the global batch is tokens_per_batch x accumulate)"
+            )
         self.local_accumulate = t.accumulate // self.world
-        self.stream = BatchStream(self.train_split, t.tokens_per_batch, t.seed, t.max_train_len,
-                                  rank=self.rank, world_size=self.world)
+        self.stream = BatchStream(
+            self.train_split, t.tokens_per_batch, t.seed, t.max_train_len, rank=self.rank, world_size=self.world
+        )
         if self.world > 1:
             torch.manual_seed(t.seed * 1000 + self.rank)  # same initial weights, own dropout masks
         self.step, self.tokens = 0, 0
@@ -105,9 +111,16 @@ class Trainer:
 
     # checkpoints ---------------------------------------------------------------
     def state(self) -> dict:
-        return {"step": self.step, "model": self.model.state_dict(), "optimizer": self.opt.state_dict(),
-                "stream": self.stream.state(), "rng": torch.get_rng_state(), "tokens": self.tokens,
-                "seconds": dict(self.seconds), "last_eval": self.last_eval}
+        return {
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "stream": self.stream.state(),
+            "rng": torch.get_rng_state(),
+            "tokens": self.tokens,
+            "seconds": dict(self.seconds),
+            "last_eval": self.last_eval,
+        }
 
     def resume(self) -> bool:
         found = _checkpoints(self.workdir)
@@ -132,7 +145,9 @@ class Trainer:
         for _ in range(self.local_accumulate):
             t0 = time.perf_counter()
             batch = next(self.stream)
-            src, tgt_in, tgt_out = (x.to(self.device, non_blocking=True) for x in (batch.src, batch.tgt_in, batch.tgt_out))
+            src, tgt_in, tgt_out = (
+                x.to(self.device, non_blocking=True) for x in (batch.src, batch.tgt_in, batch.tgt_out)
+            )
             t1 = time.perf_counter()
             self.seconds["data"] += t1 - t0
             mask = tgt_out != PAD
@@ -166,32 +181,53 @@ class Trainer:
         t0 = time.perf_counter()
         t = self.cfg.train
         ppl = perplexity(self.model, self.dev, self.device, self.precision)
-        hyps = translate(self.model, self.dev, self.corpus.processor(), self.device, self.precision,
-                         t.beam, t.alpha, t.max_extra, limit)
-        score, signature = bleu(hyps, self.dev.tgt_text[:len(hyps)])
+        hyps = translate(
+            self.model,
+            self.dev,
+            self.corpus.processor(),
+            self.device,
+            self.precision,
+            t.beam,
+            t.alpha,
+            t.max_extra,
+            limit,
+        )
+        score, signature = bleu(hyps, self.dev.tgt_text[: len(hyps)])
         self.seconds["eval"] += time.perf_counter() - t0
         return {"dev_ppl": ppl, "dev_bleu": score, "dev_sentences": len(hyps), "signature": signature, "hyps": hyps}
 
 
 def _result_base(tr: Trainer, started: float) -> dict:
     import sacrebleu
+
     train_s = tr.seconds["train"] + tr.seconds["data"]
     return {
-        "config_hash": tr.cfg.content_hash(), "steps": tr.step, "params": tr.params,
-        "target_tokens": tr.tokens, "train_flops": 6.0 * tr.params * tr.tokens,
+        "config_hash": tr.cfg.content_hash(),
+        "steps": tr.step,
+        "params": tr.params,
+        "target_tokens": tr.tokens,
+        "train_flops": 6.0 * tr.params * tr.tokens,
         "wall_seconds": round(tr.seconds["train"] + tr.seconds["data"] + tr.seconds["eval"], 2),
         "session_seconds": round(time.time() - started, 2),
         "time_split": {k: round(v, 2) for k, v in tr.seconds.items()},
         "tokens_per_second": round(tr.tokens / train_s, 1) if train_s else None,
-        "seed": tr.cfg.train.seed, "device": str(tr.device), "precision": tr.precision,
-        "threads": torch.get_num_threads(), "torch_version": torch.__version__, "sacrebleu_version": sacrebleu.__version__,
-        "python": platform.python_version(), "machine": platform.machine(),
-        "corpus": tr.cfg.data.corpus, "corpus_fingerprint": tr.corpus.fingerprint, "vocab_size": tr.corpus.vocab_size,
+        "seed": tr.cfg.train.seed,
+        "device": str(tr.device),
+        "precision": tr.precision,
+        "threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        "sacrebleu_version": sacrebleu.__version__,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "corpus": tr.cfg.data.corpus,
+        "corpus_fingerprint": tr.corpus.fingerprint,
+        "vocab_size": tr.corpus.vocab_size,
     }
 
 
-def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = None,
-                       progress: Optional[Progress] = None) -> dict:
+def train_and_evaluate(
+    config: RunConfig, workdir, tracker: Optional[Tracker] = None, progress: Optional[Progress] = None
+) -> dict:
     """Train ``config`` under ``workdir`` (resuming if it holds checkpoints) and evaluate it.
 
     Returns the result dict also written to ``workdir/result.json``.  A
@@ -208,13 +244,17 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
         done = json.loads(result_path.read_text())
         if done.get("config_hash") == config.content_hash() and done.get("status") in ("finished", "diverged"):
             return done
-    tracker = tracker or JsonTracker(workdir / "tracking.jsonl" if rank == 0 else workdir / f"tracking.rank{rank}.jsonl")
+    tracker = tracker or JsonTracker(
+        workdir / "tracking.jsonl" if rank == 0 else workdir / f"tracking.rank{rank}.jsonl"
+    )
     tr = Trainer(config, workdir, tracker, progress)
     resumed = tr.resume()
     if rank:
         return _follow(tr)
-    _append(workdir / "attempts.jsonl", {"time": time.time(), "host": platform.node(), "from_step": tr.step,
-                                         "workers": tr.world})
+    _append(
+        workdir / "attempts.jsonl",
+        {"time": time.time(), "host": platform.node(), "from_step": tr.step, "workers": tr.world},
+    )
     if not resumed:
         tracker.log_params({**config.flat(), "params": tr.params, "config_hash": config.content_hash()})
     t = config.train
@@ -223,8 +263,12 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
     while tr.step < t.steps:
         loss, nll, ntok = tr.train_step()
         if not math.isfinite(loss):
-            result = {**_result_base(tr, started), "status": "diverged", "diverged_at": tr.step,
-                      "reason": f"non-finite training loss at step {tr.step}"}
+            result = {
+                **_result_base(tr, started),
+                "status": "diverged",
+                "diverged_at": tr.step,
+                "reason": f"non-finite training loss at step {tr.step}",
+            }
             _write_json(result_path, result)
             tracker.set_status("FAILED", result["reason"])
             return result
@@ -233,9 +277,14 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
         window["tokens"] += ntok
         if tr.step % t.log_every == 0 or tr.step == t.steps:
             elapsed = time.perf_counter() - window["t0"]
-            rec = {"kind": "train", "step": tr.step, "loss": window["loss"] / window["tokens"],
-                   "nll": window["nll"] / window["tokens"], "lr": tr.opt.param_groups[0]["lr"],
-                   "tokens_per_second": window["tokens"] / max(elapsed, 1e-9)}
+            rec = {
+                "kind": "train",
+                "step": tr.step,
+                "loss": window["loss"] / window["tokens"],
+                "nll": window["nll"] / window["tokens"],
+                "lr": tr.opt.param_groups[0]["lr"],
+                "tokens_per_second": window["tokens"] / max(elapsed, 1e-9),
+            }
             _append(metrics_path, rec)
             tracker.log_metrics({k: v for k, v in rec.items() if k not in ("kind", "step")}, tr.step)
             window = {"loss": 0.0, "nll": 0.0, "tokens": 0, "t0": time.perf_counter()}
@@ -248,10 +297,19 @@ def train_and_evaluate(config: RunConfig, workdir, tracker: Optional[Tracker] = 
             _save_checkpoint(workdir, tr.state(), keep=max(t.average_last, 1))
             barrier()
         if progress:
-            progress({"step": tr.step, "steps": t.steps, "loss": loss, "lr": tr.opt.param_groups[0]["lr"],
-                      "tokens": tr.tokens, "train_seconds": tr.seconds["train"] + tr.seconds["data"],
-                      "dev_bleu": tr.last_eval.get("dev_bleu"), "dev_ppl": tr.last_eval.get("dev_ppl"),
-                      "evaluated": tr.last_eval.get("step") == tr.step})
+            progress(
+                {
+                    "step": tr.step,
+                    "steps": t.steps,
+                    "loss": loss,
+                    "lr": tr.opt.param_groups[0]["lr"],
+                    "tokens": tr.tokens,
+                    "train_seconds": tr.seconds["train"] + tr.seconds["data"],
+                    "dev_bleu": tr.last_eval.get("dev_bleu"),
+                    "dev_ppl": tr.last_eval.get("dev_ppl"),
+                    "evaluated": tr.last_eval.get("step") == tr.step,
+                }
+            )
     return _finish(tr, started, result_path)
 
 
@@ -271,7 +329,7 @@ def _finish(tr: Trainer, started: float, result_path: Path) -> dict:
     """Test BLEU from the average of the last k checkpoints (the paper's practice)."""
     t, workdir = tr.cfg.train, tr.workdir
     t0 = time.perf_counter()
-    paths = _checkpoints(workdir)[-t.average_last:]
+    paths = _checkpoints(workdir)[-t.average_last :]
     states = [torch.load(p, map_location=tr.device, weights_only=False)["model"] for p in paths]
     final_state = tr.model.state_dict()
     tr.model.load_state_dict(average_state_dicts(states))
@@ -285,10 +343,16 @@ def _finish(tr: Trainer, started: float, result_path: Path) -> dict:
     (workdir / "dev.ref").write_text("\n".join(tr.dev.tgt_text) + "\n", encoding="utf-8")
     tr.seconds["eval"] += time.perf_counter() - t0
     ev = tr.last_eval
-    result = {**_result_base(tr, started), "status": "finished",
-              "dev_bleu": ev["dev_bleu"], "dev_ppl": ev["dev_ppl"], "test_bleu": test_bleu, "test_ppl": test_ppl,
-              "averaged_checkpoints": [int(p.stem.split("-")[1]) for p in paths],
-              "sacrebleu_signature": signature}
+    result = {
+        **_result_base(tr, started),
+        "status": "finished",
+        "dev_bleu": ev["dev_bleu"],
+        "dev_ppl": ev["dev_ppl"],
+        "test_bleu": test_bleu,
+        "test_ppl": test_ppl,
+        "averaged_checkpoints": [int(p.stem.split("-")[1]) for p in paths],
+        "sacrebleu_signature": signature,
+    }
     _write_json(result_path, result)
     tr.tracker.log_metrics({"test_bleu": test_bleu, "test_ppl": test_ppl}, tr.step)
     for name in ("result.json", "dev.hyp", "test.hyp", "config.json", "metrics.jsonl"):

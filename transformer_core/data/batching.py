@@ -4,6 +4,7 @@ A batch holds as many sentence pairs as fit the budget on both sides: padded
 source tokens <= budget and padded target tokens <= budget (the paper's
 batches held about 25,000 source and 25,000 target tokens).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,10 +17,10 @@ from .prepare import BOS, EOS, PAD, EncodedSplit
 
 @dataclass
 class Batch:
-    src: torch.Tensor       # (B, S) source ids + EOS, right-padded
-    tgt_in: torch.Tensor    # (B, T) BOS + target ids
-    tgt_out: torch.Tensor   # (B, T) target ids + EOS
-    index: np.ndarray       # sentence indices in the split
+    src: torch.Tensor  # (B, S) source ids + EOS, right-padded
+    tgt_in: torch.Tensor  # (B, T) BOS + target ids
+    tgt_out: torch.Tensor  # (B, T) target ids + EOS
+    index: np.ndarray  # sentence indices in the split
 
     @property
     def target_tokens(self) -> int:
@@ -28,12 +29,15 @@ class Batch:
 
 def filter_by_length(split: EncodedSplit, max_len: int) -> np.ndarray:
     """Indices of pairs whose source and target (with EOS/BOS) fit in max_len tokens."""
-    return np.array([i for i in range(len(split)) if len(split.src[i]) + 1 <= max_len and len(split.tgt[i]) + 1 <= max_len],
-                    dtype=np.int64)
+    return np.array(
+        [i for i in range(len(split)) if len(split.src[i]) + 1 <= max_len and len(split.tgt[i]) + 1 <= max_len],
+        dtype=np.int64,
+    )
 
 
-def plan_batches(src_len: np.ndarray, tgt_len: np.ndarray, budget: int, seed: int,
-                 indices: np.ndarray | None = None) -> list[np.ndarray]:
+def plan_batches(
+    src_len: np.ndarray, tgt_len: np.ndarray, budget: int, seed: int, indices: np.ndarray | None = None
+) -> list[np.ndarray]:
     """Group sentence indices into batches under the token budget, in a seed-shuffled order.
 
     Sentences are sorted by the longer of their two sides, then by the
@@ -76,11 +80,11 @@ def collate(split: EncodedSplit, index: np.ndarray) -> Batch:
     tgt_out = np.full((len(index), T), PAD, dtype=np.int64)
     for row, i in enumerate(index):
         s, t = split.src[i], split.tgt[i]
-        src[row, :len(s)] = s
+        src[row, : len(s)] = s
         src[row, len(s)] = EOS
         tgt_in[row, 0] = BOS
-        tgt_in[row, 1:len(t) + 1] = t
-        tgt_out[row, :len(t)] = t
+        tgt_in[row, 1 : len(t) + 1] = t
+        tgt_out[row, : len(t)] = t
         tgt_out[row, len(t)] = EOS
     return Batch(torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), np.asarray(index))
 
@@ -88,8 +92,9 @@ def collate(split: EncodedSplit, index: np.ndarray) -> Batch:
 class BatchStream:
     """Endless stream of training batches: a fresh seeded plan per epoch."""
 
-    def __init__(self, split: EncodedSplit, budget: int, seed: int, max_len: int = 256,
-                 rank: int = 0, world_size: int = 1):
+    def __init__(
+        self, split: EncodedSplit, budget: int, seed: int, max_len: int = 256, rank: int = 0, world_size: int = 1
+    ):
         self.split, self.budget, self.seed = split, budget, seed
         self.rank, self.world_size = rank, world_size
         self.src_len = np.array([len(x) + 1 for x in split.src])

