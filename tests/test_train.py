@@ -1,4 +1,7 @@
+import errno
 import json
+import logging
+import math
 import random
 import subprocess
 import sys
@@ -6,10 +9,13 @@ import sys
 import pytest
 import torch
 
-from transformer_core import train_and_evaluate
+from transformer_core import rundir, train_and_evaluate
+from transformer_core import train as train_module
 from transformer_core.device import cpu_bf16_speedup, resolve_precision
-from transformer_core.errors import ConfigError
+from transformer_core.errors import ConfigError, UserError
+from transformer_core.optim import learning_rate
 from transformer_core.run_config import make_run_config
+from transformer_core.train import DIVERGENCE_MARGIN, DIVERGENCE_WINDOWS, DivergenceRule, is_eval_step
 
 TINY = dict(
     N=1,
@@ -90,8 +96,18 @@ def test_fixture_run_writes_every_file(fixture_run):
     assert (
         on_disk["corpus_fingerprint"] == result["corpus_fingerprint"] and on_disk["torch_version"] == torch.__version__
     )
-    evals = [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines() if '"eval"' in x]
+    evals = _records(workdir, "eval")
     assert [e["step"] for e in evals] == [10, 20] and evals[0]["dev_sentences"] == 8 and evals[1]["dev_sentences"] == 45
+    for e in evals:
+        assert set(e) == EVAL_KEYS and e["steps"] == 20 and isinstance(e["dev_bleu"], float)
+        assert e["dev_ce"] == pytest.approx(math.log(e["dev_ppl"]))
+    assert (result["schedule"], result["cooldown"], result["eval_bleu"]) == ("rsqrt", 0.2, "all")
+    split = result["time_split"]
+    assert set(split) == {"train", "data", "eval"} and 0 < result["eval_fraction"] < 1
+    assert result["eval_fraction"] == pytest.approx(split["eval"] / sum(split.values()), abs=0.01)
+    for path in rundir.checkpoints(workdir):  # plain containers and tensors only
+        state = torch.load(path, weights_only=True)
+        assert state["step"] in (10, 20) and state["stream"] == {"epoch": 0, "position": state["step"]}
 
 
 def test_finished_run_is_not_trained_again(fixture_run, fixture_data_dir):
@@ -106,8 +122,15 @@ def test_workdir_of_another_config_is_refused(fixture_run, fixture_data_dir):
         train_and_evaluate(run_config(fixture_data_dir, steps=21, eval_every=10), workdir)
 
 
+EVAL_KEYS = {"kind", "step", "steps", "dev_ppl", "dev_ce", "dev_bleu", "dev_sentences", "signature"}
+
+
+def _records(workdir, kind):
+    return [json.loads(x) for x in (workdir / "metrics.jsonl").read_text().splitlines() if f'"{kind}"' in x]
+
+
 def _train_losses(workdir):
-    return [json.loads(x)["loss"] for x in (workdir / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
+    return [r["loss"] for r in _records(workdir, "train")]
 
 
 def test_resume_after_interruption_matches_uninterrupted(fixture_corpus, fixture_data_dir, tmp_path):
@@ -179,3 +202,108 @@ def test_cli_rejects_unknown_keys_and_bad_values(tmp_path):
     r = run("--profile", "laptop")
     assert r.returncode == 2 and "unknown profile 'laptop'" in r.stderr
     assert "Traceback" not in r.stderr and not (tmp_path / "w").exists()
+
+
+def test_eval_step_cadence():
+    t = make_run_config({"steps": 25, "eval_every": 10}).train
+    assert [s for s in range(1, 26) if is_eval_step(s, t)] == [10, 20, 25]
+
+
+def test_eval_bleu_final_decodes_only_at_the_last_step(fixture_run, fixture_data_dir, tmp_path):
+    _, full = fixture_run
+    seen = []
+    cfg = run_config(fixture_data_dir, steps=20, eval_every=10, eval_bleu="final")
+    result = train_and_evaluate(cfg, tmp_path, progress=lambda p: seen.append(p) if p["evaluated"] else None)
+    mid, last = _records(tmp_path, "eval")
+    assert set(mid) == set(last) == EVAL_KEYS and (mid["step"], last["step"], mid["steps"]) == (10, 20, 20)
+    assert mid["dev_bleu"] is None and mid["dev_sentences"] == 0 and mid["signature"] is None
+    assert mid["dev_ce"] == pytest.approx(math.log(mid["dev_ppl"]))
+    assert isinstance(last["dev_bleu"], float) and last["dev_sentences"] == 45
+    assert [p["dev_bleu"] for p in seen] == [None, last["dev_bleu"]] and seen[0]["dev_ppl"] == mid["dev_ppl"]
+    # the same training: only the intermediate decoding is skipped
+    assert result["status"] == "finished" and result["eval_bleu"] == "final"
+    assert result["dev_bleu"] == pytest.approx(full["dev_bleu"]) and result["test_bleu"] == pytest.approx(
+        full["test_bleu"]
+    )
+    assert result["dev_ppl"] == pytest.approx(full["dev_ppl"], rel=1e-6)
+
+
+def test_truncated_checkpoint_falls_back_to_the_previous_one(fixture_corpus, fixture_data_dir, tmp_path, caplog):
+    cfg = run_config(fixture_data_dir, steps=20, eval_every=10, eval_bleu="final")  # step 10 holds dev_bleu None
+    full = train_and_evaluate(cfg, tmp_path / "full")
+    workdir = tmp_path / "cut"
+    train_and_evaluate(cfg, workdir)
+    (workdir / "result.json").unlink()
+    newest = workdir / "checkpoints" / "step-20.pt"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    with caplog.at_level(logging.WARNING, logger="transformer_core"):
+        resumed = train_and_evaluate(cfg, workdir)
+    assert "checkpoint step-20.pt unreadable (" in caplog.text and "resuming from step-10.pt" in caplog.text
+    attempts = [json.loads(x) for x in (workdir / "attempts.jsonl").read_text().splitlines()]
+    assert [a["from_step"] for a in attempts] == [0, 10]
+    assert resumed["status"] == "finished" and resumed["averaged_checkpoints"] == [10, 20]
+    assert resumed["target_tokens"] == full["target_tokens"]
+    assert resumed["dev_ppl"] == pytest.approx(full["dev_ppl"], rel=1e-6)
+    assert (workdir / "checkpoints" / "step-20.pt.unreadable").exists()
+    # none readable: start again from scratch, with a warning
+    (workdir / "result.json").unlink()
+    for path in rundir.checkpoints(workdir):
+        path.write_bytes(b"not a checkpoint")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="transformer_core"):
+        again = train_and_evaluate(cfg, workdir)
+    assert "no readable checkpoint left: starting from scratch" in caplog.text
+    assert again["status"] == "finished" and again["target_tokens"] == full["target_tokens"]
+
+
+def test_full_disk_is_a_one_line_user_error(fixture_corpus, fixture_data_dir, tmp_path, monkeypatch):
+    target = tmp_path / "x.json"
+    target.write_text("old")
+
+    def full(f):
+        f.write(b"partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(UserError, match=r"no space left .* while writing x.json \(about 3.0 MB needed\)") as info:
+        rundir.write_atomic(target, full, 3 * 1024 * 1024)
+    assert str(tmp_path) in str(info.value) and "\n" not in str(info.value)
+    assert target.read_text() == "old" and list(tmp_path.iterdir()) == [target]  # no temporary file left
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(train_module.torch, "save", no_space)
+    with pytest.raises(UserError, match=r"checkpoints'.*while writing step-2.pt \(about [0-9.]+ KB needed\)"):
+        train_and_evaluate(run_config(fixture_data_dir, steps=2, eval_every=2), tmp_path / "run")
+
+
+def test_divergence_rule_counts_high_windows_after_warmup():
+    rule = DivergenceRule(vocab_size=400, warmup=10)
+    high = math.log(400) + DIVERGENCE_MARGIN + 0.1
+    assert rule.update(0, 5, 100.0) is None and rule.update(5, 10, 100.0) is None  # warmup windows do not count
+    assert rule.high == 0
+    for end in range(15, 10 + 5 * DIVERGENCE_WINDOWS, 5):
+        assert rule.update(end - 5, end, high) is None
+    assert rule.update(20, 25, 5.0) is None and rule.high == 0  # a low window resets the count
+    reasons = [rule.update(e - 5, e, high) for e in range(30, 30 + 5 * DIVERGENCE_WINDOWS, 5)]
+    assert reasons[:-1] == [None] * (DIVERGENCE_WINDOWS - 1)
+    assert "step 40" in reasons[-1] and f"above {math.log(400) + DIVERGENCE_MARGIN:.2f}" in reasons[-1]
+
+
+def test_finite_but_exploding_loss_is_divergence(fixture_corpus, fixture_data_dir, tmp_path):
+    """lr_scale 25 on the tiny model: the loss climbs far above ln(V) without ever being NaN."""
+    result = train_and_evaluate(run_config(fixture_data_dir, steps=40, eval_every=40, lr_scale=25), tmp_path)
+    losses = _train_losses(tmp_path)
+    threshold = math.log(result["vocab_size"]) + DIVERGENCE_MARGIN
+    assert all(math.isfinite(x) for x in losses) and losses[-1] > threshold
+    assert result["status"] == "diverged" and result["diverged_at"] == 25  # windows 10-15, 15-20, 20-25
+    assert "step 25" in result["reason"] and f"above {threshold:.2f}" in result["reason"]
+    assert json.loads((tmp_path / "result.json").read_text())["status"] == "diverged"
+
+
+def test_schedule_drives_the_logged_rate(fixture_corpus, fixture_data_dir, tmp_path):
+    cfg = run_config(fixture_data_dir, steps=10, eval_every=10, schedule="linear", warmup=4)
+    result = train_and_evaluate(cfg, tmp_path)
+    rates = {r["step"]: r["lr"] for r in _records(tmp_path, "train")}
+    assert rates == {5: pytest.approx(learning_rate(5, 10, 48, 4, 1.0, "linear")), 10: 0.0}
+    assert result["status"] == "finished" and result["schedule"] == "linear"

@@ -14,8 +14,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .config import MODEL_KEYS, ModelConfig, _check_int, _fail, model_config
+from .config import MODEL_KEYS, ModelConfig, _check_choice, _check_int, _fail, model_config
 from .errors import ConfigError
+
+SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learning_rate)
+EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, or only at the last step
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,10 @@ class TrainConfig:
     accumulate: int = 1  # micro-batches per optimiser step
     warmup: int = 4000
     lr_scale: float = 1.0  # multiplies d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
+    # rsqrt: the paper's; linear: warmup then linear decay to 0 at the last step; wsd: warmup, constant,
+    # then linear decay to 0 over the last `cooldown` fraction of the steps (all peak at the rsqrt peak)
+    schedule: str = "rsqrt"
+    cooldown: float = 0.2  # wsd only: fraction of the steps in (0, 1] spent decaying
     eps_ls: float = 0.1
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
@@ -36,6 +43,7 @@ class TrainConfig:
     seed: int = 1
     eval_every: int = 1000
     eval_sentences: int = 0  # dev sentences decoded at intermediate evaluations (0: all)
+    eval_bleu: str = "all"  # all: beam-search BLEU at every evaluation; final: dev perplexity only until the last step
     average_last: int = 5  # checkpoints averaged for the test set
     beam: int = 4
     alpha: float = 0.6
@@ -78,6 +86,11 @@ class TrainConfig:
                 or (name == "lr_scale" and v == 0)
             ):
                 _fail(name, v, f"a number in [{lo}, {hi})" + (" above 0" if name == "lr_scale" else ""))
+        _check_choice("schedule", self.schedule, SCHEDULES)
+        c = self.cooldown
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not (0.0 < c <= 1.0):
+            _fail("cooldown", c, "a number in (0, 1]")
+        _check_choice("eval_bleu", self.eval_bleu, EVAL_BLEU)
         if self.precision not in ("auto", "fp32", "bf16"):
             _fail("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
 

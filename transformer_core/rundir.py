@@ -1,0 +1,185 @@
+"""The run-directory contract: what a run's workdir holds, its status values, and how files get there.
+
+One home for the names that the trainer writes and that sweeps and analysis read:
+
+    config.json          CONFIG: the RunConfig and its content hash
+    metrics.jsonl        METRICS: one line per training log interval ("train") and per evaluation ("eval")
+    attempts.jsonl       ATTEMPTS: one line per start or resumption
+    checkpoints/         CHECKPOINTS: step-<n>.pt, the newest few
+    dev.hyp, test.hyp    DEV_HYP, TEST_HYP: detokenised beam-search output
+    dev.ref, test.ref    DEV_REF, TEST_REF: the references, one line each
+    result.json          RESULT: the summary; its "status" is a Status value
+    tracking.jsonl       TRACKING: the JSON tracker's log when no other tracker is given
+
+Files are written atomically (a temporary file, flushed and fsynced, then renamed over the
+target), so a reader or a resumed run sees either the old file or the new one, never half of
+one.  A full disk is a UserError naming the directory and the space needed, not a traceback.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import IO, Callable, Optional, TypeVar
+
+from .errors import UserError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+CONFIG = "config.json"
+METRICS = "metrics.jsonl"
+ATTEMPTS = "attempts.jsonl"
+CHECKPOINTS = "checkpoints"
+DEV_HYP, TEST_HYP = "dev.hyp", "test.hyp"
+DEV_REF, TEST_REF = "dev.ref", "test.ref"
+RESULT = "result.json"
+TRACKING = "tracking.jsonl"
+
+
+class Status(str, Enum):
+    """A run's (or trial's) state.  The trainer writes FINISHED or DIVERGED into result.json."""
+
+    FINISHED = "finished"  # trained and evaluated; result.json holds the metrics
+    DIVERGED = "diverged"  # a result, not an error: the loss went non-finite or stayed far too high
+    RUNNING = "running"  # started (attempts.jsonl has a line), no result yet
+    PENDING = "pending"  # planned, never started
+    FAILED = "failed"  # ended with an error
+    STOPPED = "stopped early"  # ended by a scheduler (ASHA) before its last step
+    CORRUPT = "corrupt"  # result.json exists but cannot be read
+    WORKER = "worker"  # what a data-parallel worker of rank > 0 returns (rank 0 writes the result)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+DONE = frozenset({Status.FINISHED, Status.DIVERGED})  # a result.json with these is never trained again
+
+
+def checkpoint_name(step: int) -> str:
+    return f"step-{step}.pt"
+
+
+def checkpoint_step(path: Path) -> int:
+    return int(path.stem.split("-")[1])
+
+
+def checkpoints(workdir: Path) -> list[Path]:
+    """The checkpoints under ``workdir``, oldest first."""
+    return sorted((Path(workdir) / CHECKPOINTS).glob("step-*.pt"), key=checkpoint_step)
+
+
+def newest_checkpoint(workdir: Path, load: Callable[[Path], T]) -> Optional[T]:
+    """``load`` of the newest checkpoint it can read, or None.
+
+    Each unreadable one (a truncated file, say) is renamed to <name>.unreadable, so that it is
+    neither averaged nor tried again, with a warning that names it and what is used instead."""
+    bad = []
+    for path in reversed(checkpoints(workdir)):
+        try:
+            state = load(path)
+        except Exception as exc:  # truncated zip, foreign pickle, missing keys: whatever it is, not a checkpoint
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            bad.append((path, f"{type(exc).__name__}: {first}" if first else type(exc).__name__))
+            continue
+        _set_aside(bad, f"resuming from {path.name}")
+        return state
+    _set_aside(bad, "no readable checkpoint left: starting from scratch")
+    return None
+
+
+def _set_aside(bad: list[tuple[Path, str]], then: str) -> None:
+    for path, why in bad:
+        log.warning("checkpoint %s unreadable (%s); %s", path.name, why, then)
+        try:
+            path.replace(path.with_name(path.name + ".unreadable"))
+        except OSError:
+            pass
+
+
+class DiskFullError(UserError):
+    """No space left on the device that holds a run directory."""
+
+    exit_code = 1
+
+
+def _human(n: int) -> str:
+    size, units = float(n), ("B", "KB", "MB", "GB", "TB")
+    i = 0
+    while size >= 1024 and i < len(units) - 1:
+        size, i = size / 1024, i + 1
+    return f"{size:.0f} {units[i]}" if i == 0 else f"{size:.1f} {units[i]}"
+
+
+@contextmanager
+def disk_full_is_user_error(path: Path, needed: int):
+    """Turn ENOSPC while writing ``path`` into a one-line DiskFullError."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        raise DiskFullError(
+            f"no space left on the device of {str(Path(path).parent)!r} while writing {Path(path).name} "
+            f"(about {_human(needed)} needed): free some space there and run again to resume"
+        ) from None
+
+
+def write_atomic(path: Path, write: Callable[[IO[bytes]], None], size_hint: int) -> None:
+    """Write ``path`` through ``write(file)`` into a temporary file, fsync it, then rename it over ``path``.
+
+    ``size_hint`` (bytes) is what a full disk's message says is needed."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with disk_full_is_user_error(path, size_hint):
+            with open(tmp, "wb") as f:
+                write(f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename itself durable (POSIX); a no-op where directories cannot be opened."""
+    if not hasattr(os, "O_DIRECTORY"):
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_bytes(path: Path, data: bytes) -> None:
+    write_atomic(path, lambda f: f.write(data), len(data))
+
+
+def write_json(path: Path, obj) -> None:
+    write_bytes(path, json.dumps(obj, indent=2, default=str).encode("utf-8"))
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    write_bytes(path, ("\n".join(lines) + "\n").encode("utf-8"))
+
+
+def append_json(path: Path, record: dict) -> None:
+    """One JSON line appended (and flushed) to ``path``."""
+    line = json.dumps(record) + "\n"
+    with disk_full_is_user_error(path, len(line)):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line)
