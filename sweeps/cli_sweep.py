@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
@@ -87,23 +88,59 @@ def _duration(s: float) -> str:
 
 
 def cmd_run(args) -> int:
-    from .runner import check_address, run_sweep
+    from transformer_core.errors import UserError
+
+    from .lock import no_space, no_space_message
+    from .runner import SweepInterrupted, check_address, run_sweep
     from .spec import load_spec, plan
+    from .storage import is_uri
 
     spec = _with_corpus(load_spec(args.spec), args.corpus)
     plan(spec, args.profile)  # every trial's config is checked before anything is written
     check_address(args.address)
-    from .storage import is_uri
-
     out = args.out or spec.output or str(Path("sweep_runs") / f"{spec.name}-{args.profile}")
     out = out if is_uri(out) else Path(out)
     start = time.time()
-    summary = run_sweep(spec, args.profile, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus)
+    try:
+        summary = run_sweep(spec, args.profile, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus)
+    except SweepInterrupted as exc:
+        resume = _resume_command(args, out)
+        print(f"interrupted: {exc.finished} of {exc.total} trials finished; resume with `{resume}`", file=sys.stderr)
+        return 130
+    except UserError:
+        raise
+    except Exception as exc:  # a full disk anywhere (driver, MLflow, Tune's state): one line, not a traceback
+        if no_space(exc):
+            raise UserError(no_space_message(str(out), exc, _has_state(out))) from None
+        raise
     print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")
     return _print_status(out)
 
 
+def _has_state(out) -> bool:
+    from .lock import read_sweep_state
+
+    try:
+        read_sweep_state(out)
+    except Exception:  # none, unreadable or unreachable: nothing to resume
+        return False
+    return True
+
+
+def _resume_command(args, out) -> str:
+    import shlex
+
+    extra = f" --corpus {shlex.quote(args.corpus)}" if args.corpus else ""
+    return (
+        f"tsweep run {shlex.quote(args.spec)} --profile {shlex.quote(args.profile)}{extra}"
+        f" --out {shlex.quote(str(out))} --resume"
+    )
+
+
 def cmd_status(args) -> int:
+    from .lock import read_sweep_state
+
+    read_sweep_state(args.sweep_dir)  # a missing or unreadable sweep.json: one line
     return _print_status(args.sweep_dir)
 
 

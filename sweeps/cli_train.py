@@ -77,7 +77,13 @@ def register(sub) -> None:
     p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--preset", default="base", help="base or big (the paper's values)")
     p.add_argument("--profile", default=None, help="scale the preset onto a budget: paper, gpu, cpu or smoke")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field (repeatable)")
+    p.add_argument(
+        "--set",
+        nargs="+",
+        action="extend",
+        metavar="KEY=VALUE",
+        help="override config fields: --set N=2 d_model=128 (or repeated: --set N=2 --set d_model=128)",
+    )
     p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="also print result.json")

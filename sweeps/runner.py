@@ -1,10 +1,16 @@
-"""Ray Tune runs a sweep: local Ray by default, an existing cluster with an address.
+"""Ray Tune runs a sweep: a fresh local Ray bound to 127.0.0.1 by default, an existing cluster with an address.
 
-The only module that imports Ray.  Each trial is ``trial.run_trial`` in a Ray
-worker; its workdir lies in the sweep directory (or is pushed to the sweep's
-URI, see storage.py), so a retried trial (Ray FailureConfig) resumes from its
-own checkpoint there, and an interrupted sweep is resumed with Tuner.restore
-without re-running finished trials.
+The only module that imports Ray.  A sweep is three calls (``run_sweep`` makes them; adaptive rounds
+call ``run_trials`` more than once):
+
+    ctx = open_sweep(spec, "cpu", out)    # validate, lock, sweep.json, MLflow parent run, Ray
+    run_trials(ctx, trials)               # one Tune run over exactly these trials; done ones cost nothing
+    close_sweep(ctx, "FINISHED")          # open child runs ended, summary, parent run ended, unlocked
+
+Each trial is ``trial.run_trial`` in a Ray worker; its workdir lies in the sweep directory (or is pushed to
+the sweep's URI, see storage.py), so a retried trial (Ray FailureConfig) resumes from its own checkpoint.
+A resumed grid sweep re-plans from sweep.json and dispatches only the trials without a finished or
+diverged result (a search resumes its Tune run with Tuner.restore, which keeps the searcher's state).
 """
 
 from __future__ import annotations
@@ -15,19 +21,42 @@ import os
 import re
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
 
+from .lock import (
+    LOCK_NAME,
+    SAFE_ALLOWED,
+    SAFE_NAME,
+    SweepLock,
+    check_state,
+    locate,
+    no_space,
+    no_space_message,
+    read_state,
+    write_json,
+)
 from .profiles import get_profile
 from .spec import Spec, SpecError, Trial
-from .storage import is_uri, open_storage
-from .trial import read_result, run_trial
+from .storage import Storage, is_uri
+from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
+from .trial import DONE, finished_result, read_result, run_trial, trial_workdir
 
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
 _ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5})$")
+_END_STATE = {"FINISHED": "finished", "KILLED": "interrupted", "FAILED": "failed"}
+
+
+class SweepInterrupted(Exception):
+    """SIGINT (Ctrl-C) ended a Tune run early: ``finished`` of ``total`` trials have a result."""
+
+    def __init__(self, finished: int, total: int):
+        super().__init__(f"interrupted: {finished} of {total} trials finished")
+        self.finished, self.total = finished, total
 
 
 def trial_payload(t: Trial, sweep_dir: str | Path, tracking: Optional[dict], preset: str) -> dict:
@@ -44,6 +73,97 @@ def trial_payload(t: Trial, sweep_dir: str | Path, tracking: Optional[dict], pre
         "sweep_dir": str(sweep_dir),
         "tracking": tracking,
     }
+
+
+def plan_entry(t: Trial) -> dict:
+    """A trial as sweep.json's ``plan`` holds it (the trial's identity; the profile is sweep.json's)."""
+    return {
+        "group": t.group,
+        "row": t.row,
+        "seed": t.seed,
+        "paper": t.paper,
+        "values": t.values,
+        "config_hash": t.config_hash,
+    }
+
+
+@dataclass
+class SweepContext:
+    """An open sweep: what ``run_trials`` and ``close_sweep`` need, and sweep.json's state.
+
+    ``location`` is the sweep as the user named it (a resolved local path or a URI); ``sweep_dir`` is
+    where this driver writes (the same path, or a scratch copy pushed to the URI by ``sync``).
+    ``tracking`` {uri, experiment_id, parent_run_id} goes to every trial; ``summary`` collects
+    {trial_id: final state} over all rounds (tune_summary.json)."""
+
+    spec: Spec
+    profile_name: str
+    location: str
+    sweep_dir: Path
+    store: Optional[Storage]
+    lock: SweepLock
+    state: dict
+    tracking: dict
+    address: Optional[str] = None
+    resume: bool = False
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def preset(self) -> str:
+        return self.spec.base.get("preset", "base")
+
+    def planned(self) -> list[Trial]:
+        """The trials of sweep.json's plan, in plan order."""
+        rules = self.state["profile_rules"]
+        plan = self.state["plan"]
+        return [
+            Trial(p["group"], p["row"], p["seed"], p["paper"], p["values"], p["config_hash"], rules)
+            for p in (plan[tid] for tid in self.state["trials"])
+        ]
+
+    def add_trials(self, trials: list[Trial]) -> list[Trial]:
+        """Append trials to sweep.json's plan (written atomically); returns those that were new."""
+        new = [t for t in trials if t.trial_id not in self.state["plan"]]
+        for t in new:
+            trial_workdir(self.sweep_dir, t.trial_id)
+            self.state["plan"][t.trial_id] = plan_entry(t)
+            self.state["trials"].append(t.trial_id)
+        if new:
+            self.write_state()
+        return new
+
+    def write_state(self) -> None:
+        self.state["updated"] = time.time()
+        write_json(self.sweep_dir / "sweep.json", self.state)
+        self.sync()
+
+    def sync(self) -> None:
+        """Push the driver's small files to the sweep's URI (nothing to do for a local path)."""
+        if self.store:
+            self.store.push(self.sweep_dir, "", top_level_only=True)
+
+    def payload(self, t: Trial) -> dict:
+        return trial_payload(t, self.location, self.tracking, self.preset)
+
+    def result(self, trial_id: str, config_hash: str) -> Optional[dict]:
+        """The trial's result if it finished or diverged (for this config), else None."""
+        if not self.store:
+            return finished_result(trial_workdir(self.sweep_dir, trial_id), config_hash)
+        rel = f"trials/{trial_id}/result.json"
+        try:
+            done = json.loads(self.store.read_text(rel)) if self.store.exists(rel) else None
+        except (OSError, ValueError):
+            return None
+        ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
+        return done if ok else None
+
+    def finished_count(self) -> tuple[int, int]:
+        """(trials with a finished or diverged result, trials planned)."""
+        if self.spec.search:
+            done = sum(1 for v in self.summary.values() if v.get("status") in DONE)
+            return done, self.spec.search["samples"]
+        plan = self.planned()
+        return sum(1 for t in plan if self.result(t.trial_id, t.config_hash)), len(plan)
 
 
 def _final_metrics(result: dict) -> dict:
@@ -130,39 +250,271 @@ def check_address(address: Optional[str]) -> None:
 
 
 def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
+    """Join the cluster at ``address`` under Ray's own auth, or start a local Ray that listens on 127.0.0.1 only."""
+    if not address:
+        # Before Ray is imported: with clusters "disabled", Ray takes 127.0.0.1 as this node's address, and
+        # gcs_server, raylet, workers and agents then bind to it instead of every interface.  Nothing else can
+        # reach this instance, so token auth is off for it (a token would also be written to ~/.ray).
+        os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
 
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     try:
         if address:
             ray.init(address=address, **kwargs)
         else:  # a fresh local instance, even where another Ray runs on this machine (--address auto joins that one)
-            ray.init(address="local", num_cpus=num_cpus or os.cpu_count(), **kwargs)
+            ray.init(
+                address="local",
+                num_cpus=num_cpus or os.cpu_count(),
+                _node_ip_address="127.0.0.1",
+                dashboard_host="127.0.0.1",
+                **kwargs,
+            )
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
         raise UserError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+    ip = ray.util.get_node_ip_address()
+    if not address and not ip.startswith("127."):
+        log.warning("local Ray listens on %s, not only 127.0.0.1 (Ray was imported before tsweep set it up)", ip)
 
 
-def _sweep_state(sweep_dir: Path, spec: Spec, profile: str, resume: bool, where: str) -> dict:
-    path = sweep_dir / "sweep.json"
-    if path.exists():
-        state = json.loads(path.read_text())
-        if not resume:
-            raise UserError(
-                f"{where} already holds sweep {state['name']!r}: resume it with --resume, or give another --out"
-            )
-        if state["profile"] != profile:
-            raise UserError(
-                f"{where} was run with profile {state['profile']!r}, not {profile!r}: resume with the same profile"
-            )
-        return state
-    if resume:
-        raise UserError(f"nothing to resume in {where}: it holds no sweep.json (start it without --resume)")
-    return {}
+def open_sweep(
+    spec: Spec,
+    profile_name: str,
+    sweep_dir: str | Path,
+    address: Optional[str] = None,
+    resume: bool = False,
+    num_cpus: Optional[int] = None,
+) -> SweepContext:
+    """Validate, lock the sweep, write sweep.json, open the MLflow parent run and start (or join) Ray.
+
+    Nothing is written before the spec, the profile, --address and --out are found valid.  The plan of a
+    new sweep is the spec's trials; a resumed sweep keeps its plan (trials added by earlier rounds too)."""
+    check_address(address)
+    profile = get_profile(profile_name)
+    trials = spec.trials(profile)
+    if spec.search and len(spec.rows) > 1:
+        raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
+    store, location, local = locate(sweep_dir, address, spec.tracking.get("uri"))
+    check_state(read_state(store, local, location), spec.name, profile_name, resume, location)
+    for t in trials:  # every workdir a plain name inside the sweep (the spec restricts row labels too)
+        trial_workdir(local, t.trial_id)
+    if store:
+        store.check_writable()
+    fresh = not store and not local.exists()
+    lock = SweepLock.acquire(location, local, store)
+    try:
+        if store:
+            if not store.exists("sweep.json"):  # a fresh location: scratch left from an earlier sweep there is stale
+                shutil.rmtree(store.scratch, ignore_errors=True)
+            store.pull("", local, keep=lambda r: "/" not in r and r != "sweep.lock", overwrite=False)
+        state = check_state(read_state(store, local, location), spec.name, profile_name, resume, location)
+        local.mkdir(parents=True, exist_ok=True)
+        ctx = SweepContext(spec, profile_name, location, local, store, lock, {}, {}, address, resume)
+        ctx.summary = _read_summary(local)
+        _start_tracking(ctx, state)
+        ctx.state = _initial_state(ctx, state, profile.rules())
+        if not ctx.add_trials([] if spec.search else trials):
+            ctx.write_state()
+        _init_ray(address, num_cpus)
+    except BaseException:
+        if not store and not (local / "sweep.json").exists():  # it never started: leave --out as it was
+            _remove_partial(local, fresh)
+        lock.release()
+        raise
+    return ctx
+
+
+def _remove_partial(sweep_dir: Path, created: bool) -> None:
+    """What a sweep that failed before writing sweep.json created (the lock, an MLflow store), so that
+    running it again finds --out as the user left it."""
+    for name in ("mlflow.db", "mlflow.db-journal", "tune_summary.json", "mlartifacts", LOCK_NAME):
+        path = sweep_dir / name
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+    if created:
+        try:
+            sweep_dir.rmdir()
+        except OSError:
+            pass
+
+
+def _start_tracking(ctx: SweepContext, state: dict) -> None:
+    spec, local = ctx.spec, ctx.sweep_dir
+    uri = spec.tracking.get("uri") or (resolve_uri(state["uri"], local) if state.get("uri") else default_uri(local))
+    artifacts = f"{ctx.location}/mlartifacts" if ctx.store else (local / "mlartifacts").as_uri()
+    try:
+        exp_id, parent = ensure_parent_run(
+            uri,
+            spec.tracking.get("experiment", spec.name),
+            spec.name,
+            {"profile": ctx.profile_name, "spec": spec.source},
+            state.get("parent_run_id"),
+            artifact_location=artifacts,
+        )
+    except Exception as exc:  # a bad URI, an unreachable server, a full disk: one line, nothing run
+        if no_space(exc):
+            raise UserError(no_space_message(ctx.location, exc, resumable=bool(state))) from None
+        raise UserError(f"cannot use MLflow tracking URI {uri!r}: {str(exc).splitlines()[0]}") from None
+    ctx.tracking = {"uri": uri, "experiment_id": exp_id, "parent_run_id": parent}
+
+
+def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
+    spec, tr = ctx.spec, ctx.tracking
+    return {
+        "name": spec.name,
+        "spec": spec.source,
+        "profile": ctx.profile_name,
+        "profile_rules": rules,
+        "uri": stored_uri(tr["uri"], ctx.sweep_dir),
+        "experiment_id": tr["experiment_id"],
+        "parent_run_id": tr["parent_run_id"],
+        "created": state.get("created", time.time()),
+        "status": "running",
+        "metric": spec.metric,
+        "mode": spec.mode,
+        "rounds": state.get("rounds", []),
+        "trials": [tid for tid in state.get("trials", []) if "config_hash" in state["plan"].get(tid, {})],
+        "plan": {tid: p for tid, p in state.get("plan", {}).items() if "config_hash" in p},
+    }
+
+
+def _read_summary(sweep_dir: Path) -> dict:
+    try:
+        summary = json.loads((sweep_dir / "tune_summary.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return summary if isinstance(summary, dict) else {}
+
+
+def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NAME, echo=print) -> dict:
+    """One Ray Tune run over exactly ``trials`` (added to the plan); returns {trial_id: final state}.
+
+    A trial whose result.json says finished or diverged is not dispatched.  For a search spec, ``trials``
+    is the base trial and Tune samples the spec's ``search.samples`` variants of it.  Raises
+    SweepInterrupted when SIGINT ended the run early, UserError when trials ran out of disk space."""
+    if not ctx.spec.search:
+        ctx.add_trials(trials)
+    summary, todo = {}, []
+    for t in trials if not ctx.spec.search else []:
+        done = ctx.result(t.trial_id, t.config_hash)
+        if done:
+            summary[t.trial_id] = {"error": None, "status": done["status"], "dev_bleu": done.get("dev_bleu")}
+        else:
+            todo.append(t)
+    if summary:
+        echo(f"{len(summary)} of {len(trials)} trials already have a result: not run again")
+    interrupted = False
+    if todo or ctx.spec.search:
+        try:
+            ran, interrupted = _fit(ctx, trials if ctx.spec.search else todo, round_name, echo)
+        except KeyboardInterrupt:
+            ran, interrupted = {}, True
+        summary.update(ran)
+    ctx.summary.update(summary)
+    write_json(ctx.sweep_dir / "tune_summary.json", ctx.summary)
+    ctx.sync()
+    if interrupted:
+        raise SweepInterrupted(*ctx.finished_count())
+    full = [tid for tid, s in summary.items() if s.get("error") and no_space(Exception(s["error"]))]
+    if full:
+        raise UserError(no_space_message(ctx.location, OSError(28, "No space left on device")))
+    return summary
+
+
+def _round_name(ctx: SweepContext, round_name: str) -> str:
+    """A Tune experiment directory of its own for every run of a round (resumes re-plan, never restore)."""
+    if not SAFE_NAME.match(round_name):
+        raise UserError(f"round name {round_name!r} is invalid; allowed {SAFE_ALLOWED}")
+    used = {r["tune"] for r in ctx.state["rounds"]}
+    k, name = 1, round_name
+    while name in used or (not ctx.store and (ctx.sweep_dir / name).exists()):
+        k += 1
+        name = f"{round_name}-{k}"
+    return name
+
+
+def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple[dict, bool]:
+    """Tuner.fit over ``trials``; returns (summary, whether SIGINT cut it short)."""
+    import signal
+
+    from ray import tune
+    from ray.tune import FailureConfig, RunConfig, Tuner
+
+    spec = ctx.spec
+    payloads = [ctx.payload(t) for t in trials]
+    search_keys = tuple(spec.search["space"]) if spec.search else ()
+    workers, gpus = spec.resources["workers"], spec.resources["gpus"]
+    # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
+    resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
+    trainable = tune.with_resources(
+        tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys, workers=workers, gpus=gpus),
+        resources,
+    )
+    restore = _join(ctx.location, round_name)
+    total = spec.search["samples"] if spec.search else len(payloads)
+    if spec.search and ctx.resume and Tuner.can_restore(restore):
+        echo(f"resuming {spec.name} from {restore}")
+        tuner, name = Tuner.restore(restore, trainable, resume_unfinished=True, resume_errored=True), round_name
+    else:
+        name = round_name if spec.search else _round_name(ctx, round_name)
+        tuner = Tuner(
+            trainable,
+            param_space=_param_space(spec, payloads),
+            tune_config=_tune_config(spec, ctx.sweep_dir, len(payloads)),
+            run_config=RunConfig(
+                name=name,
+                storage_path=ctx.location,
+                verbose=1,
+                failure_config=FailureConfig(max_failures=2),
+                callbacks=[_EchoCallback(echo, total, ctx.sync)],
+            ),
+        )
+    ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": len(payloads)})
+    ctx.write_state()
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        grid = tuner.fit()  # Tune turns the first SIGINT into a graceful stop and returns
+    finally:
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)  # Tune leaves its own handler installed
+    unfinished = len(grid) - grid.num_terminated - grid.num_errors
+    return _summarise(grid), unfinished > 0 or len(grid) < total
+
+
+def close_sweep(ctx: SweepContext, status: str) -> None:
+    """End the sweep as ``status`` (FINISHED, KILLED or FAILED): child runs still RUNNING are ended (KILLED),
+    tune_summary.json and sweep.json are written, the parent run is ended, the lock released.
+
+    Every step is tried; the first error is raised after the lock is released."""
+    errors = []
+    tag = {"FINISHED": "stopped_early", "KILLED": "interrupted"}.get(status, "sweep_failed")
+    steps = (
+        lambda: end_open_runs(ctx.tracking["uri"], _child_run_ids(ctx), "KILLED", tag),
+        lambda: write_json(ctx.sweep_dir / "tune_summary.json", ctx.summary),
+        lambda: ctx.state.update(status=_END_STATE.get(status, status.lower())),
+        ctx.write_state,
+        lambda: end_run(ctx.tracking["uri"], ctx.tracking["parent_run_id"], status),
+        ctx.sync,
+    )
+    for step in steps:
+        try:
+            step()
+        except Exception as exc:  # noqa: PERF203 - each step on its own
+            log.warning("closing sweep %s: %s", ctx.location, str(exc).splitlines()[0] if str(exc) else exc)
+            errors.append(exc)
+    ctx.lock.release()
+    if errors:
+        raise errors[0]
+
+
+def _child_run_ids(ctx: SweepContext) -> list[str]:
+    """MLflow child runs the trials recorded (``mlflow_run_id`` in each workdir)."""
+    view = ctx.store.view() if ctx.store else ctx.sweep_dir
+    return [m.read_text().strip() for m in sorted((view / "trials").glob("*/mlflow_run_id"))]
 
 
 def run_sweep(
@@ -174,102 +526,21 @@ def run_sweep(
     num_cpus: Optional[int] = None,
     echo: Callable[[str], None] = print,
 ) -> dict:
-    """Run (or resume) a sweep; returns {trial_id: final state}."""
-    from ray import tune
-    from ray.tune import FailureConfig, RunConfig, Tuner
-
-    check_address(address)
-    profile = get_profile(profile_name)
-    trials = spec.trials(profile)
-    if spec.search and len(spec.rows) > 1:
-        raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
-    store = open_storage(str(sweep_dir))
-    if store and address and not spec.tracking.get("uri"):
-        raise UserError(
-            "a sweep stored at a URI on a cluster needs an MLflow server every node reaches: set "
-            "tracking.uri in the spec (the default SQLite file would live on this machine only)"
-        )
-    if store:  # a URI: the driver's own files live in local scratch and are pushed there
-        store.check_writable()
-        location, sweep_dir = store.uri, store.scratch / "driver"
-        if not store.exists("sweep.json"):  # a fresh location: scratch left from an earlier sweep there is stale
-            shutil.rmtree(store.scratch, ignore_errors=True)
-        store.pull("", sweep_dir, keep=lambda r: "/" not in r, overwrite=False)
-    else:
-        sweep_dir = Path(sweep_dir).resolve()
-        location = str(sweep_dir)
-    state = _sweep_state(sweep_dir, spec, profile_name, resume, location)
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-
-    from .tracking import default_uri, end_run, ensure_parent_run
-
-    uri = spec.tracking.get("uri") or state.get("uri") or default_uri(sweep_dir)
-    experiment = spec.tracking.get("experiment", spec.name)
+    """Run (or resume) a sweep; returns {trial_id: final state}.  Raises SweepInterrupted on SIGINT."""
+    ctx = open_sweep(spec, profile_name, sweep_dir, address, resume, num_cpus)
     try:
-        exp_id, parent = ensure_parent_run(
-            uri, experiment, spec.name, {"profile": profile_name, "spec": spec.source}, state.get("parent_run_id")
-        )
-    except Exception as exc:  # a bad URI or unreachable server: one line, nothing run
-        raise UserError(f"cannot use MLflow tracking URI {uri!r}: {str(exc).splitlines()[0]}") from None
-    tracking = {"uri": uri, "experiment_id": exp_id, "parent_run_id": parent}
-    state = {
-        "name": spec.name,
-        "spec": spec.source,
-        "profile": profile_name,
-        "profile_rules": profile.rules(),
-        "uri": uri,
-        "experiment_id": exp_id,
-        "parent_run_id": parent,
-        "created": state.get("created", time.time()),
-        "trials": [t.trial_id for t in trials] if not spec.search else [],
-        "metric": spec.metric,
-        "mode": spec.mode,
-        "plan": {
-            t.trial_id: {"group": t.group, "row": t.row, "seed": t.seed, "paper": t.paper, "values": t.values}
-            for t in trials
-        }
-        if not spec.search
-        else {},
-    }
-    (sweep_dir / "sweep.json").write_text(json.dumps(state, indent=2))
-    sync = (lambda: store.push(sweep_dir, "", top_level_only=True)) if store else (lambda: 0)
-    sync()
-
-    preset = spec.base.get("preset", "base")
-    payloads = [trial_payload(t, location, tracking, preset) for t in trials]
-    search_keys = tuple(spec.search["space"]) if spec.search else ()
-    workers, gpus = spec.resources["workers"], spec.resources["gpus"]
-    # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
-    resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
-    trainable = tune.with_resources(
-        tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys, workers=workers, gpus=gpus),
-        resources,
-    )
-    _init_ray(address, num_cpus)
-    path = _join(location, TUNE_NAME)
-    if resume and Tuner.can_restore(path):
-        echo(f"resuming {spec.name} from {path}")
-        tuner = Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=True)
-    else:
-        tuner = Tuner(
-            trainable,
-            param_space=_param_space(spec, payloads),
-            tune_config=_tune_config(spec, sweep_dir, len(payloads)),
-            run_config=RunConfig(
-                name=TUNE_NAME,
-                storage_path=location,
-                verbose=1,
-                failure_config=FailureConfig(max_failures=2),
-                callbacks=[_EchoCallback(echo, spec.search["samples"] if spec.search else len(payloads), sync)],
-            ),
-        )
-    grid = tuner.fit()
-    summary = _summarise(grid, sweep_dir)
-    _close_stopped_runs(store.view() if store else sweep_dir, uri)
-    (sweep_dir / "tune_summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    end_run(uri, parent, "FINISHED")
-    sync()
-    return summary
+        run_trials(ctx, ctx.planned() or spec.trials(get_profile(profile_name)), echo=echo)
+    except SweepInterrupted:
+        close_sweep(ctx, "KILLED")
+        raise
+    except BaseException:
+        try:
+            close_sweep(ctx, "FAILED")
+        except Exception as exc:  # the first error is the one to show
+            log.warning("sweep %s not closed cleanly: %s", ctx.location, exc)
+        raise
+    close_sweep(ctx, "FINISHED")
+    return ctx.summary
 
 
 def _param_space(spec: Spec, payloads: list) -> dict:
@@ -312,7 +583,7 @@ def _tune_config(spec: Spec, sweep_dir: Path, n: int):
     )
 
 
-def _summarise(grid, sweep_dir: Path) -> dict:
+def _summarise(grid) -> dict:
     out = {}
     for r in grid:
         m = r.metrics or {}
@@ -324,22 +595,9 @@ def _summarise(grid, sweep_dir: Path) -> dict:
             "reports": m.get("training_iteration"),
             "config": r.config,
         }
+        if r.error and no_space(r.error):
+            out[key]["error"] = "No space left on device: " + out[key]["error"]
     return out
-
-
-def _close_stopped_runs(sweep_dir: Path, tracking_uri: str) -> None:
-    """Trials a scheduler stopped early (or that errored out) end their MLflow child run as KILLED/FAILED."""
-    from .tracking import _client, _retry
-
-    client = None
-    for workdir in (sweep_dir / "trials").glob("*"):
-        marker, result = workdir / "mlflow_run_id", workdir / "result.json"
-        if marker.exists() and not result.exists():
-            client = client or _client(tracking_uri)
-            run = client.get_run(marker.read_text().strip())
-            if run.info.status == "RUNNING":
-                _retry(client.set_tag, run.info.run_id, "stopped_early", "true")
-                _retry(client.set_terminated, run.info.run_id, "KILLED")
 
 
 class _EchoCallback:

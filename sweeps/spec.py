@@ -18,6 +18,7 @@ from transformer_core.config import MODEL_KEYS
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.run_config import TRAIN_KEYS, make_run_config
 
+from .lock import SAFE_ALLOWED, SAFE_NAME
 from .profiles import Profile, get_profile
 
 
@@ -154,6 +155,12 @@ def expand_row(spec: Spec, row: Row, profile: Profile) -> list[Trial]:
     return trials
 
 
+def _safe_name(value, path: str) -> None:
+    """Names that become paths (the sweep name, row labels): no separators, no '..', no hidden files."""
+    if not isinstance(value, str) or not SAFE_NAME.match(value):
+        raise SpecError(f"{path}: {value!r} is invalid; allowed {SAFE_ALLOWED}")
+
+
 def _parse_rows(raw, base_label: str = "base") -> list[Row]:
     rows = [Row("base", base_label, {})]
     if raw is None:
@@ -170,6 +177,7 @@ def _parse_rows(raw, base_label: str = "base") -> list[Row]:
             path = f"rows.{group}[{i}]"
             item = _mapping(item, path, ("label",) + ROW_KNOBS)
             label = str(item.get("label", f"{group}{i + 1}"))
+            _safe_name(label, f"{path}.label")
             if label in labels:
                 raise SpecError(f"{path}.label: {label!r} is used twice; row labels must be unique")
             labels.add(label)
@@ -227,8 +235,7 @@ def _parse_scheduler(raw) -> dict:
 def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     doc = _mapping(doc, "spec", TOP_KEYS)
     name = doc.get("name")
-    if not isinstance(name, str) or not name.strip() or "/" in name:
-        raise SpecError(f"name: {name!r} is invalid; allowed a non-empty string without '/'")
+    _safe_name(name, "name")
     base = _mapping(doc.get("base") or {"preset": "base"}, "base", BASE_KEYS)
     if base.get("preset", "base") not in ("base", "big"):
         raise SpecError(f"base.preset: {base.get('preset')!r} is invalid; allowed base, big")

@@ -1,4 +1,9 @@
-"""MLflow behind the trainer's tracker interface: one parent run per sweep, one child run per trial."""
+"""MLflow behind the trainer's tracker interface: one parent run per sweep, one child run per trial.
+
+By default the store is a SQLite file in the sweep directory; sweep.json then
+records it as the bare file name (``mlflow.db``), relative to the sweep, so a
+copied or moved sweep writes into its own database (``resolve_uri``).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,21 @@ log = logging.getLogger(__name__)
 os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
 
 
+DEFAULT_DB = "mlflow.db"
+
+
 def default_uri(sweep_dir: Path) -> str:
-    return f"sqlite:///{(Path(sweep_dir) / 'mlflow.db').resolve()}"
+    return f"sqlite:///{(Path(sweep_dir) / DEFAULT_DB).resolve()}"
+
+
+def stored_uri(uri: str, sweep_dir: Path) -> str:
+    """What sweep.json records: the default SQLite file relative to the sweep, any other URI as given."""
+    return DEFAULT_DB if uri == default_uri(sweep_dir) else uri
+
+
+def resolve_uri(stored: str, sweep_dir: Path) -> str:
+    """The tracking URI from sweep.json's ``uri`` (``mlflow.db`` there: the sweep directory's own SQLite file)."""
+    return default_uri(sweep_dir) if stored == DEFAULT_DB else stored
 
 
 def _client(uri: str):
@@ -33,13 +51,23 @@ def _retry(fn, *args, **kwargs):
 
 
 def ensure_parent_run(
-    uri: str, experiment: str, sweep_name: str, tags: dict, existing: str | None = None
+    uri: str,
+    experiment: str,
+    sweep_name: str,
+    tags: dict,
+    existing: str | None = None,
+    artifact_location: str | None = None,
 ) -> tuple[str, str]:
-    """Create (or find) the sweep's experiment and parent run; returns (experiment_id, run_id)."""
+    """Create (or find) the sweep's experiment and parent run; returns (experiment_id, run_id).
+
+    A new experiment keeps its artifacts at ``artifact_location`` (the sweep's own
+    directory), not in ./mlruns of whichever directory the driver was started from.
+    An existing parent run (a resume) is set back to RUNNING."""
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
-    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment, artifact_location=artifact_location)
     if existing:
+        _retry(client.update_run, existing, status="RUNNING")
         return exp_id, existing
     run = client.create_run(
         exp_id, run_name=sweep_name, tags={"sweep": sweep_name, **{k: str(v) for k, v in tags.items()}}
@@ -49,6 +77,20 @@ def ensure_parent_run(
 
 def end_run(uri: str, run_id: str, status: str) -> None:
     _retry(_client(uri).set_terminated, run_id, status)
+
+
+def end_open_runs(uri: str, run_ids: list[str], status: str, tag: str) -> list[str]:
+    """End those of ``run_ids`` still RUNNING as ``status`` (KILLED, FAILED) with tag ``tag``=true; returns them."""
+    if not run_ids:
+        return []
+    client, ended = _client(uri), []
+    for run_id in run_ids:
+        run = client.get_run(run_id)
+        if run.info.status == "RUNNING":
+            _retry(client.set_tag, run_id, tag, "true")
+            _retry(client.set_terminated, run_id, status)
+            ended.append(run_id)
+    return ended
 
 
 class MlflowTracker:

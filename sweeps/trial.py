@@ -12,13 +12,20 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
 
+from .lock import SAFE_ALLOWED, SAFE_NAME, check_inside, write_json
 from .storage import open_storage
+
+DONE = ("finished", "diverged")  # a trial in one of these states is never run again
 
 
 def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:
-    return Path(sweep_dir) / "trials" / trial_id
+    """``SWEEP/trials/ID``, refused unless the id is a plain name and the path stays inside the sweep."""
+    if not SAFE_NAME.match(trial_id):
+        raise UserError(f"trial id {trial_id!r} is invalid; allowed {SAFE_ALLOWED}")
+    return check_inside(sweep_dir, Path(sweep_dir) / "trials" / trial_id)
 
 
 def read_result(trial: dict) -> dict:
@@ -27,6 +34,16 @@ def read_result(trial: dict) -> dict:
     if store:
         return json.loads(store.read_text(f"trials/{trial['id']}/result.json"))
     return json.loads((trial_workdir(trial["sweep_dir"], trial["id"]) / "result.json").read_text())
+
+
+def finished_result(workdir: Path, config_hash: str) -> Optional[dict]:
+    """The result in ``workdir`` if it is a done run of this config (an unreadable one counts as not done)."""
+    try:
+        done = json.loads((Path(workdir) / "result.json").read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
+    return done if ok else None
 
 
 def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> dict:
@@ -41,6 +58,8 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
 
     store, rank = open_storage(trial["sweep_dir"]), world()[0]
     remote = f"trials/{trial['id']}"
+    if not SAFE_NAME.match(trial["id"]):
+        raise UserError(f"trial id {trial['id']!r} is invalid; allowed {SAFE_ALLOWED}")
     if store:  # a URI: work in this node's scratch, starting from what the trial pushed before (on any node)
         workdir = store.scratch / _node()[:12] / "trials" / (trial["id"] + (f".rank{rank}" if rank else ""))
         store.pull(remote, workdir)
@@ -49,10 +68,15 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
     workdir.mkdir(parents=True, exist_ok=True)
     push = (lambda: store.push(workdir, remote)) if store and rank == 0 else (lambda: 0)
     config = make_run_config(trial["values"], trial.get("preset", "base"))
+    done = finished_result(workdir, config.content_hash())
+    if done:  # re-dispatched after it ended (a resume): its MLflow run stays as it ended
+        if store:
+            shutil.rmtree(workdir, ignore_errors=True)
+        return done
     if rank == 0:
         with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial, and on which node
             f.write(json.dumps({"time": time.time(), "node": _node(), "workdir": str(workdir)}) + "\n")
-        (workdir / "trial.json").write_text(json.dumps({k: v for k, v in trial.items() if k != "tracking"}, indent=2))
+        write_json(workdir / "trial.json", {k: v for k, v in trial.items() if k != "tracking"})
         push()
     tracker = None
     tr = trial.get("tracking")
@@ -80,7 +104,7 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
     if tracker and result.get("status") == "finished":
         tracker.log_params({"profile_rules": json.dumps(trial["profile"])})
     push()
-    if store and result.get("status") in ("finished", "diverged", "worker"):
+    if store and result.get("status") in (*DONE, "worker"):
         shutil.rmtree(workdir, ignore_errors=True)  # everything is at the URI now; scratch is not an archive
     return result
 

@@ -136,8 +136,10 @@ def test_bad_yaml_file_and_profile_and_address(tmp_path):
 def _mlflow_children(sweep_dir):
     from mlflow.tracking import MlflowClient
 
+    from sweeps.tracking import resolve_uri
+
     state = json.loads((sweep_dir / "sweep.json").read_text())
-    client = MlflowClient(tracking_uri=state["uri"])
+    client = MlflowClient(tracking_uri=resolve_uri(state["uri"], sweep_dir))
     runs = client.search_runs([state["experiment_id"]], f"tags.mlflow.parentRunId = '{state['parent_run_id']}'")
     return client, state, runs
 
@@ -152,6 +154,13 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
     client, state, runs = _mlflow_children(out)
     assert client.get_run(state["parent_run_id"]).info.status == "FINISHED"
     assert len(runs) == 4 and {x.info.status for x in runs} == {"FINISHED"}
+    # the default store is recorded relative to the sweep, and artifacts live in the sweep, not in $CWD/mlruns
+    assert state["uri"] == "mlflow.db" and state["status"] == "finished"
+    experiment = client.get_experiment(state["experiment_id"])
+    assert experiment.artifact_location == (out / "mlartifacts").as_uri()
+    assert not (ROOT / "mlruns").exists() and list((out / "mlartifacts").rglob("result.json"))
+    assert (out / "sweep.lock").read_text() == ""  # released
+    assert {p.name for p in out.rglob("*.tmp")} == set()
     assert sorted((x.data.tags["row"], x.data.tags["seed"]) for x in runs) == [
         ("D1", "1"),
         ("D1", "2"),
@@ -223,14 +232,21 @@ def test_interrupted_sweep_resumes_without_retraining_finished_trials(env, tmp_p
     time.sleep(2)
     r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--resume", "--num-cpus", "1", env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "taking over the stale lock" in r.stderr  # the killed driver's lock body names a dead pid
     trials = sorted((out / "trials").iterdir())
     assert len(trials) == 3 and all((t / "result.json").exists() for t in trials)
+    attempts_after = {}
     for t in trials:
-        attempts = len((t / "attempts.jsonl").read_text().splitlines())
+        attempts = attempts_after[t.name] = len((t / "attempts.jsonl").read_text().splitlines())
         if t.name in finished_before:
             assert attempts == 1, t.name
     again = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), env=env)
     assert again.returncode == 2 and "--resume" in again.stderr
+    done = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--resume", "--num-cpus", "1", env=env)
+    assert done.returncode == 0 and "3 of 3 trials already have a result: not run again" in done.stdout
+    assert all(len((t / "attempts.jsonl").read_text().splitlines()) == attempts_after[t.name] for t in trials)
+    _, _, runs = _mlflow_children(out)
+    assert len(runs) == 3 and {x.info.status for x in runs} == {"FINISHED"}  # none set back to RUNNING
 
 
 def test_optuna_search_with_asha_stops_some_trials_and_records_the_study(env, tmp_path):

@@ -1,0 +1,345 @@
+"""Faults and hostile input on the sweeps side: a second driver, Ctrl-C, paths outside the sweep, a full disk,
+unreadable state, Ray's listeners (issue 15 items 1, 2, 4, 7, 8, 12)."""
+
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweeps.lock import SweepLock, write_json
+from transformer_core.errors import UserError
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
+ALLOWED = "allowed letters, digits, '_', '.', '-' (not starting with '.')"
+
+
+def tsweep(*args, env=None, timeout=600):
+    return subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
+
+
+def write_spec(path, **doc):
+    path.write_text(yaml.safe_dump({"name": "t", "corpus": {"name": "bible-en-de"}, "seeds": [1], **doc}))
+    return path
+
+
+def one_line(r, code=2):
+    assert r.returncode == code, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = [x for x in r.stderr.strip().splitlines() if " INFO " not in x]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def tree(root):
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def dead_pid():
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+# paths (item 7) ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "doc,field,value",
+    [
+        ({"rows": {"A": [{"label": "../x", "h": 2}]}}, "rows.A[0].label", "../x"),
+        ({"rows": {"A": [{"label": "/tmp/abs", "h": 2}]}}, "rows.A[0].label", "/tmp/abs"),
+        ({"rows": {"A": [{"label": ".hidden", "h": 2}]}}, "rows.A[0].label", ".hidden"),
+        ({"name": "../../up"}, "name", "../../up"),
+    ],
+    ids=["dotdot-label", "absolute-label", "hidden-label", "dotdot-name"],
+)
+def test_labels_and_names_that_would_leave_the_sweep_are_refused(tmp_path, doc, field, value):
+    spec = write_spec(tmp_path / "s.yaml", **doc)
+    out = tmp_path / "work" / "out"
+    r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out))
+    assert one_line(r).endswith(f"{field}: {value!r} is invalid; {ALLOWED}")
+    assert tree(tmp_path) == ["s.yaml"] and not list(Path("/tmp").glob("abs-s1-*"))
+
+
+def test_out_must_be_new_empty_or_a_sweep_of_this_spec(tmp_path):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("mine")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "sweep.json").write_text(json.dumps({"name": "other", "plan": {}}))
+    before, root_before = tree(tmp_path), sorted(os.listdir("/"))
+    cases = {
+        str(tmp_path / "file"): "is an existing file",
+        "/": "is the filesystem root",
+        str(tmp_path / "notes"): "is a non-empty directory that holds no sweep",
+        str(tmp_path / "other"): "holds sweep 'other', not 'smoke'",
+        str(tmp_path / "file" / "sub"): "cannot create the sweep directory",
+    }
+    for out, message in cases.items():
+        r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", out)
+        assert message in one_line(r), (out, r.stderr)
+    assert tree(tmp_path) == before and sorted(os.listdir("/")) == root_before
+
+
+def test_trial_workdirs_must_resolve_inside_the_sweep(tmp_path):
+    from sweeps.trial import trial_workdir
+
+    sweep = tmp_path / "sweep"
+    (sweep / "trials").mkdir(parents=True)
+    assert trial_workdir(sweep, "base-s1-abc") == (sweep / "trials" / "base-s1-abc").resolve()
+    with pytest.raises(UserError, match="invalid"):
+        trial_workdir(sweep, "../../x")
+    (tmp_path / "elsewhere").mkdir()
+    (sweep / "trials" / "evil").symlink_to(tmp_path / "elsewhere")  # a planted link out of the sweep
+    with pytest.raises(UserError, match="resolves outside the sweep directory"):
+        trial_workdir(sweep, "evil")
+
+
+# the lock (item 2) ---------------------------------------------------------------------------------------------
+
+
+def test_a_second_driver_is_refused_while_the_lock_is_held(tmp_path):
+    out = tmp_path / "sweep"
+    lock = SweepLock.acquire(str(out), out)
+    try:
+        r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", str(out))
+        line = one_line(r)
+        assert f"sweep {out} is being run by pid {os.getpid()} on {socket.gethostname()} since 20" in line
+        assert tree(out) == ["sweep.lock"]  # the second driver wrote nothing
+        body = json.loads((out / "sweep.lock").read_text())
+        assert body["pid"] == os.getpid() and body["host"] == socket.gethostname()
+    finally:
+        lock.release()
+    assert (out / "sweep.lock").read_text() == ""
+    again = SweepLock.acquire(str(out), out)  # released: the next driver takes it without a warning
+    again.release()
+
+
+def test_a_stale_lock_of_a_dead_driver_is_taken_over_with_a_warning(tmp_path, caplog):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.lock").write_text(json.dumps({"pid": dead_pid(), "host": socket.gethostname(), "time": 1.0}))
+    with caplog.at_level(logging.WARNING, logger="sweeps.lock"):
+        lock = SweepLock.acquire(str(out), out)
+    try:
+        assert "taking over the stale lock" in caplog.text and "no longer running" in caplog.text
+        assert json.loads((out / "sweep.lock").read_text())["pid"] == os.getpid()
+    finally:
+        lock.release()
+    (out / "sweep.lock").write_text(json.dumps({"pid": 1, "host": "another-host", "time": 1.0}))
+    with pytest.raises(UserError, match="being run by pid 1 on another-host .*delete"):
+        SweepLock.acquire(str(out), out)  # another host's driver: flock may not reach it, the body decides
+
+
+def test_a_uri_sweep_is_locked_by_an_object(tmp_path):
+    from sweeps.storage import Storage
+
+    store = Storage((tmp_path / "remote").as_uri())
+    lock = SweepLock.acquire(store.uri, store=store)
+    with pytest.raises(UserError, match=f"being run by pid {os.getpid()}"):
+        SweepLock.acquire(store.uri, store=store)
+    lock.release()
+    assert not (tmp_path / "remote" / "sweep.lock").exists()
+    store.write_text("sweep.lock", json.dumps({"pid": dead_pid(), "host": socket.gethostname(), "time": 1.0}))
+    SweepLock.acquire(store.uri, store=store).release()  # stale: taken over
+
+
+# state files (items 1 and 12) ----------------------------------------------------------------------------------
+
+
+def test_state_files_are_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    path = tmp_path / "sweep.json"
+    write_json(path, {"name": "a"})
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", full)
+    with pytest.raises(OSError):
+        write_json(path, {"name": "b"})
+    assert json.loads(path.read_text()) == {"name": "a"} and os.listdir(tmp_path) == ["sweep.json"]
+
+
+def test_an_unreadable_sweep_json_is_one_line_for_resume_and_status(tmp_path):
+    out = tmp_path / "sweep"
+    out.mkdir()
+    (out / "sweep.json").write_text('{"name": "smoke", "pla')  # truncated by a full disk
+    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", str(out), "--resume")
+    assert f"sweep.json in {out} is unreadable: " in one_line(r) and tree(out) == ["sweep.json"]
+    r = tsweep("status", str(out))
+    assert f"sweep.json in {out} is unreadable: " in one_line(r)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path):
+    """A 256 KiB tmpfs (needs root); skipped where it cannot be mounted."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
+    if r.returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_at_the_start_is_one_line_and_leaves_out_as_it_was(tiny_disk):
+    out = tiny_disk / "sweep"
+    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", str(out))
+    line = one_line(r)
+    assert f"no space left on the device of {out}" in line and "run it again" in line
+    assert not out.exists()  # the lock and the half-made MLflow store are removed
+
+
+def test_paths_in_sweep_json_are_relative_to_the_sweep(tmp_path):
+    from sweeps.tracking import default_uri, resolve_uri, stored_uri
+
+    a, b = tmp_path / "a", tmp_path / "copy-of-a"
+    assert stored_uri(default_uri(a), a) == "mlflow.db"
+    assert resolve_uri("mlflow.db", b) == default_uri(b)  # a copied sweep writes into its own database
+    assert resolve_uri("http://mlflow:5000", b) == stored_uri("http://mlflow:5000", a) == "http://mlflow:5000"
+
+
+def test_a_finished_trial_dispatched_again_leaves_its_mlflow_run_ended(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from sweeps.runner import trial_payload
+    from sweeps.spec import load_spec, plan
+    from sweeps.tracking import MlflowTracker, default_uri, ensure_parent_run
+    from sweeps.trial import run_trial, trial_workdir
+
+    trial = plan(load_spec(SMOKE), "smoke")[0]
+    uri = default_uri(tmp_path)
+    exp, parent = ensure_parent_run(uri, "x", "x", {}, artifact_location=(tmp_path / "mlartifacts").as_uri())
+    workdir = trial_workdir(tmp_path, trial.trial_id)
+    tracker = MlflowTracker(uri, exp, parent, workdir, trial.trial_id, {})
+    tracker.set_status("FINISHED")
+    done = {"status": "finished", "config_hash": trial.config_hash, "dev_bleu": 1.0}
+    (workdir / "result.json").write_text(json.dumps(done))
+    payload = trial_payload(trial, tmp_path, {"uri": uri, "experiment_id": exp, "parent_run_id": parent}, "base")
+    assert run_trial(payload) == done
+    assert MlflowClient(uri).get_run(tracker.run_id).info.status == "FINISHED"
+    assert not (workdir / "sessions.jsonl").exists()  # not started again
+
+
+# --set (issue 18 item 3) ---------------------------------------------------------------------------------------
+
+
+def test_set_takes_several_pairs_or_repeated_flags():
+    from sweeps.cli import build_parser
+    from transformer_core.run_config import parse_assignments
+
+    parser = build_parser()
+    several = parser.parse_args(["train", "--workdir", "w", "--set", "N=2", "d_model=128", "--quiet"])
+    repeated = parser.parse_args(["train", "--workdir", "w", "--set", "N=2", "--set", "d_model=128"])
+    mixed = parser.parse_args(["train", "--set", "N=2", "--workdir", "w", "--set", "d_model=128"])
+    expected = {"N": "2", "d_model": "128"}
+    assert parse_assignments(several.set) == parse_assignments(repeated.set) == parse_assignments(mixed.set) == expected
+    assert several.quiet
+
+
+# Ctrl-C and Ray's listeners (items 4 and 8): one smoke sweep ----------------------------------------------------
+
+
+def _descendants(pid):
+    children = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        out.add(p)
+        todo += children.get(p, [])
+    return out
+
+
+def _listening(pids):
+    """(process name, address) of every listening TCP socket of ``pids``, from /proc (no ss or psutil needed)."""
+    inodes = {}
+    for pid in pids:
+        try:
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes[target[8:-1]] = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            continue
+    found = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            cols = line.split()
+            if cols[3] != "0A" or cols[9] not in inodes:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(cols[1].split(":")[0])
+            raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))  # per 32-bit word, little-endian
+            found.append((inodes[cols[9]], ipaddress.ip_address(raw)))
+    return found
+
+
+def _loopback(addr):
+    return addr.is_loopback or (addr.version == 6 and addr.ipv4_mapped is not None and addr.ipv4_mapped.is_loopback)
+
+
+def test_ctrl_c_ends_the_sweep_as_interrupted_and_ray_listens_on_loopback_only(fixture_corpus, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
+    env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")  # tsweep itself must keep Ray on loopback
+    spec = write_spec(
+        tmp_path / "long.yaml", name="long", seeds=[1, 2, 3], max_concurrent=2, train={"steps": 400, "eval_every": 20}
+    )
+    out = tmp_path / "sweep"
+    out.mkdir()  # a driver killed before this one left its lock behind
+    (out / "sweep.lock").write_text(json.dumps({"pid": dead_pid(), "host": socket.gethostname(), "time": 1.0}))
+    cmd = [sys.executable, "-m", "sweeps.cli", "run", str(spec), "--profile", "smoke", "--out", str(out)]
+    proc = subprocess.Popen(
+        cmd + ["--num-cpus", "2"],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not list(out.glob("trials/*/checkpoints/step-*.pt")):
+            time.sleep(0.5)
+        listeners = _listening(_descendants(proc.pid))
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does: the whole foreground group
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, stdout[-3000:] + stderr[-3000:]
+    assert "taking over the stale lock" in stderr
+    resume = f"tsweep run {spec} --profile smoke --out {out} --resume"
+    assert f"interrupted: 0 of 3 trials finished; resume with `{resume}`" in stderr
+    assert " done in " not in stdout
+
+    names = {name for name, _ in listeners}
+    assert {"gcs_server", "raylet"} <= names, listeners
+    assert [x for x in listeners if not _loopback(x[1])] == [], listeners
+
+    from mlflow.tracking import MlflowClient
+
+    from sweeps.tracking import resolve_uri
+
+    state = json.loads((out / "sweep.json").read_text())
+    client = MlflowClient(resolve_uri(state["uri"], out))
+    assert state["status"] == "interrupted" and client.get_run(state["parent_run_id"]).info.status == "KILLED"
+    runs = client.search_runs([state["experiment_id"]], f"tags.mlflow.parentRunId = '{state['parent_run_id']}'")
+    assert len(runs) == 2 and all(r.info.status == "KILLED" and r.data.tags["interrupted"] == "true" for r in runs)
+    assert (out / "sweep.lock").read_text() == ""
