@@ -8,24 +8,10 @@ from pathlib import Path
 import pandas as pd
 
 from transformer_core.errors import UserError
+from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
 
-PAPER_KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional", "train_steps")
-SCALED_KNOBS = (
-    "N",
-    "d_model",
-    "d_ff",
-    "h",
-    "d_k",
-    "d_v",
-    "P_drop",
-    "eps_ls",
-    "positional",
-    "steps",
-    "tokens_per_batch",
-    "accumulate",
-    "vocab",
-    "corpus",
-)
+PAPER_KNOBS = SCALED_BY_PROFILE  # recorded in the paper's units by the spec (trial.json "paper")
+RUN_KNOBS = tuple(k.name for k in KNOBS if k.where != "spec" and k.name != "seed")  # as run ("values")
 METRICS = (
     "dev_bleu",
     "dev_ppl",
@@ -42,11 +28,28 @@ METRICS = (
     "sacrebleu_signature",
     "torch_version",
     "reason",
+    "schedule",
+    "eval_fraction",
+    "time_split",
 )
 
 
+class Corrupt(dict):
+    """An unreadable state file: empty, with the file's name for the trial's status."""
+
+    def __init__(self, name: str):
+        super().__init__()
+        self.name = name
+
+
 def _read_json(path: Path) -> dict:
-    return json.loads(path.read_text()) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        return Corrupt(path.name)
+    return value if isinstance(value, dict) else Corrupt(path.name)
 
 
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
@@ -55,6 +58,10 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
 
     sweep_dir = local_view(sweep_dir)  # a URI (s3://, file://...) is read from a pulled copy without checkpoints
     state = _read_json(sweep_dir / "sweep.json")
+    if isinstance(state, Corrupt):
+        raise UserError(
+            f"sweep.json in {str(sweep_dir)!r} is unreadable (truncated or not JSON): restore it or start anew"
+        )
     if not state:
         raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
     ids = list(state.get("trials") or [])
@@ -64,7 +71,8 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
     for tid in ids:
         wd = sweep_dir / "trials" / tid
         trial, result = _read_json(wd / "trial.json"), _read_json(wd / "result.json")
-        if not trial:  # planned but never started
+        corrupt = [x.name for x in (trial, result) if isinstance(x, Corrupt)]
+        if not trial:  # planned but never started (or its trial.json is unreadable)
             trial = (state.get("plan") or {}).get(tid) or {
                 "row": tid.rsplit("-", 2)[0],
                 "seed": int(tid.rsplit("-", 2)[1][1:]),
@@ -74,7 +82,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             }
         attempts = len((wd / "attempts.jsonl").read_text().splitlines()) if (wd / "attempts.jsonl").exists() else 0
         err = (summary.get(tid) or {}).get("error")
-        status = result.get("status")
+        status = f"corrupt: {corrupt[0]}" if corrupt else result.get("status")
         if not status:
             status = "failed" if err else "stopped early" if tid in summary else "running" if attempts else "pending"
         step, last_eval = _progress(wd / "metrics.jsonl")
@@ -91,7 +99,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             "error": err,
         }
         rec.update({f"paper_{k}": (trial.get("paper") or {}).get(k) for k in PAPER_KNOBS})
-        rec.update({k: (trial.get("values") or {}).get(k) for k in SCALED_KNOBS})
+        rec.update({k: (trial.get("values") or {}).get(k) for k in RUN_KNOBS})
         rec.update({k: result.get(k) for k in METRICS})
         if not result:  # metrics so far
             rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))
@@ -103,20 +111,24 @@ def _progress(metrics_path: Path) -> tuple[int, dict]:
     """Last logged step and last evaluation of a trial's metrics.jsonl."""
     step, last = 0, {}
     if metrics_path.exists():
-        for line in metrics_path.read_text().splitlines():
-            rec = json.loads(line)
-            step = max(step, rec["step"])
-            if rec["kind"] == "eval":
+        for line in metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by a crash or a full disk
+            step = max(step, rec.get("step", 0))
+            if rec.get("kind") == "eval":
                 last = rec
     return step, last
 
 
-def dev_curves(df: pd.DataFrame) -> dict[str, list[tuple[int, float]]]:
-    """Dev BLEU per evaluation step for every trial (from metrics.jsonl)."""
+def dev_curves(df: pd.DataFrame, key: str = "dev_ppl") -> dict[str, list[tuple[int, float]]]:
+    """One dev metric per evaluation step for every trial (from metrics.jsonl; points without it skipped)."""
+    from .trajectory import eval_records
+
     curves = {}
     for _, r in df.iterrows():
-        path = Path(r["workdir"]) / "metrics.jsonl"
-        if path.exists():
-            evals = [json.loads(x) for x in path.read_text().splitlines() if '"eval"' in x]
-            curves[r["trial_id"]] = [(e["step"], e["dev_bleu"]) for e in evals]
+        pts = [(e["step"], e[key]) for e in eval_records(r["workdir"]) if e.get(key) is not None]
+        if pts:
+            curves[r["trial_id"]] = pts
     return curves

@@ -1,10 +1,10 @@
-"""report.md, a self-contained report.html (plots embedded), table.csv and table.tex."""
+"""report.md, a self-contained report.html (plots embedded, no network), table.csv and table.tex.
+
+Reads a local sweep directory only; the CLI pulls a URI sweep to a local view first.
+"""
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import json
 import math
 import platform
@@ -12,11 +12,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from .collect import collect, dev_curves
-from .paper import PAPER_FACTS
-from .tables import judge_claims, reproduction_table
+from transformer_core.knobs import BY_NAME
 
-KNOB_COLS = ["N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "train_steps"]
+from .collect import collect
+from .html_report import render
+from .paper import PAPER_FACTS
+from .plots import figures
+from .tables import judge_claims, noise_table, reproduction_table
+from .trajectory import REGIME_DROP_NATS, regime
+from .verdicts import ALPHA, READINGS
+
+LEGEND = [
+    ("held", "✓", "the 95% interval of every comparison lies on the paper's side (or, for '~', inside the margin)"),
+    ("contradicted", "✗", "comparisons are significant on the other side, none on the paper's"),
+    ("mixed", "±", "some comparisons agree and some contradict"),
+    ("within noise", "≈", "the differences are within seed noise at this budget"),
+    ("unstable", "⚠", "the verdict changed during the last half of the budget"),
+]
+RULE = (
+    "Seed noise is pooled over every row with two or more finished seeds; each comparison is a t-test "
+    "(or two one-sided tests for '~', against the claim's margin) of the difference of seed means, "
+    "Holm-corrected over a claim's comparisons, Bonferroni over the candidates of a 'best of' and over the "
+    "looks of adaptive seeds. The sentence-sampling p (paired bootstrap of test hypotheses) is test-set "
+    "noise of single models and never decides a verdict."
+)
 
 
 def _num(x, digits=2, signed=False):
@@ -27,32 +46,33 @@ def _num(x, digits=2, signed=False):
     return str(x)
 
 
-def _ci(m, h):
-    return (
-        "-"
-        if m is None or (isinstance(m, float) and math.isnan(m))
-        else _num(m) + (f" ± {h:.2f}" if h is not None and not math.isnan(h) else "")
-    )
+def _ci(m, h, digits=2):
+    if m is None or (isinstance(m, float) and math.isnan(m)):
+        return "-"
+    return _num(m, digits) + (f" ± {h:.{digits}f}" if h is not None and not math.isnan(h) else "")
 
 
 def display_table(t: pd.DataFrame) -> pd.DataFrame:
-    """The reproduction table as strings, in the paper's column order, ours beside the paper's."""
+    """The reproduction table as strings: knobs (paper units), ours beside the paper's."""
+    knobs = t.attrs.get("knobs", [])
     rows = []
     for _, r in t.iterrows():
-        sig = "" if r["row"] == "base" else ("*" if r["significant"] else "")
+        base = r["row"] == "base"
         rows.append(
             {
                 "row": r["row"],
-                **{k: _num(r[k]) if k not in ("P_drop", "eps_ls") else _num(r[k], 1) for k in KNOB_COLS},
-                "PPL dev (ours)": _ci(r["ppl_dev"], r["ppl_dev_ci"]),
-                "ΔPPL": _num(r["delta_ppl"], signed=True) if r["row"] != "base" else "",
+                **{BY_NAME[k].label: BY_NAME[k].format(r[k]) for k in knobs},
+                "PPL dev (ours)": _num(r["ppl_dev"]),
+                "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
+                "Δ ln PPL": "" if base else _num(r["delta_ce"], 3, signed=True),
                 "PPL dev (paper)": _num(r["paper_ppl_dev"]),
-                "ΔPPL paper": _num(r["paper_delta_ppl"], signed=True) if r["row"] != "base" else "",
-                "BLEU dev (ours)": _ci(r["bleu_dev"], r["bleu_dev_ci"]) + sig,
-                "ΔBLEU": _num(r["delta_bleu"], signed=True) if r["row"] != "base" else "",
+                "Δ ln PPL paper": "" if base else _num(r["paper_delta_ce"], 3, signed=True),
+                "BLEU dev (ours)": _ci(r["bleu_dev"], r["bleu_dev_ci"]),
+                "ΔBLEU": "" if base else _num(r["delta_bleu"], signed=True),
                 "BLEU dev (paper)": _num(r["paper_bleu_dev"], 1),
-                "ΔBLEU paper": _num(r["paper_delta_bleu"], 1, signed=True) if r["row"] != "base" else "",
-                "p (test, vs base)": _num(r["p_test_vs_base"], 3),
+                "ΔBLEU paper": "" if base else _num(r["paper_delta_bleu"], 1, signed=True),
+                "BLEU test": _ci(r["bleu_test"], r["bleu_test_ci"]),
+                "sentence-sampling p (test)": _num(r["p_sentence_test"], 3),
                 "params ours (M)": _num(r["params_M"]),
                 "params paper (M)": _num(r["paper_params_M"]),
                 "n": f"{r['n']}/{r['seeds']}",
@@ -60,61 +80,6 @@ def display_table(t: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows)
-
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode()
-
-
-def plots(t: pd.DataFrame, df: pd.DataFrame) -> dict[str, str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = {}
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
-    ok = t[t["n"] > 0]
-    a1.scatter(ok["params_M"], ok["bleu_dev"], color="tab:blue")
-    for _, r in ok.iterrows():
-        a1.annotate(r["row"], (r["params_M"], r["bleu_dev"]), fontsize=7)
-    a1.set(xlabel="parameters (M), ours", ylabel="dev BLEU, ours", title="ours (at the profile's scale)")
-    pp = t.dropna(subset=["paper_params_M"])
-    a2.scatter(pp["paper_params_M"], pp["paper_bleu_dev"], color="tab:orange")
-    for _, r in pp.iterrows():
-        a2.annotate(r["row"], (r["paper_params_M"], r["paper_bleu_dev"]), fontsize=7)
-    a2.set(xlabel="parameters (M), paper", ylabel="dev BLEU, paper", title="paper (newstest2013)")
-    out["bleu_vs_params"] = _png(fig)
-
-    curves = dev_curves(df)
-    fig, ax = plt.subplots(figsize=(10, 4))
-    for _, r in df.iterrows():
-        c = curves.get(r["trial_id"])
-        if c:
-            ax.plot([s for s, _ in c], [b for _, b in c], marker=".", lw=1, label=f"{r['row']} s{r['seed']}")
-    ax.set(xlabel="step", ylabel="dev BLEU", title="dev curves (intermediate points may use a dev subset)")
-    if 0 < len(curves) <= 24:
-        ax.legend(fontsize=6, ncol=4)
-    out["dev_curves"] = _png(fig)
-
-    fig, ax = plt.subplots(figsize=(10, 4))
-    x = range(len(t))
-    ax.bar(
-        x,
-        t["bleu_dev"].fillna(0),
-        yerr=[h if h == h and h is not None else 0 for h in t["bleu_dev_ci"]],
-        color=["tab:gray" if g == "base" else f"C{i % 10}" for i, g in enumerate(t["group"])],
-        capsize=3,
-    )
-    ax.set_xticks(list(x), t["row"], rotation=60, fontsize=7)
-    ax.set(ylabel="dev BLEU (mean, 95% CI)", title="dev BLEU per row")
-    out["group_bars"] = _png(fig)
-    return out
 
 
 def _markdown_table(d: pd.DataFrame) -> str:
@@ -125,131 +90,139 @@ def _markdown_table(d: pd.DataFrame) -> str:
 
 
 def _latex(d: pd.DataFrame) -> str:
-    esc = lambda s: (
-        str(s)
-        .replace("\\", "\\textbackslash{}")
-        .replace("_", "\\_")
-        .replace("%", "\\%")
-        .replace("&", "\\&")
-        .replace("±", "$\\pm$")
-        .replace("Δ", "$\\Delta$")
-    )
-    lines = [
-        "\\begin{tabular}{" + "l" * len(d.columns) + "}",
-        "\\hline",
-        " & ".join(esc(c) for c in d.columns) + " \\\\",
-        "\\hline",
-    ]
-    lines += [" & ".join(esc(v) for v in row) + " \\\\" for row in d.itertuples(index=False)]
+    subs = {"\\": "\\textbackslash{}", "_": "\\_", "%": "\\%", "&": "\\&", "±": "$\\pm$", "Δ": "$\\Delta$"}
+
+    def esc(s):
+        s = str(s)
+        for a, b in subs.items():
+            s = s.replace(a, b)
+        return s
+
+    lines = ["\\begin{tabular}{" + "l" * len(d.columns) + "}", "\\hline", " & ".join(map(esc, d.columns)) + " \\\\"]
+    lines += ["\\hline"] + [" & ".join(esc(v) for v in row) + " \\\\" for row in d.itertuples(index=False)]
     return "\n".join(lines + ["\\hline", "\\end{tabular}", ""])
+
+
+def _first(fin: pd.DataFrame, col: str):
+    return fin[col].dropna().iloc[0] if col in fin and fin[col].notna().any() else None
 
 
 def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
     state = json.loads((sweep_dir / "sweep.json").read_text())
     fin = df[df["status"] == "finished"]
-    first = fin.iloc[0] if len(fin) else None
+    base = fin[fin["row"] == "base"]
+    ref = base if len(base) else fin
+    tokens = (_first(ref, "tokens_per_batch") or 0) * (_first(ref, "accumulate") or 1)
     return {
         "sweep": state["name"],
         "spec": state.get("spec"),
         "profile": state["profile"],
         "profile_rules": state.get("profile_rules"),
-        "corpus": None if first is None else first["corpus"],
-        "corpus_fingerprint": None if first is None else first["corpus_fingerprint"],
-        "hardware": f"{platform.machine()}, {fin['device'].iloc[0] if len(fin) else '?'}"
-        " {fin['precision'].iloc[0] if len(fin) else ''}",
-        "torch": None if first is None else first["torch_version"],
+        "corpus": _first(fin, "corpus"),
+        "corpus_fingerprint": _first(fin, "corpus_fingerprint"),
+        "hardware": f"{platform.machine()}, {_first(fin, 'device') or '?'} {_first(fin, 'precision') or ''}",
+        "torch": _first(fin, "torch_version"),
         "trials": len(df),
         "finished": len(fin),
         "device_hours": df["wall_seconds"].fillna(0).sum() / 3600,
         "train_flops": df["train_flops"].fillna(0).sum(),
-        "sacrebleu": None if first is None else first["sacrebleu_signature"],
+        "sacrebleu": _first(fin, "sacrebleu_signature"),
+        "budget": f"{_first(ref, 'steps')} steps x {int(tokens):,} target tokens per step, "
+        f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
+        "adaptive": state.get("adaptive"),
     }
 
 
-def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000) -> Path:
-    """Write the report; a sweep at a URI is read from a pulled view and the report is pushed to URI/report too."""
-    from sweeps.storage import open_storage
+def _facts(h: dict) -> str:
+    return (
+        f"Sweep **{h['sweep']}** ({h['spec']}), profile **{h['profile']}**: {h['finished']}/{h['trials']} trials "
+        f"finished; corpus {h['corpus']} (fingerprint {h['corpus_fingerprint']}); {h['hardware']}, torch {h['torch']}; "
+        f"{h['device_hours']:.2f} device-hours, {h['train_flops']:.2e} training FLOPs (6 x params x tokens). "
+        f"Paper: base {PAPER_FACTS['train_flops']['base']:.1e} FLOPs, big {PAPER_FACTS['train_flops']['big']:.1e} "
+        f"(Table 2), dev set {PAPER_FACTS['dev_set']}, vocabulary ~{PAPER_FACTS['vocab']:,}."
+    )
 
-    store = open_storage(str(sweep_dir))
-    sweep_dir = store.view() if store else Path(sweep_dir)
+
+def _budget_lines(h: dict, noise: dict, reg: dict) -> list[str]:
+    lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
+    parts = [
+        f"{READINGS[r].label} σ = {n.sigma:.3f} (df {n.df}, from {n.rows} rows)"
+        if n.df
+        else f"{READINGS[r].label}: no replicate, no estimate"
+        for r, n in noise.items()
+    ]
+    lines.append("**Seed noise** (pooled within rows): " + "; ".join(parts) + ".")
+    if reg.get("measured"):
+        flag = "**undertrained regime**" if reg["undertrained"] else "not flagged as undertrained"
+        lines.append(
+            f"**Regime**: {flag}: {reg['detail']}. Capacity and regularisation claims carry the caveat "
+            f"when the base is still improving by more than {REGIME_DROP_NATS} nats over the last third."
+        )
+    else:
+        lines.append(f"**Regime**: not measured ({reg['detail']}).")
+    ad = h.get("adaptive")
+    if ad:
+        lines.append(
+            f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks, each tested at "
+            f"α/{ad['looks']} = {ALPHA / ad['looks']:.4f}; {len(ad.get('rounds', []))} rounds added seeds; stopped: "
+            f"{ad.get('stopped', 'not yet')}."
+        )
+        for rnd in ad.get("rounds", []):
+            added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
+            lines.append(f"- round {rnd['round']}: one more seed for {added}")
+    return lines
+
+
+def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "claim": claims["claim"],
+            "reading": claims["reading"],
+            "verdict": [
+                f"{s} {v}" + (" ⚠ unstable" if u else "")
+                for s, v, u in zip(claims["symbol"], claims["verdict"], claims["unstable"])
+            ],
+            "trajectory": claims["trajectory"],
+            "rows": claims["rows"],
+            "evidence": claims["summary"] + ": " + claims["evidence"],
+            "caveat": claims["caveat"],
+        }
+    )
+
+
+def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000) -> Path:
+    """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report)."""
+    sweep_dir = Path(sweep_dir)
     df = collect(sweep_dir)
     out = Path(out_dir) if out_dir else sweep_dir / "report"
     out.mkdir(parents=True, exist_ok=True)
     t = reproduction_table(df, samples)
     d = display_table(t)
-    claims = judge_claims(df, samples)
     h = header(sweep_dir, df)
-    imgs = plots(t, df)
+    looks = (h.get("adaptive") or {}).get("looks", 1)
+    claims = judge_claims(df, looks)
+    noise, reg = noise_table(df), regime(df)
     t.to_csv(out / "table.csv", index=False)
+    claims.to_csv(out / "claims.csv", index=False)
     (out / "table.tex").write_text(_latex(d))
     problems = df[df["status"] != "finished"][["trial_id", "row", "seed", "status", "reason"]]
-    facts = (
-        f"Sweep **{h['sweep']}** ({h['spec']}), profile **{h['profile']}**:"
-        f" {h['finished']}/{h['trials']} trials finished; "
-        f"corpus {h['corpus']} (fingerprint {h['corpus_fingerprint']}); {h['hardware']}, torch {h['torch']}; "
-        f"{h['device_hours']:.2f} device-hours, {h['train_flops']:.2e} training FLOPs (6 x params x tokens). "
-        f"Paper: base {PAPER_FACTS['train_flops']['base']:.1e} FLOPs,"
-        f" big {PAPER_FACTS['train_flops']['big']:.1e} (Table 2), "
-        f"dev set {PAPER_FACTS['dev_set']}, vocabulary ~{PAPER_FACTS['vocab']:,}."
-    )
+    budget = _budget_lines(h, noise, reg)
     notes = (
-        "Ours: mean over finished seeds, ± half-width of the 95% t-interval (two or more seeds). "
-        "Δ: against the base row of the same column. * : test BLEU differs from base with p < 0.05 "
-        "(sacrebleu paired bootstrap, 1000 samples, per seed, combined by Fisher's method). "
-        "Knobs are in the paper's units; the profile's rules say how they were scaled. "
-        "Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
+        "Ours: mean over finished seeds ± half-width of its 95% interval from the pooled seed noise. "
+        "Δ: against the base row of the same column; perplexity differences are in ln PPL (nats), "
+        "which is what the verdicts test. Knobs are in the paper's units; the profile's rules say how they were "
+        "scaled. Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
     )
-    md = [
-        f"# Table 3 reproduction: {h['sweep']}",
-        "",
-        facts,
-        "",
-        f"Profile rules: `{json.dumps(h['profile_rules'])}`",
-        "",
-        "## Variations on the Transformer (Table 3 layout)",
-        "",
-        _markdown_table(d),
-        "",
-        notes,
-        "",
-        "## The paper's claims, judged on these results",
-        "",
-        _markdown_table(claims),
-        "",
-        "## Failed, stopped or missing trials",
-        "",
-        _markdown_table(problems) if len(problems) else "None: every trial finished.",
-        "",
-        "## Plots",
-        "",
-        "See report.html (BLEU against parameters, dev curves, per-row bars).",
-        "",
-        f"sacrebleu: `{h['sacrebleu']}`",
-        "",
-    ]
+    legend_md = "; ".join(f"{s} {name}: {what}" for name, s, what in LEGEND)
+    md = [f"# Table 3 reproduction: {h['sweep']}", "", _facts(h), "", *budget, "",
+          f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
+          "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(d), "", notes, "",
+          "## The paper's claims, judged on these results", "", f"Legend: {legend_md}.", "", RULE, "",
+          _markdown_table(_claims_markdown(claims)), "",
+          "## Failed, stopped or missing trials", "",
+          _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
+          "## Plots", "", "See report.html (learning curves per group, BLEU against parameters).", "",
+          f"sacrebleu: `{h['sacrebleu']}`", ""]  # fmt: skip
     (out / "report.md").write_text("\n".join(md))
-    body = [
-        f"<h1>Table 3 reproduction: {html.escape(h['sweep'])}</h1>",
-        f"<p>{html.escape(facts).replace('**', '')}</p>",
-        f"<p><code>{html.escape(json.dumps(h['profile_rules']))}</code></p>",
-        "<h2>Variations on the Transformer (Table 3 layout)</h2>",
-        d.to_html(index=False, escape=True),
-        f"<p>{html.escape(notes)}</p>",
-        "<h2>The paper's claims, judged on these results</h2>",
-        claims.to_html(index=False, escape=True),
-        "<h2>Failed, stopped or missing trials</h2>",
-        problems.to_html(index=False) if len(problems) else "<p>None: every trial finished.</p>",
-        "<h2>Plots</h2>",
-    ]
-    body += [f'<h3>{k.replace("_", " ")}</h3><img alt="{k}" src="data:image/png;base64,{v}">' for k, v in imgs.items()]
-    style = (
-        "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
-        "td,th{border:1px solid #ccc;padding:3px 6px}img{max-width:100%}"
-    )
-    (out / "report.html").write_text(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(h['sweep'])}</title>"
-        f"<style>{style}</style></head><body>{''.join(body)}</body></html>"
-    )
-    if store and not out_dir:
-        store.push(out, "report")
+    (out / "report.html").write_text(render(h, budget, d, t, claims, problems, figures(t, df), notes, LEGEND, RULE))
     return out

@@ -4,7 +4,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from analysis.collect import collect
 from analysis.report import write_report
@@ -134,40 +136,53 @@ def test_rows_in_paper_order(table):
 
 def test_means_intervals_and_deltas(table):
     t = table.set_index("row")
-    half = 4.302652729911275 / math.sqrt(3)  # t(0.975, 2) * sd (=1) / sqrt(3)
+    # seed noise pooled over rows with >= 2 seeds: base, A1 (var 1), B1 (0.5), D1 (0.25), D3 (0.01), E1 (0.04)
+    ss, dof = 2.0 + 2.0 + 0.5 + 0.5 + 0.02 + 0.08, 11  # within-row sums of squares
+    half = stats.t.ppf(0.975, dof) * math.sqrt(ss / dof) / math.sqrt(3)
     assert t.loc["base", "bleu_dev"] == pytest.approx(21.0) and t.loc["base", "bleu_dev_ci"] == pytest.approx(half)
     assert t.loc["A1", "delta_bleu"] == pytest.approx(-5.0) and t.loc["A1", "paper_delta_bleu"] == pytest.approx(-0.9)
-    assert t.loc["D3", "delta_ppl"] == pytest.approx(-0.49) and t.loc["D3", "paper_delta_ppl"] == pytest.approx(-0.25)
+    ce_d3 = np.log([4.50, 4.52, 4.51]).mean() - np.log([5.0, 5.1, 4.9]).mean()
+    assert t.loc["D3", "delta_ce"] == pytest.approx(ce_d3)
+    assert t.loc["D3", "paper_delta_ce"] == pytest.approx(math.log(4.67 / 4.92))
     assert t.loc["B1", "n"] == 2 and "1 diverged" in t.loc["B1", "status"]
     assert t.loc["A4", "n"] == 0 and "1 running" in t.loc["A4", "status"]
     assert t.loc["base", "device_hours"] == pytest.approx(0.3)
 
 
-def test_significance_flags(table):
+def test_knob_columns_show_what_varies(table):
     t = table.set_index("row")
-    assert t.loc["A1", "significant"] and t.loc["A1", "p_test_vs_base"] < 0.05
-    assert not t.loc["E1", "significant"] and t.loc["E1", "p_test_vs_base"] > 0.5
-    assert not t.loc["base", "significant"]
+    assert t.loc["E1", "positional"] == "learned" and t.loc["base", "positional"] == "sinusoidal"
+    assert "positional" in table.attrs["knobs"]
+
+
+def test_sentence_sampling_p_is_a_column_not_a_verdict(table):
+    t = table.set_index("row")
+    assert t.loc["A1", "p_sentence_test"] < 0.05
+    assert t.loc["E1", "p_sentence_test"] > 0.5
+    assert t.loc["base", "p_sentence_test"] is None or math.isnan(t.loc["base", "p_sentence_test"])
 
 
 def test_claim_verdicts(sweep):
-    claims = judge_claims(collect(sweep), samples=200).set_index("claim")["verdict"].to_dict()
-    assert claims["A-one-head"] == "held"  # 16 vs best 21, intervals apart
-    assert claims["A-too-many-heads"] == "not measured"  # A4 never finished
-    assert claims["B-smaller-dk"] == "inconclusive"  # B1 19.5 vs 21: intervals overlap; B2 missing
-    assert claims["D-dropout-helps"] == "inconclusive"  # D1 equal to base within noise
-    assert claims["D-ls-hurts-ppl"] == "held"  # D3 PPL 4.51 vs 5.0, apart
-    assert claims["D-ls-helps-bleu"] == "not held"  # D3 BLEU 25.1 vs 21, apart, the other way
-    assert claims["E-learned-positions"] == "held"  # 21.0 vs 21.0
-    assert claims["C-bigger-better"] == "not measured"
+    c = judge_claims(collect(sweep)).set_index(["claim", "reading"])["verdict"].to_dict()
+    bleu, ce = "dev BLEU", "dev cross-entropy (nats, ln PPL)"
+    assert c[("A-one-head", bleu)] == "held"  # 16 vs 21, pooled sigma 0.68
+    assert c[("A-too-many-heads", bleu)] == "not measured"  # A4 never finished
+    assert c[("B-smaller-dk", bleu)] == "incomplete"  # B2 missing
+    assert c[("D-dropout-helps", bleu)] == "within noise"  # D1 equal to base
+    assert c[("D-ls-hurts-ppl", ce)] == "held"  # D3 PPL 4.51 vs 5.0
+    assert c[("D-ls-helps-bleu", bleu)] == "contradicted"  # D3 BLEU 25.1 vs 21, the other way
+    assert c[("C-bigger-better", bleu)] == "not measured"
 
 
 def test_report_files(sweep, tmp_path):
     out = write_report(sweep, tmp_path / "r", samples=100)
     md = (out / "report.md").read_text()
     assert "| A1 |" in md and "not measured" in md and "diverged" in md and "running" in md
+    assert "Seed noise" in md and "df 11" in md and "Budget" in md
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 3 and "<table" in html and "BLEU dev (paper)" in html
+    assert html.count("data:image/png;base64,") >= 1 and "<table" in html and "BLEU dev (paper)" in html
+    assert 'id="legend"' in html and "v-held" in html and "v-contradicted" in html
+    assert 'href="#row-A1"' in html and 'id="row-A1"' in html and "class=diff" in html
     assert (out / "table.tex").read_text().startswith("\\begin{tabular}")
     assert "bleu_dev" in (out / "table.csv").read_text().splitlines()[0]
 

@@ -1,0 +1,100 @@
+"""The report's figures as PNG bytes (base64), drawn with matplotlib's Agg backend."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import numpy as np
+import pandas as pd
+
+from .trajectory import eval_records
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def row_curves(df: pd.DataFrame, key: str = "dev_ce") -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """{row: (steps, mean, (lo, hi) over seeds)} of one eval key across the row's finished seeds."""
+    fin = df[df["status"] == "finished"]
+    out = {}
+    for row, sub in fin.groupby("row", sort=False):
+        per_step: dict[int, list[float]] = {}
+        for wd in sub["workdir"]:
+            for e in eval_records(wd):
+                v = e.get(key)
+                if v is None and key == "dev_ce" and e.get("dev_ppl"):
+                    v = float(np.log(e["dev_ppl"]))
+                if v is not None:
+                    per_step.setdefault(int(e["step"]), []).append(float(v))
+        if per_step:
+            steps = np.array(sorted(per_step))
+            vals = [np.array(per_step[s]) for s in steps]
+            out[row] = (steps, np.array([v.mean() for v in vals]), np.array([[v.min(), v.max()] for v in vals]))
+    return out
+
+
+def curve_panels(df: pd.DataFrame, t: pd.DataFrame) -> str | None:
+    """Small multiples: one panel per Table 3 group, base in every panel, a band over seeds where there are seeds."""
+    curves = row_curves(df)
+    if not curves:
+        return None
+    plt = _pyplot()
+    groups = [g for g in dict.fromkeys(t["group"]) if g != "base"] or ["base"]
+    ncol = min(3, len(groups))
+    nrow = -(-len(groups) // ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.0 * nrow), squeeze=False, sharey=True)
+    for ax, group in zip(axes.flat, groups):
+        rows = ["base"] + [r for r, g in zip(t["row"], t["group"]) if g == group and r != "base"]
+        for i, row in enumerate(r for r in rows if r in curves):
+            steps, mean, band = curves[row]
+            color = "black" if row == "base" else f"C{i % 10}"
+            ax.plot(steps, mean, color=color, lw=1.6 if row == "base" else 1.2, label=row)
+            if (band[:, 1] > band[:, 0]).any():
+                ax.fill_between(steps, band[:, 0], band[:, 1], color=color, alpha=0.15, lw=0)
+        ax.set_title(f"group {group}", fontsize=10)
+        ax.set_xlabel("step", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, loc="upper right")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("dev cross-entropy (nats)", fontsize=8)
+    for ax in list(axes.flat)[len(groups) :]:
+        ax.axis("off")
+    fig.suptitle("learning curves per group (band: min-max over seeds)", fontsize=10)
+    return _png(fig)
+
+
+def bleu_vs_params(t: pd.DataFrame) -> str:
+    plt = _pyplot()
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
+    ok = t[t["n"] > 0]
+    a1.errorbar(ok["params_M"], ok["bleu_dev"], yerr=ok["bleu_dev_ci"].fillna(0).astype(float), fmt="o", capsize=3)
+    for _, r in ok.iterrows():
+        a1.annotate(r["row"], (r["params_M"], r["bleu_dev"]), fontsize=7)
+    a1.set(xlabel="parameters (M), ours", ylabel="dev BLEU, ours (95% CI)", title="ours (at the profile's scale)")
+    pp = t.dropna(subset=["paper_params_M"])
+    a2.scatter(pp["paper_params_M"], pp["paper_bleu_dev"], color="tab:orange")
+    for _, r in pp.iterrows():
+        a2.annotate(r["row"], (r["paper_params_M"], r["paper_bleu_dev"]), fontsize=7)
+    a2.set(xlabel="parameters (M), paper", ylabel="dev BLEU, paper", title="paper (newstest2013)")
+    return _png(fig)
+
+
+def figures(t: pd.DataFrame, df: pd.DataFrame) -> dict[str, str]:
+    out = {"learning curves": curve_panels(df, t), "BLEU against parameters": bleu_vs_params(t)}
+    return {k: v for k, v in out.items() if v}

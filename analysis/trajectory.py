@@ -1,0 +1,123 @@
+"""Verdicts over the training budget, and the undertrained-regime flag.
+
+Every trial logs evaluations in metrics.jsonl.  At each fraction of the budget that every finished
+trial shares (e.g. 1/3, 2/3, 1 of the steps) the claims are judged again on the values of that point,
+so a verdict carries its trajectory.  Intermediate points may lack BLEU (``eval_bleu: final`` decodes
+only at the end); there the BLEU reading is "not measured" and the cross-entropy reading carries on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .verdicts import ALPHA, ClaimResult, Verdict, judge_table
+
+# The base's dev cross-entropy still falling by more than this over the last third of training
+# (0.05 nats: perplexity still dropping by ~5%) marks the table as measured in an undertrained regime.
+REGIME_DROP_NATS = 0.05
+UNSTABLE_FROM = 0.5  # a verdict that changed at or after this fraction of the budget is unstable
+
+
+def eval_records(workdir: str | Path) -> list[dict]:
+    path = Path(workdir) / "metrics.jsonl"
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut by a crash: the rest is still good
+        if rec.get("kind") == "eval":
+            out.append(rec)
+    return out
+
+
+def _fraction(step: int, steps) -> float | None:
+    try:
+        return round(float(step) / float(steps), 3)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def points(df: pd.DataFrame) -> dict[float, pd.DataFrame]:
+    """{fraction: frame like df with that evaluation's dev_bleu/dev_ppl}, fractions shared by all finished trials.
+
+    The final point (1.0) is df itself (result.json: full dev set, final numbers)."""
+    fin = df[df["status"] == "finished"]
+    per_trial: dict[str, dict[float, dict]] = {}
+    for _, r in fin.iterrows():
+        recs = {}
+        for e in eval_records(r["workdir"]):
+            f = _fraction(e["step"], e.get("steps") or r.get("steps"))
+            if f is not None and f < 1.0:
+                recs[f] = e
+        per_trial[r["trial_id"]] = recs
+    shared = set.intersection(*(set(v) for v in per_trial.values())) if per_trial else set()
+    out = {}
+    for f in sorted(shared):
+        frame = fin.copy()
+        frame["dev_bleu"] = [per_trial[t][f].get("dev_bleu") for t in frame["trial_id"]]
+        frame["dev_ppl"] = [per_trial[t][f].get("dev_ppl") for t in frame["trial_id"]]
+        frame["test_bleu"] = np.nan
+        out[f] = frame
+    out[1.0] = df
+    return out
+
+
+def trajectories(df: pd.DataFrame, claims: list[dict], looks: int = 1, alpha: float = ALPHA):
+    """(final results, {(claim, reading): [(fraction, Verdict)]}) with the final point last."""
+    pts = points(df)
+    traj: dict[tuple, list] = {}
+    final: list[ClaimResult] = []
+    for f, frame in pts.items():
+        results = judge_table(frame, claims, looks, alpha)
+        for r in results:
+            traj.setdefault((r.claim, r.reading), []).append((f, r.verdict))
+        if f == 1.0:
+            final = results
+    return final, traj
+
+
+def unstable(path: list[tuple[float, Verdict]]) -> bool:
+    """The final verdict differs from one measured in the last half of the budget."""
+    if not path:
+        return False
+    last = path[-1][1]
+    return any(v != last and v != Verdict.NOT_MEASURED for f, v in path[:-1] if f >= UNSTABLE_FROM)
+
+
+def trajectory_text(path: list[tuple[float, Verdict]]) -> str:
+    return " → ".join(f"{_frac_label(f)} {'·' if v == Verdict.NOT_MEASURED else v.short}" for f, v in path)
+
+
+def _frac_label(f: float) -> str:
+    for num, den in ((1, 3), (2, 3), (1, 2), (1, 4), (3, 4)):
+        if abs(f - num / den) < 0.01:
+            return f"{num}/{den}"
+    return "1" if f == 1.0 else f"{f:.2f}"
+
+
+def regime(df: pd.DataFrame, base: str = "base") -> dict:
+    """Is the base still improving fast at the end?  Mean over base seeds of ln dev PPL at ~2/3 vs the end."""
+    pts = points(df)
+    inner = [f for f in pts if f < 1.0]
+    rows = df[(df["row"] == base) & (df["status"] == "finished")]
+    if not inner or not len(rows):
+        return {"measured": False, "undertrained": None, "detail": "no intermediate evaluation of the base row"}
+    f = min(inner, key=lambda x: abs(x - 2 / 3))
+    end = float(np.log(pd.to_numeric(rows["dev_ppl"])).mean())
+    mid_rows = pts[f][pts[f]["row"] == base]
+    mid = float(np.log(pd.to_numeric(mid_rows["dev_ppl"])).mean())
+    drop = mid - end
+    under = bool(math.isfinite(drop) and drop > REGIME_DROP_NATS)
+    detail = (
+        f"base dev cross-entropy {mid:.3f} at {_frac_label(f)} of the steps, {end:.3f} at the end: "
+        f"fell {drop:.3f} nats over the last third (threshold {REGIME_DROP_NATS})"
+    )
+    return {"measured": True, "undertrained": under, "drop": drop, "fraction": f, "detail": detail}

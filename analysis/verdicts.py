@@ -1,0 +1,316 @@
+"""Claim verdicts as statistics: the seed is the unit of replication.
+
+The rule, in one place:
+
+* **Noise.** For each reading (dev BLEU, dev cross-entropy = ln dev PPL, test BLEU) the seed standard
+  deviation is pooled over every row with >= 2 finished seeds: sigma^2 = sum of within-row squared
+  deviations / df, df = sum(n_i - 1).  A comparison of rows a and b uses d = mean_a - mean_b,
+  se = sigma * sqrt(1/n_a + 1/n_b) and Student's t with the pooled df.  A row with a single seed is
+  compared only when df >= 3; with no replicate anywhere the verdict is "inconclusive: no seed replicates".
+* **Directional** comparisons ("a worse than b", "a better than b") get a two-sided p-value; the
+  comparison agrees when it is significant and on the paper's side, contradicts when significant on
+  the other side, and is within noise otherwise.  Its 95% CI is printed (at the same adjusted level).
+* **"best:R1,R2,.."** compares against the row that scored best on this reading.  Because that row
+  was picked after looking, the test is Bonferroni-corrected for the k candidates (level alpha / k):
+  under "no difference" the chance that a against *any* candidate comes out significant is <= alpha.
+* **"~" (about equal)** uses two one-sided tests (TOST) against the margin written in the claim's data,
+  in the reading's units: it agrees ("shown equal within the margin") when the 1 - 2 alpha interval lies
+  inside (-margin, margin), contradicts when the difference is shown to exceed the margin, and is
+  within noise otherwise.  Absence of a significant difference is never counted as equality.
+* **Adaptive seeds** look at the data several times; each look is tested at alpha / looks
+  (Bonferroni over the planned looks), so the error rate holds over the whole sequence.
+* **Claims** with several comparisons: Holm's correction over the claim's comparisons (family-wise
+  alpha); held when every comparison agrees, contradicted when some contradict and none agree,
+  mixed when both happen, within noise otherwise (the evidence says how many agree); incomplete when
+  rows are missing and nothing contradicts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+ALPHA = 0.05
+MIN_DF_SINGLE = 3  # pooled df needed before a one-seed row is compared
+
+
+class Verdict(str, Enum):
+    HELD = "held"
+    CONTRADICTED = "contradicted"
+    MIXED = "mixed"
+    WITHIN_NOISE = "within noise"
+    INCOMPLETE = "incomplete"
+    NO_REPLICATES = "inconclusive: no seed replicates"
+    NOT_MEASURED = "not measured"
+
+    @property
+    def symbol(self) -> str:
+        return {"held": "✓", "contradicted": "✗", "mixed": "±", "within noise": "≈"}.get(self.value, "?")
+
+    @property
+    def short(self) -> str:
+        return {"held": "agrees", "contradicted": "contradicts"}.get(self.value, self.value.split(":")[0])
+
+
+class Outcome(str, Enum):
+    AGREES = "agrees"
+    CONTRADICTS = "contradicts"
+    WITHIN_NOISE = "within noise"
+    NO_REPLICATES = "no replicates"
+    MISSING = "missing"
+
+
+@dataclass(frozen=True)
+class Reading:
+    name: str
+    label: str
+    higher_is_better: bool
+    column: str  # column of the collected frame it is computed from
+
+
+READINGS = {
+    "dev_bleu": Reading("dev_bleu", "dev BLEU", True, "dev_bleu"),
+    "dev_ce": Reading("dev_ce", "dev cross-entropy (nats, ln PPL)", False, "dev_ppl"),
+    "test_bleu": Reading("test_bleu", "test BLEU", True, "test_bleu"),
+}
+
+
+def reading_values(df: pd.DataFrame, reading: str) -> pd.Series:
+    r = READINGS[reading]
+    v = pd.to_numeric(df[r.column], errors="coerce") if r.column in df else pd.Series(np.nan, index=df.index)
+    return np.log(v) if r.column == "dev_ppl" else v
+
+
+# ---------------------------------------------------------------------------------------------- noise
+@dataclass(frozen=True)
+class Noise:
+    sigma: float  # pooled seed standard deviation (nan when df == 0)
+    df: int
+    rows: int  # rows that contributed (>= 2 seeds)
+
+
+def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:
+    """Finished seeds' values per row (NaN dropped)."""
+    fin = df[df["status"] == "finished"]
+    vals = reading_values(fin, reading)
+    out = {}
+    for row, idx in fin.groupby("row").groups.items():
+        v = vals.loc[idx].to_numpy(dtype=float)
+        out[row] = v[np.isfinite(v)]
+    return out
+
+
+def pooled_noise(values: dict[str, np.ndarray]) -> Noise:
+    ss, dof, rows = 0.0, 0, 0
+    for v in values.values():
+        if len(v) >= 2:
+            ss += float(((v - v.mean()) ** 2).sum())
+            dof += len(v) - 1
+            rows += 1
+    return Noise(math.sqrt(ss / dof) if dof else float("nan"), dof, rows)
+
+
+# ---------------------------------------------------------------------------------------------- comparisons
+@dataclass
+class Comparison:
+    a: str
+    relation: str  # "<" a worse than b, ">" a better than b, "~" about equal (quality, whatever the reading)
+    b: str
+    reading: str
+    margin: float | None = None
+    outcome: Outcome = Outcome.MISSING
+    diff: float = float("nan")  # mean_a - mean_b in the reading's units
+    ci: tuple[float, float] = (float("nan"), float("nan"))
+    p: float = float("nan")  # p-value of the decision (before Holm), corrections for best:/looks applied
+    level: float = ALPHA
+    detail: str = ""
+    candidates: tuple = field(default_factory=tuple)
+
+
+def _resolve_best(name: str, values: dict, reading: str) -> tuple[str, tuple]:
+    if not name.startswith("best:"):
+        return name, ()
+    cands = tuple(r for r in name[5:].split(",") if len(values.get(r, ())) > 0)
+    if not cands:
+        return name[5:].split(",")[0], tuple(name[5:].split(","))
+    sign = 1 if READINGS[reading].higher_is_better else -1
+    return max(cands, key=lambda r: sign * values[r].mean()), cands
+
+
+def compare(
+    values: dict,
+    noise: Noise,
+    a: str,
+    relation: str,
+    b: str,
+    reading: str,
+    margin: float | None = None,
+    looks: int = 1,
+    alpha: float = ALPHA,
+) -> Comparison:
+    """One comparison on one reading; the p-value is corrected for best-of selection and for looks."""
+    b_name, cands = _resolve_best(b, values, reading)
+    c = Comparison(a, relation, b_name, reading, margin, candidates=cands)
+    va, vb = values.get(a, np.array([])), values.get(b_name, np.array([]))
+    if not len(va) or not len(vb):
+        c.detail = f"no finished trial of {a if not len(va) else b_name}"
+        return c
+    c.diff = float(va.mean() - vb.mean())
+    single = min(len(va), len(vb)) == 1
+    if noise.df == 0 or (single and noise.df < MIN_DF_SINGLE):
+        c.outcome = Outcome.NO_REPLICATES
+        c.detail = (
+            f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): no seed noise estimate"
+        )
+        return c
+    factor = max(len(cands), 1) * looks
+    c.level = alpha / factor
+    se = noise.sigma * math.sqrt(1 / len(va) + 1 / len(vb))
+    t_crit = stats.t.ppf(1 - c.level / 2, noise.df)
+    c.ci = (c.diff - t_crit * se, c.diff + t_crit * se)
+    sign = 1 if READINGS[reading].higher_is_better else -1  # quality = sign * value
+    if relation == "~":
+        c.p, agrees = _equivalence(c.diff, se, noise.df, margin)
+    else:
+        c.p = float(2 * stats.t.sf(abs(c.diff) / se, noise.df)) if se > 0 else (0.0 if c.diff else 1.0)
+        better = sign * c.diff > 0
+        agrees = better if relation == ">" else not better
+    c.p = min(1.0, c.p * factor)
+    c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # before Holm; judge_claim decides
+    c.detail = (
+        f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): "
+        f"diff {c.diff:+.3f} [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
+        + (f", margin ±{margin}" if relation == "~" else "")
+        + (f", best of {len(cands)} (Bonferroni)" if cands else "")
+    )
+    return c
+
+
+def _equivalence(diff: float, se: float, dof: int, margin: float | None) -> tuple[float, bool]:
+    """(p, agrees): TOST p for 'equal within margin' or the p for 'differs by more than margin', the smaller."""
+    if margin is None:
+        raise ValueError("an '~' comparison needs a margin in the claim's data")
+    if se == 0:
+        return (0.0, abs(diff) < margin)
+    p_tost = max(stats.t.sf((diff + margin) / se, dof), stats.t.cdf((diff - margin) / se, dof))
+    p_beyond = 2 * min(stats.t.sf((diff - margin) / se, dof), stats.t.cdf((diff + margin) / se, dof))
+    # TOST at level alpha is two one-sided tests each at alpha; 'beyond' is two-sided like a directional test
+    return (float(p_tost), True) if p_tost <= p_beyond else (float(min(1.0, p_beyond)), False)
+
+
+# ---------------------------------------------------------------------------------------------- claims
+@dataclass
+class ClaimResult:
+    claim: str
+    reading: str
+    verdict: Verdict
+    comparisons: list[Comparison]
+    detail: str
+
+
+def judge_claim(
+    claim: dict, values: dict, noise: Noise, reading: str, looks: int = 1, alpha: float = ALPHA
+) -> ClaimResult:
+    comps = [
+        compare(values, noise, a, rel, b, reading, _margin(claim, reading), looks, alpha)
+        for a, rel, b in claim["comparisons"]
+    ]
+    tested = [c for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
+    if tested:
+        # for '~' the TOST p is compared with alpha (each one-sided test at alpha), a two-sided p with alpha
+        reject = holm([c.p for c in tested], alpha)
+        for c, r in zip(tested, reject):
+            if not r:
+                c.outcome = Outcome.WITHIN_NOISE
+    outcomes = [c.outcome for c in comps]
+    if all(o == Outcome.MISSING for o in outcomes):
+        verdict = Verdict.NOT_MEASURED
+    elif not tested:
+        verdict = Verdict.NO_REPLICATES if Outcome.NO_REPLICATES in outcomes else Verdict.NOT_MEASURED
+    else:
+        agree, contra = outcomes.count(Outcome.AGREES), outcomes.count(Outcome.CONTRADICTS)
+        if Outcome.MISSING in outcomes and not contra:
+            verdict = Verdict.INCOMPLETE  # a claim is not held on part of its rows
+        elif agree == len(comps):
+            verdict = Verdict.HELD
+        elif contra and not agree:
+            verdict = Verdict.CONTRADICTED
+        elif contra and agree:
+            verdict = Verdict.MIXED
+        else:
+            verdict = Verdict.WITHIN_NOISE
+    counts = ", ".join(f"{outcomes.count(o)} {o.value}" for o in Outcome if outcomes.count(o))
+    detail = f"{counts} (Holm over {len(tested)})" if len(comps) > 1 else outcomes[0].value
+    return ClaimResult(claim["id"], reading, verdict, comps, detail)
+
+
+def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down rejections (the same decisions as statsmodels' multipletests(method="holm"), which
+    tests/test_verdicts.py checks; written out because that function runs gc.collect() on every call)."""
+    order = np.argsort(pvalues, kind="stable")
+    reject = [False] * len(pvalues)
+    for rank, i in enumerate(order):
+        if pvalues[i] > alpha / (len(pvalues) - rank):
+            break
+        reject[i] = True
+    return reject
+
+
+def _margin(claim: dict, reading: str) -> float | None:
+    m = claim.get("margin")
+    return m.get(reading) if isinstance(m, dict) else m
+
+
+def judge_table(df: pd.DataFrame, claims: list[dict], looks: int = 1, alpha: float = ALPHA) -> list[ClaimResult]:
+    """Every claim on every reading it has, from one collected frame."""
+    out = []
+    cache: dict[str, tuple] = {}
+    for claim in claims:
+        for reading in claim["readings"]:
+            if reading not in cache:
+                values = seed_values(df, reading)
+                cache[reading] = (values, pooled_noise(values))
+            values, noise = cache[reading]
+            out.append(judge_claim(claim, values, noise, reading, looks, alpha))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- adaptive seeds
+def undecided_rows(
+    df: pd.DataFrame, claims: list[dict], looks: int, max_seeds: int, alpha: float = ALPHA
+) -> dict[str, str]:
+    """Rows one more seed could help decide: {row: why}.
+
+    A comparison qualifies when it is within noise (or lacks replicates) and, if its observed difference
+    were the truth, the test with one more seed of each row would be decisive (|d| beyond the margin of
+    a test at the per-look level, with the projected standard error).  Rows already at max_seeds are left out.
+    """
+    why: dict[str, str] = {}
+    for res in judge_table(df, claims, looks, alpha):
+        for c in res.comparisons:
+            if c.outcome not in (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES):
+                continue
+            values = seed_values(df, c.reading)
+            noise = pooled_noise(values)
+            na, nb = len(values.get(c.a, ())), len(values.get(c.b, ()))
+            if not na or not nb or not _could_decide(c, noise, na, nb):
+                continue
+            for row, n in ((c.a, na), (c.b, nb)):
+                if n < max_seeds and row not in why:
+                    why[row] = f"{res.claim} ({READINGS[c.reading].label}): {c.a} vs {c.b} {c.outcome.value}"
+    return why
+
+
+def _could_decide(c: Comparison, noise: Noise, na: int, nb: int) -> bool:
+    if noise.df == 0 or not math.isfinite(noise.sigma):
+        return True  # no noise estimate yet: replicates are what is missing
+    se = noise.sigma * math.sqrt(1 / (na + 1) + 1 / (nb + 1))
+    dof = noise.df + 2
+    if c.relation == "~":
+        return abs(c.diff) + stats.t.ppf(1 - c.level, dof) * se < c.margin or abs(c.diff) > c.margin
+    return abs(c.diff) > stats.t.ppf(1 - c.level / 2, dof) * se

@@ -1,0 +1,225 @@
+"""The verdict engine on simulated tables with a known truth: error rates under the null, power, equivalence."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import ttost_ind
+
+from analysis.claims import CLAIMS
+from analysis.trajectory import regime, trajectories, trajectory_text, unstable
+from analysis.verdicts import Noise, Outcome, Verdict, compare, holm, judge_claim, judge_table, pooled_noise
+
+ROWS = [f"R{i}" for i in range(1, 10)]
+
+
+def _table(rng, effects: dict, sigma=1.0, seeds=(2, 3), mean=20.0) -> dict:
+    """{row: values} with 2-3 seeds per row; base plus ROWS; effects shift a row's mean."""
+    out = {}
+    for row in ["base"] + ROWS:
+        n = int(rng.integers(seeds[0], seeds[1] + 1))
+        out[row] = mean + effects.get(row, 0.0) + sigma * rng.standard_normal(n)
+    return out
+
+
+def _claim(a, rel, b, margin=None):
+    return {"id": f"{a}{rel}{b}", "readings": ("dev_bleu",), "comparisons": [(a, rel, b)], "margin": margin}
+
+
+def test_null_calibration_directional():
+    """Zero true effect: 'agrees' or 'contradicts' for 5% +- 1.5% of comparisons."""
+    rng = np.random.default_rng(0)
+    decided = total = 0
+    for _ in range(2000):
+        values = _table(rng, {})
+        noise = pooled_noise(values)
+        for row in ROWS:
+            res = judge_claim(_claim(row, "<", "base"), values, noise, "dev_bleu")
+            decided += res.comparisons[0].outcome in (Outcome.AGREES, Outcome.CONTRADICTS)
+            total += 1
+    assert abs(decided / total - 0.05) <= 0.015, decided / total
+
+
+def test_power_at_three_sigma_three_seeds():
+    rng = np.random.default_rng(1)
+    hits = 0
+    for _ in range(500):
+        values = _table(rng, {"R1": -3.0}, seeds=(3, 3))
+        res = judge_claim(_claim("R1", "<", "base"), values, pooled_noise(values), "dev_bleu")
+        hits += res.verdict == Verdict.HELD
+    assert hits / 500 >= 0.80, hits / 500
+
+
+def test_contradiction_is_detected_on_the_other_side():
+    rng = np.random.default_rng(2)
+    values = _table(rng, {"R1": +5.0}, seeds=(3, 3))
+    res = judge_claim(_claim("R1", "<", "base"), values, pooled_noise(values), "dev_bleu")
+    assert res.verdict == Verdict.CONTRADICTED
+
+
+def test_equivalence_at_the_margin_is_held_at_most_5_percent():
+    rng = np.random.default_rng(3)
+    margin, held = 1.0, 0
+    for _ in range(2000):
+        values = _table(rng, {"R1": margin}, sigma=0.5, seeds=(3, 3))
+        res = judge_claim(_claim("R1", "~", "base", margin), values, pooled_noise(values), "dev_bleu")
+        held += res.verdict == Verdict.HELD
+    assert held / 2000 <= 0.05 + 0.01, held / 2000
+
+
+def test_equivalence_is_shown_when_rows_are_equal_and_noise_is_small():
+    rng = np.random.default_rng(4)
+    held = 0
+    for _ in range(200):
+        values = _table(rng, {}, sigma=0.2, seeds=(3, 3))
+        res = judge_claim(_claim("R1", "~", "base", 1.0), values, pooled_noise(values), "dev_bleu")
+        held += res.verdict == Verdict.HELD
+    assert held / 200 >= 0.8
+
+
+def test_no_significant_difference_is_not_equivalence():
+    """Large noise and no difference: '~' must come out within noise, not held (absence of evidence)."""
+    values = {"base": np.array([18.0, 22.0]), "R1": np.array([17.0, 23.0])}
+    res = judge_claim(_claim("R1", "~", "base", 1.0), values, pooled_noise(values), "dev_bleu")
+    assert res.verdict == Verdict.WITHIN_NOISE
+
+
+def test_best_of_selection_keeps_the_error_rate():
+    """A1 < best of four equal rows: without the correction picking the best inflates the error."""
+    rng = np.random.default_rng(5)
+    decided = 0
+    n = 2000
+    for _ in range(n):
+        values = _table(rng, {})
+        res = judge_claim(_claim("R1", "<", "best:base,R2,R3,R4"), values, pooled_noise(values), "dev_bleu")
+        decided += res.verdict in (Verdict.HELD, Verdict.CONTRADICTED)
+    assert decided / n <= 0.05 + 0.01, decided / n
+
+
+def test_holm_keeps_the_family_error_of_a_many_comparison_claim():
+    rng = np.random.default_rng(6)
+    claim = {"id": "C", "readings": ("dev_bleu",), "comparisons": [(r, "<", "base") for r in ROWS[:7]]}
+    wrong = 0
+    for _ in range(1000):
+        values = _table(rng, {})
+        res = judge_claim(claim, values, pooled_noise(values), "dev_bleu")
+        wrong += any(c.outcome != Outcome.WITHIN_NOISE for c in res.comparisons)
+    assert wrong / 1000 <= 0.05 + 0.015, wrong / 1000
+
+
+def test_two_rows_match_scipy_and_statsmodels():
+    """With only two rows the pooled test is the classic two-sample t-test, and '~' is statsmodels' TOST."""
+    a, b = np.array([20.1, 21.3, 19.7]), np.array([22.0, 21.1, 23.4])
+    values = {"a": a, "b": b}
+    noise = pooled_noise(values)
+    c = compare(values, noise, "a", "<", "b", "dev_bleu")
+    assert c.p == pytest.approx(stats.ttest_ind(a, b, equal_var=True).pvalue, rel=1e-9)
+    e = compare(values, noise, "a", "~", "b", "dev_bleu", margin=3.0)
+    p_tost = ttost_ind(a, b, -3.0, 3.0, usevar="pooled")[0]
+    assert e.p == pytest.approx(p_tost, rel=1e-9)
+
+
+def test_holm_matches_statsmodels():
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        p = list(rng.uniform(0, 0.08, size=int(rng.integers(1, 8))))
+        assert holm(p, 0.05) == list(multipletests(p, alpha=0.05, method="holm")[0])
+
+
+def test_one_seed_gets_no_verdict():
+    """One seed per row: no noise estimate, so no held or not-held verdict whatever the gap."""
+    df = pd.DataFrame(
+        [
+            {"row": r, "seed": 1, "status": "finished", "dev_bleu": v, "dev_ppl": 5.0 + v / 100, "test_bleu": v}
+            for r, v in (("base", 20.0), ("D1", 12.0), ("D3", 25.0))
+        ]
+    )
+    results = judge_table(df, CLAIMS)
+    measured = [r for r in results if r.verdict != Verdict.NOT_MEASURED]
+    assert measured and all(r.verdict == Verdict.NO_REPLICATES for r in measured)
+
+
+def test_single_seed_row_is_compared_once_pooled_df_reaches_3():
+    values = {"base": np.array([20.0, 20.2, 19.8]), "R2": np.array([20.1, 20.0]), "R1": np.array([15.0])}
+    noise = pooled_noise(values)
+    assert noise.df == 3 and noise.rows == 2
+    assert compare(values, noise, "R1", "<", "base", "dev_bleu").outcome == Outcome.AGREES
+    thin = {"base": np.array([20.0, 20.2]), "R1": np.array([15.0])}
+    assert compare(thin, pooled_noise(thin), "R1", "<", "base", "dev_bleu").outcome == Outcome.NO_REPLICATES
+
+
+def test_cross_entropy_reading_lower_is_better():
+    values = {"base": np.log([5.0, 5.02, 4.98]), "D1": np.log([5.5, 5.52, 5.49])}
+    c = compare(values, pooled_noise(values), "D1", "<", "base", "dev_ce")  # D1 worse: higher CE
+    assert c.outcome == Outcome.AGREES
+
+
+def test_noise_is_pooled_over_rows():
+    values = {"a": np.array([1.0, 3.0]), "b": np.array([10.0, 10.0, 13.0]), "c": np.array([7.0])}
+    n = pooled_noise(values)
+    assert n.df == 3 and n.rows == 2
+    assert n.sigma == pytest.approx(np.sqrt((2.0 + 6.0) / 3))
+    assert isinstance(n, Noise)
+
+
+# ---------------------------------------------------------------------------------------------- trajectory
+def _write_trial(root, row, seed, curve, final_bleu, steps=300):
+    """curve: [(step, dev_bleu or None, dev_ppl)], the last point is the final one."""
+    wd = root / f"{row}-s{seed}"
+    wd.mkdir(parents=True)
+    with open(wd / "metrics.jsonl", "w") as f:
+        for step, b, p in curve:
+            f.write(json.dumps({"kind": "eval", "step": step, "steps": steps, "dev_bleu": b, "dev_ppl": p}) + "\n")
+    return {
+        "trial_id": f"{row}-s{seed}",
+        "row": row,
+        "seed": seed,
+        "status": "finished",
+        "workdir": str(wd),
+        "steps": steps,
+        "dev_bleu": final_bleu,
+        "dev_ppl": curve[-1][2],
+        "test_bleu": final_bleu,
+    }
+
+
+def test_trajectory_shows_a_contradiction_that_is_gone_by_the_end(tmp_path):
+    """At 1/3 of the budget D1 (no dropout) beats base clearly; by the end the difference is noise: unstable."""
+    recs = []
+    for s, eps in zip((1, 2, 3), (-0.1, 0.0, 0.1)):
+        recs.append(
+            _write_trial(
+                tmp_path, "base", s, [(100, 5 + eps, 30.0), (200, 8 + eps, 20.0), (300, 10 + eps, 15.0)], 10 + eps
+            )
+        )
+        recs.append(
+            _write_trial(
+                tmp_path, "D1", s, [(100, 8 + eps, 25.0), (200, 9 - eps, 19.0), (300, 10 - eps, 15.0 + eps)], 10 - eps
+            )
+        )
+    df = pd.DataFrame(recs)
+    claim = [c for c in CLAIMS if c["id"] == "D-dropout-helps"]
+    final, traj = trajectories(df, claim)
+    path = traj[("D-dropout-helps", "dev_bleu")]
+    assert [f for f, _ in path] == [0.333, 0.667, 1.0]
+    assert path[0][1] == Verdict.CONTRADICTED and path[-1][1] == Verdict.WITHIN_NOISE
+    text = trajectory_text(path)
+    assert text.startswith("1/3 contradicts") and text.endswith("1 within noise")
+    assert unstable(path)
+    reg = regime(df)
+    assert reg["undertrained"] is True  # ln 20 - ln 15 = 0.29 nats over the last third
+
+
+def test_stable_verdict_and_trained_regime(tmp_path):
+    recs = []
+    for s, eps in zip((1, 2, 3), (-0.1, 0.0, 0.1)):
+        recs.append(_write_trial(tmp_path, "base", s, [(150, 9 + eps, 15.1), (300, 10 + eps, 15.0)], 10 + eps))
+        recs.append(_write_trial(tmp_path, "D1", s, [(150, 6 + eps, 16.0), (300, 7 + eps, 15.9)], 7 + eps))
+    df = pd.DataFrame(recs)
+    final, traj = trajectories(df, [c for c in CLAIMS if c["id"] == "D-dropout-helps"])
+    path = traj[("D-dropout-helps", "dev_bleu")]
+    assert [v for _, v in path] == [Verdict.HELD, Verdict.HELD] and not unstable(path)
+    assert regime(df)["undertrained"] is False

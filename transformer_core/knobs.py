@@ -1,0 +1,128 @@
+"""The knob table: one row per configurable field, the single source every other list is drawn from.
+
+Each knob says where it lives (``model`` / ``recipe`` / ``data`` / ``run``; ``spec`` for
+``train_steps``, which exists only in the paper's units), how a scale profile treats it
+(``width``, ``depth``, ``steps`` or ``none``: taken as written), whether it is one of the
+paper's Table 3 columns, its report label and format, and one line of help.
+
+Spec validation, the profile's scaling, ``--set`` help, the report's knob columns (every knob
+that varies across rows) and the README's key list (``tsweep knobs --markdown``) all read it.
+Adding a knob: a dataclass field in config.py / run_config.py plus one line here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    where: str  # model | recipe | data | run | spec
+    scaling: str  # width | depth | steps | none
+    label: str
+    fmt: str  # format spec for report cells ("" = str())
+    help: str
+    paper: bool = False  # a column of the paper's Table 3
+
+    def format(self, value) -> str:
+        if value is None or (isinstance(value, float) and value != value):
+            return "-"
+        if self.fmt and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return format(value, self.fmt)
+        return str(value)
+
+
+_K = Knob
+KNOBS: tuple[Knob, ...] = (
+    # the paper's Table 3 columns (model architecture, in the paper's notation)
+    _K("N", "model", "depth", "N", "d", "layers in each of the encoder and decoder stacks", True),
+    _K("d_model", "model", "width", "d_model", "d", "model (embedding) width", True),
+    _K("d_ff", "model", "width", "d_ff", "d", "inner width of the position-wise feed-forward layer", True),
+    _K("h", "model", "none", "h", "d", "attention heads", True),
+    _K("d_k", "model", "width", "d_k", "d", "query/key size per head (independent of d_model / h)", True),
+    _K("d_v", "model", "width", "d_v", "d", "value size per head (independent of d_k)", True),
+    _K("P_drop", "model", "none", "P_drop", ".2f", "residual and embedding dropout", True),
+    _K("eps_ls", "recipe", "none", "ε_ls", ".2f", "label smoothing (a recipe field that Table 3 varies)", True),
+    _K("positional", "model", "none", "pos", "", "positional encoding: sinusoidal or learned", True),
+    _K("train_steps", "spec", "steps", "train steps", "d", "training steps in the paper's units (scaled)", True),
+    # model knobs beyond the paper's table
+    _K("max_len", "model", "none", "max len", "d", "longest sequence the positions cover"),
+    _K("tie", "model", "none", "tie", "", "weight tying: none, decoder (target emb = softmax) or all (three-way)"),
+    _K("N_enc", "model", "depth", "N_enc", "d", "encoder layers (overrides N)"),
+    _K("N_dec", "model", "depth", "N_dec", "d", "decoder layers (overrides N)"),
+    _K("attention_dropout", "model", "none", "attn drop", ".2f", "dropout on attention weights"),
+    _K("relu_dropout", "model", "none", "relu drop", ".2f", "dropout inside the feed-forward layer"),
+    _K("norm", "model", "none", "norm", "", "layer norm placement: post (the paper's) or pre"),
+    _K("scale_attention", "model", "none", "scaled", "", "divide attention logits by sqrt(d_k)"),
+    # the training recipe (run units, taken as written)
+    _K("steps", "recipe", "none", "steps", "d", "optimiser steps actually run (set by train_steps x the profile)"),
+    _K("tokens_per_batch", "recipe", "none", "tok/batch", "d", "target (and source) tokens per micro-batch"),
+    _K("accumulate", "recipe", "none", "accum", "d", "micro-batches per optimiser step"),
+    _K("warmup", "recipe", "none", "warmup", "d", "warmup steps of the learning-rate schedule"),
+    _K("lr_scale", "recipe", "none", "lr x", ".3g", "multiplies the schedule's learning rate"),
+    _K("schedule", "recipe", "none", "schedule", "", "learning-rate schedule: rsqrt (paper), linear or wsd"),
+    _K("cooldown", "recipe", "none", "cooldown", ".2f", "wsd: fraction of the steps spent decaying to zero"),
+    _K("adam_beta1", "recipe", "none", "β1", ".3g", "Adam beta1"),
+    _K("adam_beta2", "recipe", "none", "β2", ".3g", "Adam beta2"),
+    _K("adam_eps", "recipe", "none", "Adam ε", ".0e", "Adam epsilon"),
+    _K("clip_norm", "recipe", "none", "clip", ".3g", "gradient norm clipping (0: off, the paper's)"),
+    _K("max_train_len", "recipe", "none", "max train len", "d", "training pairs longer than this are skipped"),
+    _K("seed", "recipe", "none", "seed", "d", "seed of initialisation, dropout and data order"),
+    _K("eval_every", "recipe", "none", "eval every", "d", "steps between dev evaluations"),
+    _K("eval_sentences", "recipe", "none", "eval sents", "d", "dev sentences decoded at intermediate evals (0: all)"),
+    _K("eval_bleu", "recipe", "none", "eval BLEU", "", "all: beam BLEU at every eval; final: only at the end"),
+    _K("average_last", "recipe", "none", "avg ckpts", "d", "checkpoints averaged for the test set"),
+    _K("beam", "recipe", "none", "beam", "d", "beam size"),
+    _K("alpha", "recipe", "none", "α", ".2f", "length penalty"),
+    _K("max_extra", "recipe", "none", "max extra", "d", "decode at most source length + this many tokens"),
+    # data
+    _K("corpus", "data", "none", "corpus", "", "corpus recipe (tsweep data list) or files:SRC,TGT"),
+    _K("vocab", "data", "none", "vocab", "d", "shared sentencepiece BPE vocabulary size"),
+    _K("direction", "data", "none", "direction", "", "translation direction, e.g. de-en (default: the recipe's)"),
+    # run-only: where and how fast, never part of a result's identity
+    _K("device", "run", "none", "device", "", "auto, cpu, cuda, cuda:N or mps"),
+    _K("precision", "run", "none", "precision", "", "auto, fp32 or bf16"),
+    _K("threads", "run", "none", "threads", "d", "torch threads (0: torch's default)"),
+    _K("log_every", "run", "none", "log every", "d", "steps between training log lines"),
+    _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
+)
+
+BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
+
+
+def knob(name: str) -> Knob:
+    return BY_NAME[name]
+
+
+def names(where: str | None = None, scaling: str | None = None, paper: bool | None = None) -> tuple[str, ...]:
+    """Knob names filtered by category, scaling rule and Table 3 membership, in table order."""
+    return tuple(
+        k.name
+        for k in KNOBS
+        if (where is None or k.where == where)
+        and (scaling is None or k.scaling == scaling)
+        and (paper is None or k.paper == paper)
+    )
+
+
+PAPER_COLUMNS = names(paper=True)  # the paper's Table 3 columns
+WIDTH_KNOBS = names(scaling="width")
+DEPTH_KNOBS = names(scaling="depth")
+# knobs a spec row may set: model knobs and train_steps in the paper's units (scaled by the profile),
+# recipe knobs taken as written; never data or run-only fields
+ROW_KNOBS = names(where="model") + names(where="spec") + tuple(n for n in names(where="recipe") if n != "steps")
+SCALED_BY_PROFILE = names(where="model") + ("eps_ls", "train_steps")
+
+
+def markdown_table() -> str:
+    """The README's key list."""
+    lines = ["| key | where | profile scaling | Table 3 | help |", "|---|---|---|---|---|"]
+    for k in KNOBS:
+        lines.append(f"| `{k.name}` | {k.where} | {k.scaling} | {'yes' if k.paper else ''} | {k.help} |")
+    return "\n".join(lines)
+
+
+def help_text() -> str:
+    """One line per settable key, for --set help."""
+    return "\n".join(f"  {k.name:<18} {k.where:<7} {k.help}" for k in KNOBS if k.where != "spec")
