@@ -284,32 +284,36 @@ def judge_table(df: pd.DataFrame, claims: list[dict], looks: int = 1, alpha: flo
 def undecided_rows(
     df: pd.DataFrame, claims: list[dict], looks: int, max_seeds: int, alpha: float = ALPHA
 ) -> dict[str, str]:
-    """Rows one more seed could help decide: {row: why}.
+    """Rows where more seeds could decide a verdict: {row: why}.
 
     A comparison qualifies when it is within noise (or lacks replicates) and, if its observed difference
-    were the truth, the test with one more seed of each row would be decisive (|d| beyond the margin of
-    a test at the per-look level, with the projected standard error).  Rows already at max_seeds are left out.
+    were the truth, the test with both rows at max_seeds would be decisive (|d| beyond the critical value
+    of a test at the per-look level, with the projected standard error).  The loop then adds one seed per
+    round to each such row; rows already at max_seeds are left out.
     """
     why: dict[str, str] = {}
-    for res in judge_table(df, claims, looks, alpha):
-        for c in res.comparisons:
-            if c.outcome not in (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES):
-                continue
-            values = seed_values(df, c.reading)
-            noise = pooled_noise(values)
-            na, nb = len(values.get(c.a, ())), len(values.get(c.b, ()))
-            if not na or not nb or not _could_decide(c, noise, na, nb):
-                continue
-            for row, n in ((c.a, na), (c.b, nb)):
-                if n < max_seeds and row not in why:
-                    why[row] = f"{res.claim} ({READINGS[c.reading].label}): {c.a} vs {c.b} {c.outcome.value}"
+    cache = {r: seed_values(df, r) for r in {r for c in claims for r in c["readings"]}}
+    noise = {r: pooled_noise(v) for r, v in cache.items()}
+    for claim in claims:
+        for reading in claim["readings"]:
+            res = judge_claim(claim, cache[reading], noise[reading], reading, looks, alpha)
+            for c in res.comparisons:
+                if c.outcome not in (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES):
+                    continue
+                na, nb = len(cache[reading].get(c.a, ())), len(cache[reading].get(c.b, ()))
+                if not na or not nb or not _could_decide(c, noise[reading], max(na, max_seeds), max(nb, max_seeds)):
+                    continue
+                for row, n in ((c.a, na), (c.b, nb)):
+                    if n < max_seeds and row not in why:
+                        why[row] = f"{res.claim} ({READINGS[reading].label}): {c.a} vs {c.b} {c.outcome.value}"
     return why
 
 
 def _could_decide(c: Comparison, noise: Noise, na: int, nb: int) -> bool:
+    """Would the test be decisive with na and nb seeds, if the observed difference and sigma were the truth?"""
     if noise.df == 0 or not math.isfinite(noise.sigma):
         return True  # no noise estimate yet: replicates are what is missing
-    se = noise.sigma * math.sqrt(1 / (na + 1) + 1 / (nb + 1))
+    se = noise.sigma * math.sqrt(1 / na + 1 / nb)
     dof = noise.df + 2
     if c.relation == "~":
         return abs(c.diff) + stats.t.ppf(1 - c.level, dof) * se < c.margin or abs(c.diff) > c.margin

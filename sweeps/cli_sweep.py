@@ -89,10 +89,11 @@ def _duration(s: float) -> str:
 
 def cmd_run(args) -> int:
     from transformer_core.errors import UserError
+    from transformer_core.rundir import DiskFullError
 
     from .lock import no_space, no_space_message
     from .runner import SweepInterrupted, check_address, run_sweep
-    from .spec import load_spec, plan
+    from .spec import load_spec, parse_budget, plan
     from .storage import is_uri
 
     spec = _with_corpus(load_spec(args.spec), args.corpus)
@@ -102,12 +103,20 @@ def cmd_run(args) -> int:
     out = out if is_uri(out) else Path(out)
     start = time.time()
     try:
-        summary = run_sweep(spec, args.profile, out, address=args.address, resume=args.resume, num_cpus=args.num_cpus)
+        kwargs = dict(address=args.address, resume=args.resume, num_cpus=args.num_cpus)
+        if spec.adaptive:
+            from .adaptive import run_adaptive
+
+            summary = run_adaptive(spec, args.profile, out, budget=parse_budget(args.budget, "--budget"), **kwargs)
+        else:
+            summary = run_sweep(spec, args.profile, out, **kwargs)
     except SweepInterrupted as exc:
         resume = _resume_command(args, out)
         print(f"interrupted: {exc.finished} of {exc.total} trials finished; resume with `{resume}`", file=sys.stderr)
         return 130
-    except UserError:
+    except UserError as exc:
+        if isinstance(exc, DiskFullError):  # the driver's own state files: say how to go on with this sweep
+            raise UserError(no_space_message(str(out), exc, _has_state(out))) from None
         raise
     except Exception as exc:  # a full disk anywhere (driver, MLflow, Tune's state): one line, not a traceback
         if no_space(exc):
@@ -197,6 +206,8 @@ def register(sub) -> None:
     )
     p.add_argument("--resume", action="store_true", help="resume an interrupted sweep in --out")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
+    p.add_argument("--budget", default=None, help="wall-clock budget for adaptive seed rounds, e.g. 60m or 2h "
+                   "(default: the spec's budget, else none)")  # fmt: skip
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("status", help="each trial's state and metrics so far")
     p.add_argument("sweep_dir")

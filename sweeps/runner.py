@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
+from transformer_core.run_config import make_run_config
+from transformer_core.rundir import write_json
 
 from .lock import (
     LOCK_NAME,
@@ -37,10 +39,10 @@ from .lock import (
     no_space,
     no_space_message,
     read_state,
-    write_json,
+    root_cause,
 )
 from .profiles import get_profile
-from .spec import Spec, SpecError, Trial
+from .spec import Spec, SpecError, Trial, search_trial
 from .storage import Storage, is_uri
 from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
 from .trial import DONE, finished_result, read_result, run_trial, trial_workdir
@@ -48,6 +50,7 @@ from .trial import DONE, finished_result, read_result, run_trial, trial_workdir
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
 _ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5})$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _END_STATE = {"FINISHED": "finished", "KILLED": "interrupted", "FAILED": "failed"}
 
 
@@ -178,19 +181,23 @@ def _final_metrics(result: dict) -> dict:
     }
 
 
-def _trainable(config: dict, payloads: list, search_keys: tuple = (), workers: int = 1, gpus: float = 0):
+def _trainable(
+    config: dict, payloads: list, search_keys: tuple = (), workers: int = 1, gpus: float = 0, spec=None, profile=None
+):
     """Ray Tune function trainable: one trial, intermediate dev metrics reported for schedulers."""
     from ray import tune
 
-    if search_keys:  # a search suggestion: the base trial with sampled knobs, its own identity
-        from transformer_core.run_config import make_run_config
-
-        trial = json.loads(json.dumps(payloads[0]))
-        trial["values"].update({k: config[k] for k in search_keys})
-        h = make_run_config(trial["values"], trial["preset"]).content_hash()
-        trial.update(
-            config_hash=h, id=f"{trial['row']}-s{trial['seed']}-{h[:8]}", search={k: config[k] for k in search_keys}
-        )
+    if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
+        sampled = {k: config[k] for k in search_keys}
+        if spec is None:  # TEMP: a driver started before this change
+            base = payloads[0]
+            t = Trial(base["group"], base["row"], base["seed"], base["paper"], {**base["values"], **sampled}, "", {})
+            t = Trial(*list(t.__dict__.values())[:5], make_run_config(t.values, base["preset"]).content_hash(),
+                      base["profile"])  # fmt: skip
+        else:
+            t = search_trial(spec, get_profile(profile), sampled)
+        trial = {**payloads[0], **trial_payload(t, payloads[0]["sweep_dir"], payloads[0]["tracking"],
+                                                payloads[0]["preset"]), "search": sampled}  # fmt: skip
     else:
         trial = payloads[config["trial_index"]]
     if workers > 1:
@@ -451,7 +458,15 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
     # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
     resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
     trainable = tune.with_resources(
-        tune.with_parameters(_trainable, payloads=payloads, search_keys=search_keys, workers=workers, gpus=gpus),
+        tune.with_parameters(
+            _trainable,
+            payloads=payloads,
+            search_keys=search_keys,
+            workers=workers,
+            gpus=gpus,
+            spec=spec,
+            profile=ctx.profile_name,
+        ),
         resources,
     )
     restore = _join(ctx.location, round_name)
@@ -589,15 +604,20 @@ def _summarise(grid) -> dict:
         m = r.metrics or {}
         key = m.get("tsweep_trial") or Path(r.path).name
         out[key] = {
-            "error": str(r.error).splitlines()[0] if r.error else None,
+            "error": _one_line(r.error) if r.error else None,
             "status": m.get("status"),
             "dev_bleu": m.get("dev_bleu"),
             "reports": m.get("training_iteration"),
             "config": r.config,
         }
-        if r.error and no_space(r.error):
-            out[key]["error"] = "No space left on device: " + out[key]["error"]
     return out
+
+
+def _one_line(error: BaseException) -> str:
+    """What went wrong in a trial, in one line: the innermost error, not Ray's wrapper around it."""
+    cause = root_cause(error)
+    first = _ANSI.sub("", next((x for x in str(cause).splitlines() if x.strip()), ""))
+    return f"{type(cause).__name__}: {first}".strip()
 
 
 class _EchoCallback:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 import yaml
 
+from transformer_core import knobs
 from transformer_core.config import MODEL_KEYS
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.run_config import TRAIN_KEYS, make_run_config
@@ -42,9 +44,10 @@ TOP_KEYS = (
     "tracking",
     "output",
     "train",
+    "budget",
 )
-PAPER_KNOBS = MODEL_KEYS + ("eps_ls", "train_steps")  # scaled by the profile
-RUN_KNOBS = tuple(k for k in TRAIN_KEYS if k not in ("eps_ls", "steps"))  # taken as written (run units)
+PAPER_KNOBS = knobs.SCALED_BY_PROFILE  # in the paper's units, scaled by the profile (the knob table says which)
+RUN_KNOBS = tuple(k for k in knobs.ROW_KNOBS if k not in PAPER_KNOBS)  # taken as written (run units)
 ROW_KNOBS = PAPER_KNOBS + RUN_KNOBS
 BASE_KEYS = ("preset",) + ROW_KNOBS
 METRICS = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl")
@@ -117,12 +120,19 @@ class Spec:
     train: dict = field(default_factory=dict)
     description: str = ""
     source: Optional[str] = None
+    adaptive: Optional[dict] = None  # {"min": m, "max": M}: seeds added where a verdict is undecided
+    budget: Optional[float] = None  # wall-clock seconds for adaptive rounds
+
+    def row(self, label: str) -> Row:
+        return next(r for r in self.rows if r.label == label)
 
     def trials(self, profile: Profile) -> list[Trial]:
         return [t for row in self.rows if row.label not in profile.exclude for t in expand_row(self, row, profile)]
 
 
-def expand_row(spec: Spec, row: Row, profile: Profile) -> list[Trial]:
+def expand_row(spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None) -> list[Trial]:
+    """The trials of one row (at the spec's seeds, or the seeds given) at a profile: the only place a row's
+    paper-unit knobs become run values; search samples come through here too (search_trial)."""
     base = dict(spec.base)
     preset = base.pop("preset", "base")
     knobs = {**base, **row.overrides}
@@ -145,7 +155,7 @@ def expand_row(spec: Spec, row: Row, profile: Profile) -> list[Trial]:
         "vocab": profile.data.get("vocab", spec.corpus.get("vocab", 8000)),
     }
     trials = []
-    for seed in spec.seeds:
+    for seed in spec.seeds if seeds is None else seeds:
         v = {**values, "seed": seed}
         try:
             cfg = make_run_config(v, preset)
@@ -153,6 +163,49 @@ def expand_row(spec: Spec, row: Row, profile: Profile) -> list[Trial]:
             raise SpecError(f"rows.{row.group}.{row.label}: at profile {profile.name!r}: {exc}") from None
         trials.append(Trial(row.group, row.label, seed, paper, v, cfg.content_hash(), profile.rules()))
     return trials
+
+
+def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
+    """A search suggestion (paper units for paper knobs, e.g. d_model or train_steps) as a trial of the base
+    row, scaled by the profile exactly like a row of the spec; its own config hash and trial id."""
+    base = spec.row("base")
+    trial = expand_row(spec, Row(base.group, base.label, {**base.overrides, **sampled}), profile, spec.seeds[:1])[0]
+    return trial
+
+
+def parse_budget(value, path: str = "budget") -> Optional[float]:
+    """'90m', '2h', '45s', '1h30m' or a number of minutes -> seconds."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value) * 60
+    text = str(value).strip().lower()
+    m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)s)?", text)
+    if not text or not m or not any(m.groups()):
+        raise SpecError(f"{path}: {value!r} is invalid; allowed a duration such as 60m, 2h, 1h30m or 900s")
+    h, mins, secs = (float(x) if x else 0.0 for x in m.groups())
+    seconds = h * 3600 + mins * 60 + secs
+    if seconds <= 0:
+        raise SpecError(f"{path}: {value!r} is invalid; allowed a positive duration")
+    return seconds
+
+
+def _parse_seeds(raw) -> tuple[list, Optional[dict]]:
+    """A list of seeds, or {min: m, max: M} (adaptive: seeds 1..m first, up to M where a verdict needs them)."""
+    if isinstance(raw, dict):
+        raw = _mapping(raw, "seeds", ("min", "max"))
+        lo = _number(raw.get("min", 2), "seeds.min", 1, integer=True)
+        hi = _number(raw.get("max", lo), "seeds.max", 1, integer=True)
+        if hi < lo:
+            raise SpecError(f"seeds.max: {hi} is invalid; allowed an integer >= seeds.min ({lo})")
+        return list(range(1, lo + 1)), {"min": lo, "max": hi}
+    if not isinstance(raw, list) or not raw:
+        raise SpecError(f"seeds: {raw!r} is invalid; allowed a non-empty list of integers or {{min: 2, max: 5}}")
+    for i, s in enumerate(raw):
+        _number(s, f"seeds[{i}]", 0, integer=True)
+    if len(set(raw)) != len(raw):
+        raise SpecError(f"seeds: {raw} repeats a seed; every seed must be different")
+    return raw, None
 
 
 def _safe_name(value, path: str) -> None:
@@ -193,7 +246,7 @@ def _parse_search(raw) -> Optional[dict]:
         return None
     raw = _mapping(raw, "search", ("samples", "space", "seed"))
     samples = _number(raw.get("samples", 4), "search.samples", 1, integer=True)
-    space = _mapping(raw.get("space"), "search.space", TRAIN_KEYS + ROW_KNOBS)
+    space = _mapping(raw.get("space"), "search.space", ROW_KNOBS)  # paper units for paper knobs, as in rows
     if not space:
         raise SpecError(
             "search.space: give at least one knob to search, e.g. lr_scale: {type: loguniform, low: 0.5, high: 2}"
@@ -253,13 +306,9 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         raise SpecError(f"corpus.name: {exc}") from None
     if "vocab" in corpus:
         _number(corpus["vocab"], "corpus.vocab", 16, integer=True)
-    seeds = doc.get("seeds", [1])
-    if not isinstance(seeds, list) or not seeds:
-        raise SpecError(f"seeds: {seeds!r} is invalid; allowed a non-empty list of integers")
-    for i, s in enumerate(seeds):
-        _number(s, f"seeds[{i}]", 0, integer=True)
-    if len(set(seeds)) != len(seeds):
-        raise SpecError(f"seeds: {seeds} repeats a seed; every seed must be different")
+    seeds, adaptive = _parse_seeds(doc.get("seeds", [1]))
+    if adaptive and doc.get("search") is not None:
+        raise SpecError("seeds: adaptive seeds ({min, max}) judge claims across rows; a search has none: give a list")
     resources = _mapping(doc.get("resources"), "resources", ("cpus", "gpus", "workers"))
     resources = {"cpus": 1, "gpus": 0, "workers": 1, **resources}
     _number(resources["cpus"], "resources.cpus", 0.01)
@@ -295,6 +344,8 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         train=train,
         description=str(doc.get("description", "")),
         source=source,
+        adaptive=adaptive,
+        budget=parse_budget(doc.get("budget")),
     )
     return spec
 

@@ -1,0 +1,95 @@
+"""Adaptive seeds: compute goes where a claim's verdict is still undecided.
+
+``seeds: {min: m, max: M}`` in a spec: every row first runs seeds 1..m; then, in rounds, one more seed
+is added to each row of a claim comparison that is within noise and that one more seed could decide
+(analysis.verdicts.undecided_rows).  At most M - m rounds, so a comparison is looked at no more than
+L = M - m + 1 times, and every look (the report's too) tests at alpha / L: the Bonferroni bound keeps
+the error rate over the sequence of looks.  The loop stops when nothing is undecided, at M, or when the
+wall-clock budget would be exceeded by the next round (estimated from measured trial times).
+
+Every round is a Tune run of its own (runner.run_trials); a finished trial is never dispatched again,
+so ``--resume`` after a kill mid-round completes that round and goes on.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Optional
+
+from analysis.claims import CLAIMS
+from analysis.collect import collect
+from analysis.verdicts import undecided_rows
+
+from .profiles import get_profile
+from .runner import SweepContext, SweepInterrupted, close_sweep, open_sweep, run_trials
+from .spec import Spec, Trial, expand_row
+
+
+def looks(adaptive: dict) -> int:
+    return adaptive["max"] - adaptive["min"] + 1
+
+
+def next_trials(ctx: SweepContext, why: dict[str, str]) -> list[Trial]:
+    """One more seed for each row in ``why``: the next seed after the highest the row has planned."""
+    profile = get_profile(ctx.profile_name)
+    planned: dict[str, list[int]] = {}
+    for t in ctx.planned():
+        planned.setdefault(t.row, []).append(t.seed)
+    out = []
+    for row in why:
+        if row not in planned:  # a best: candidate the spec does not have
+            continue
+        out += expand_row(ctx.spec, ctx.spec.row(row), profile, [max(planned[row]) + 1])
+    return out
+
+
+def _round_seconds(ctx: SweepContext, n: int) -> float:
+    """Estimated wall time of a round of n trials from the finished trials' measured times."""
+    df = collect(ctx.sweep_dir)
+    walls = df.loc[df["status"] == "finished", "wall_seconds"]
+    per = float(walls.dropna().mean()) if walls.notna().any() else 0.0
+    conc = max(1, min(ctx.spec.max_concurrent, n))
+    return per * -(-n // conc)
+
+
+def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[str], None] = print) -> str:
+    """Run the minimum seeds, then rounds until decided, at max, or out of budget; returns why it stopped."""
+    spec = ctx.spec
+    ad = ctx.state.setdefault("adaptive", {**spec.adaptive, "looks": looks(spec.adaptive), "rounds": []})
+    ad.setdefault("spent_seconds", 0.0)
+    started, spent0 = time.time(), ad["spent_seconds"]
+    run_trials(ctx, ctx.planned(), round_name="round-0", echo=echo)  # the minimum (and a resumed round)
+    while True:
+        ad["spent_seconds"] = spent0 + time.time() - started
+        if len(ad["rounds"]) >= ad["max"] - ad["min"]:
+            return f"max seeds ({ad['max']}) reached"
+        why = undecided_rows(collect(ctx.sweep_dir), CLAIMS, ad["looks"], ad["max"])
+        new = next_trials(ctx, why)
+        if not new:
+            return "every claim decided, or no undecided comparison that one more seed could decide"
+        if budget is not None and ad["spent_seconds"] + _round_seconds(ctx, len(new)) > budget:
+            return f"wall-clock budget ({budget / 60:.0f} min) would be exceeded by the next round"
+        k = len(ad["rounds"]) + 1
+        ad["rounds"].append({"round": k, "added": {t.row: why[t.row] for t in new}, "started": time.time()})
+        ctx.write_state()
+        echo(f"round {k}: one more seed for {', '.join(t.row for t in new)} (undecided verdicts)")
+        run_trials(ctx, new, round_name=f"round-{k}", echo=echo)
+
+
+def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False, num_cpus=None,
+                 budget: Optional[float] = None, echo: Callable[[str], None] = print) -> dict:  # fmt: skip
+    """An adaptive sweep end to end (open, rounds, close), like runner.run_sweep."""
+    ctx = open_sweep(spec, profile_name, out, address, resume, num_cpus)
+    try:
+        stopped = adaptive_rounds(ctx, budget if budget is not None else spec.budget, echo)
+        ctx.state["adaptive"]["stopped"] = stopped
+        ctx.write_state()
+        echo(f"adaptive seeds stopped: {stopped}")
+    except SweepInterrupted:
+        close_sweep(ctx, "KILLED")
+        raise
+    except BaseException:
+        close_sweep(ctx, "FAILED")
+        raise
+    close_sweep(ctx, "FINISHED")
+    return ctx.summary
