@@ -9,8 +9,7 @@ from importlib import resources
 import yaml
 
 from transformer_core.errors import ConfigError
-
-WIDTH_KNOBS = ("d_model", "d_ff", "d_k", "d_v")
+from transformer_core.knobs import DEPTH_KNOBS, WIDTH_KNOBS  # the knob table says what scales
 
 
 @dataclass(frozen=True)
@@ -27,12 +26,16 @@ class Profile:
     def scale_model(self, knobs: dict) -> dict:
         """Model knobs in paper units -> knobs at this profile's scale."""
         out = dict(knobs)
+        for k in WIDTH_KNOBS + DEPTH_KNOBS:  # checked before scaling: a string, .nan or .inf is the user's error
+            v = out.get(k)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+                raise ConfigError(f"{k}={v!r} is invalid: allowed an integer >= 1 (in the paper's units)")
         for k in WIDTH_KNOBS:
             if k in out:
                 out[k] = max(1, int(round(out[k] * self.width)))
         if "d_model" in out and out.get("positional", "sinusoidal") == "sinusoidal" and out["d_model"] % 2:
             out["d_model"] += 1
-        for k in ("N", "N_enc", "N_dec"):
+        for k in DEPTH_KNOBS:
             if out.get(k) is not None:
                 out[k] = max(1, math.ceil(out[k] / self.depth_divisor))
         return out

@@ -1,0 +1,55 @@
+"""One home per shared contract: the knob table covers every config field; search samples scale like rows."""
+
+import dataclasses
+
+import pytest
+import yaml
+
+from sweeps.profiles import WIDTH_KNOBS, get_profile
+from sweeps.spec import ROW_KNOBS, SpecError, load_spec, search_trial
+from transformer_core import knobs
+from transformer_core.config import ModelConfig
+from transformer_core.run_config import DataConfig, TrainConfig
+
+
+def test_every_config_field_is_in_the_knob_table_and_nothing_else():
+    fields = {f.name for cls in (ModelConfig, TrainConfig, DataConfig) for f in dataclasses.fields(cls)}
+    table = {k.name for k in knobs.KNOBS if k.where != "spec"}
+    assert fields == table, (fields - table, table - fields)
+    where = {f.name: w for w, cls in (("model", ModelConfig), ("data", DataConfig)) for f in dataclasses.fields(cls)}
+    for k in knobs.KNOBS:
+        if k.name in where and k.where != "run":
+            assert k.where == where[k.name], k.name
+
+
+def test_lists_are_drawn_from_the_table():
+    assert set(WIDTH_KNOBS) == set(knobs.WIDTH_KNOBS) == {"d_model", "d_ff", "d_k", "d_v"}
+    assert "eps_ls" in ROW_KNOBS and "train_steps" in ROW_KNOBS and "steps" not in ROW_KNOBS
+    assert "threads" not in ROW_KNOBS and "corpus" not in ROW_KNOBS
+    assert knobs.knob("eps_ls").where == "recipe" and knobs.knob("eps_ls").paper
+    assert "| `positional` |" in knobs.markdown_table()
+
+
+def _search_spec(tmp_path, space):
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({"name": "s", "search": {"samples": 2, "space": space}}))
+    return load_spec(p)
+
+
+def test_search_samples_are_expanded_like_rows_at_the_profile(tmp_path):
+    """A sampled d_model (paper units) is scaled by the profile; train_steps becomes the profile's steps."""
+    spec = _search_spec(tmp_path, {"d_model": {"type": "choice", "values": [256, 512]},
+                                   "train_steps": {"type": "int", "low": 50000, "high": 100000}})  # fmt: skip
+    smoke = get_profile("smoke")
+    t = search_trial(spec, smoke, {"d_model": 512, "d_k": 64, "train_steps": 50000})
+    assert t.values["d_model"] == 32 and t.values["d_k"] == 4 and t.values["steps"] == 10
+    assert t.paper["d_model"] == 512 and t.paper["train_steps"] == 50000
+    other = search_trial(spec, smoke, {"d_model": 256, "train_steps": 100000})
+    assert other.values["d_model"] == 16 and other.values["steps"] == 20 and other.trial_id != t.trial_id
+    cpu = search_trial(spec, get_profile("cpu"), {"d_model": 512})
+    assert cpu.values["d_model"] == 128
+
+
+def test_search_over_run_units_steps_is_refused(tmp_path):
+    with pytest.raises(SpecError, match="search.space: unknown key 'steps'"):
+        _search_spec(tmp_path, {"steps": {"type": "int", "low": 1, "high": 5}})
