@@ -54,9 +54,7 @@ def _read_json(path: Path) -> dict:
 
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
     """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
-    from sweeps.storage import local_view
-
-    sweep_dir = local_view(sweep_dir)  # a URI (s3://, file://...) is read from a pulled copy without checkpoints
+    sweep_dir = Path(sweep_dir)  # a local path: the CLI pulls a URI sweep to a local view first
     state = _read_json(sweep_dir / "sweep.json")
     if isinstance(state, Corrupt):
         raise UserError(

@@ -43,9 +43,14 @@ def next_trials(ctx: SweepContext, why: dict[str, str]) -> list[Trial]:
     return out
 
 
+def _collect(ctx: SweepContext):
+    """The sweep's trials as a frame (a URI sweep is read from a pulled view, as the report reads it)."""
+    return collect(ctx.store.view() if ctx.store else ctx.sweep_dir)
+
+
 def _round_seconds(ctx: SweepContext, n: int) -> float:
     """Estimated wall time of a round of n trials from the finished trials' measured times."""
-    df = collect(ctx.sweep_dir)
+    df = _collect(ctx)
     walls = df.loc[df["status"] == "finished", "wall_seconds"]
     per = float(walls.dropna().mean()) if walls.notna().any() else 0.0
     conc = max(1, min(ctx.spec.max_concurrent, n))
@@ -63,7 +68,7 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
         ad["spent_seconds"] = spent0 + time.time() - started
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:
             return f"max seeds ({ad['max']}) reached"
-        why = undecided_rows(collect(ctx.sweep_dir), CLAIMS, ad["looks"], ad["max"])
+        why = undecided_rows(_collect(ctx), CLAIMS, ad["looks"], ad["max"])
         new = next_trials(ctx, why)
         if not new:
             return "every claim decided, or no undecided comparison that one more seed could decide"

@@ -156,7 +156,9 @@ def cmd_status(args) -> int:
 def _print_status(sweep_dir) -> int:
     from analysis.collect import collect
 
-    df = collect(sweep_dir)
+    from .storage import local_view
+
+    df = collect(local_view(sweep_dir))  # analysis reads local paths: a URI is pulled to a view first
     print(
         f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5} "
         f" {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'tries':>6}  reason"
@@ -217,11 +219,13 @@ def register(sub) -> None:
 def cmd_report(args) -> int:
     from analysis.report import write_report
 
-    out = write_report(args.sweep_dir, args.out, samples=args.bootstrap)
-    print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
-    from .storage import is_uri
+    from .storage import open_storage
 
-    if is_uri(args.sweep_dir) and not args.out:
+    store = open_storage(str(args.sweep_dir))  # a URI: read from a pulled view, the report pushed back
+    out = write_report(store.view() if store else args.sweep_dir, args.out, samples=args.bootstrap)
+    print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
+    if store and not args.out:
+        store.push(out, "report")
         print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
     return 0
 
