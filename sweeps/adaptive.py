@@ -37,7 +37,7 @@ def next_trials(ctx: SweepContext, why: dict[str, str]) -> list[Trial]:
         planned.setdefault(t.row, []).append(t.seed)
     out = []
     for row in why:
-        if row not in planned:  # a best: candidate the spec does not have
+        if row not in planned or len(planned[row]) >= ctx.state["adaptive"]["max"]:  # unknown row, or at max
             continue
         out += expand_row(ctx.spec, ctx.spec.row(row), profile, [max(planned[row]) + 1])
     return out
