@@ -6,8 +6,9 @@
   its driver dies, and a body left by a dead driver is taken over with a
   warning.  At a URI it is a ``sweep.lock`` object (best effort: object stores
   offer no atomic create through pyarrow).
-- ``write_atomic``: temp file, fsync, rename, so a full disk or a kill leaves
-  the previous version, never a truncated one.
+- State files (sweep.json, tune_summary.json, trial.json) are written with
+  ``transformer_core.rundir.write_json`` (temp file, fsync, rename): a full disk
+  or a kill leaves the previous version, never a truncated one.
 - ``read_state``, ``check_state``, ``locate``, ``check_out_dir``, ``check_inside``: what
   ``tsweep run`` checks before it writes anything, and where a sweep may write.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from transformer_core.errors import UserError
+from transformer_core.rundir import DiskFullError
 
 from .storage import Storage, open_storage
 
@@ -148,25 +150,6 @@ class SweepLock:
             self.store = None
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``path`` whole or not at all: a temp file beside it, fsync, rename."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, obj) -> None:
-    write_atomic(path, json.dumps(obj, indent=2, default=str))
-
-
 def read_state(store: Optional[Storage], sweep_dir: Path, where: str) -> Optional[dict]:
     """sweep.json of the sweep (None where there is none); one line when it cannot be read."""
     try:
@@ -265,17 +248,28 @@ def check_inside(sweep_dir: Path, path: Path) -> Path:
     return resolved
 
 
-def no_space(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what it wraps) is a full disk: ENOSPC, or SQLite's 'database or disk is full'."""
+def _causes(exc: BaseException):
+    """``exc`` and what it wraps: ``__cause__``/``__context__``, and ``cause`` of a Ray task error."""
     seen = set()
-    while exc is not None and id(exc) not in seen:
+    while isinstance(exc, BaseException) and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        yield exc
+        exc = getattr(exc, "cause", None) or exc.__cause__ or exc.__context__
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    *_, last = _causes(exc)
+    return last
+
+
+def no_space(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what it wraps) is a full disk: ENOSPC, DiskFullError, SQLite's 'disk is full'."""
+    for e in _causes(exc):
+        if isinstance(e, DiskFullError) or (isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)):
             return True
-        text = str(exc)
-        if "No space left on device" in text or "database or disk is full" in text or "Disk quota exceeded" in text:
+        text = str(e).lower()
+        if any(m in text for m in ("no space left on", "database or disk is full", "disk quota exceeded")):
             return True
-        exc = exc.__cause__ or exc.__context__
     return False
 
 

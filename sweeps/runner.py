@@ -27,7 +27,7 @@ from typing import Callable, Optional
 
 from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
-from transformer_core.rundir import write_json
+from transformer_core.rundir import DONE, RESULT, write_json
 
 from .lock import (
     LOCK_NAME,
@@ -45,7 +45,7 @@ from .profiles import get_profile
 from .spec import Spec, SpecError, Trial, search_trial
 from .storage import Storage, is_uri
 from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
-from .trial import DONE, finished_result, read_result, run_trial, trial_workdir
+from .trial import done_result, finished_result, read_result, run_trial, trial_workdir
 
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
@@ -152,13 +152,11 @@ class SweepContext:
         """The trial's result if it finished or diverged (for this config), else None."""
         if not self.store:
             return finished_result(trial_workdir(self.sweep_dir, trial_id), config_hash)
-        rel = f"trials/{trial_id}/result.json"
+        rel = f"trials/{trial_id}/{RESULT}"
         try:
-            done = json.loads(self.store.read_text(rel)) if self.store.exists(rel) else None
+            return done_result(json.loads(self.store.read_text(rel)), config_hash) if self.store.exists(rel) else None
         except (OSError, ValueError):
             return None
-        ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
-        return done if ok else None
 
     def finished_count(self) -> tuple[int, int]:
         """(trials with a finished or diverged result, trials planned)."""
@@ -370,8 +368,10 @@ def _start_tracking(ctx: SweepContext, state: dict) -> None:
 
 
 def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
+    """sweep.json as this run starts: the earlier state's keys (an adaptive record, say) kept, ours updated."""
     spec, tr = ctx.spec, ctx.tracking
     return {
+        **state,
         "name": spec.name,
         "spec": spec.source,
         "profile": ctx.profile_name,
@@ -437,8 +437,16 @@ def _round_name(ctx: SweepContext, round_name: str) -> str:
     if not SAFE_NAME.match(round_name):
         raise UserError(f"round name {round_name!r} is invalid; allowed {SAFE_ALLOWED}")
     used = {r["tune"] for r in ctx.state["rounds"]}
+
+    def exists(name: str) -> bool:
+        if not ctx.store:
+            return (ctx.sweep_dir / name).exists()
+        from pyarrow import fs
+
+        return ctx.store.fs.get_file_info(ctx.store.path(name)).type != fs.FileType.NotFound
+
     k, name = 1, round_name
-    while name in used or (not ctx.store and (ctx.sweep_dir / name).exists()):
+    while name in used or exists(name):
         k += 1
         name = f"{round_name}-{k}"
     return name
@@ -497,7 +505,7 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
         if handler is not None:
             signal.signal(signal.SIGINT, handler)  # Tune leaves its own handler installed
     unfinished = len(grid) - grid.num_terminated - grid.num_errors
-    return _summarise(grid), unfinished > 0 or len(grid) < total
+    return _summarise(grid, payloads), unfinished > 0 or len(grid) < total
 
 
 def close_sweep(ctx: SweepContext, status: str) -> None:
@@ -598,11 +606,11 @@ def _tune_config(spec: Spec, sweep_dir: Path, n: int):
     )
 
 
-def _summarise(grid) -> dict:
+def _summarise(grid, payloads: list) -> dict:
     out = {}
     for r in grid:
-        m = r.metrics or {}
-        key = m.get("tsweep_trial") or Path(r.path).name
+        m, index = r.metrics or {}, (r.config or {}).get("trial_index")
+        key = m.get("tsweep_trial") or (payloads[index]["id"] if index is not None else Path(r.path).name)
         out[key] = {
             "error": _one_line(r.error) if r.error else None,
             "status": m.get("status"),

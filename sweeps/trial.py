@@ -14,11 +14,10 @@ from typing import Callable, Optional
 
 from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
+from transformer_core.rundir import DONE, RESULT, Status, write_json
 
-from .lock import SAFE_ALLOWED, SAFE_NAME, check_inside, write_json
+from .lock import SAFE_ALLOWED, SAFE_NAME, check_inside
 from .storage import open_storage
-
-DONE = ("finished", "diverged")  # a trial in one of these states is never run again
 
 
 def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:
@@ -32,18 +31,22 @@ def read_result(trial: dict) -> dict:
     """A trial's result.json, wherever the sweep lives."""
     store = open_storage(trial["sweep_dir"])
     if store:
-        return json.loads(store.read_text(f"trials/{trial['id']}/result.json"))
-    return json.loads((trial_workdir(trial["sweep_dir"], trial["id"]) / "result.json").read_text())
+        return json.loads(store.read_text(f"trials/{trial['id']}/{RESULT}"))
+    return json.loads((trial_workdir(trial["sweep_dir"], trial["id"]) / RESULT).read_text())
+
+
+def done_result(done, config_hash: str) -> Optional[dict]:
+    """``done`` (a parsed result.json) if it is a finished or diverged run of this config, else None."""
+    ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
+    return done if ok else None
 
 
 def finished_result(workdir: Path, config_hash: str) -> Optional[dict]:
     """The result in ``workdir`` if it is a done run of this config (an unreadable one counts as not done)."""
     try:
-        done = json.loads((Path(workdir) / "result.json").read_text())
+        return done_result(json.loads((Path(workdir) / RESULT).read_text()), config_hash)
     except (OSError, ValueError):
         return None
-    ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
-    return done if ok else None
 
 
 def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> dict:
@@ -104,7 +107,7 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
     if tracker and result.get("status") == "finished":
         tracker.log_params({"profile_rules": json.dumps(trial["profile"])})
     push()
-    if store and result.get("status") in (*DONE, "worker"):
+    if store and result.get("status") in (*DONE, Status.WORKER):
         shutil.rmtree(workdir, ignore_errors=True)  # everything is at the URI now; scratch is not an archive
     return result
 
