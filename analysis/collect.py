@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from transformer_core import rundir
 from transformer_core.errors import UserError
 from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
+from transformer_core.rundir import Status
 
 PAPER_KNOBS = SCALED_BY_PROFILE  # recorded in the paper's units by the spec (trial.json "paper")
 RUN_KNOBS = tuple(k.name for k in KNOBS if k.where != "spec" and k.name != "seed")  # as run ("values")
@@ -68,7 +70,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
     records = []
     for tid in ids:
         wd = sweep_dir / "trials" / tid
-        trial, result = _read_json(wd / "trial.json"), _read_json(wd / "result.json")
+        trial, result = _read_json(wd / "trial.json"), _read_json(wd / rundir.RESULT)
         corrupt = [x.name for x in (trial, result) if isinstance(x, Corrupt)]
         if not trial:  # planned but never started (or its trial.json is unreadable)
             trial = (state.get("plan") or {}).get(tid) or {
@@ -78,12 +80,21 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
                 "paper": {},
                 "values": {},
             }
-        attempts = len((wd / "attempts.jsonl").read_text().splitlines()) if (wd / "attempts.jsonl").exists() else 0
+        attempts = len((wd / rundir.ATTEMPTS).read_text().splitlines()) if (wd / rundir.ATTEMPTS).exists() else 0
         err = (summary.get(tid) or {}).get("error")
         status = f"corrupt: {corrupt[0]}" if corrupt else result.get("status")
         if not status:
-            status = "failed" if err else "stopped early" if tid in summary else "running" if attempts else "pending"
-        step, last_eval = _progress(wd / "metrics.jsonl")
+            status = (
+                Status.FAILED
+                if err
+                else Status.STOPPED
+                if tid in summary
+                else Status.RUNNING
+                if attempts
+                else Status.PENDING
+            )
+            status = status.value
+        step, last_eval = _progress(wd / rundir.METRICS)
         rec = {
             "trial_id": tid,
             "group": trial.get("group"),

@@ -8,6 +8,8 @@ import io
 import numpy as np
 import pandas as pd
 
+from transformer_core.rundir import Status
+
 from .trajectory import eval_records
 
 
@@ -31,7 +33,7 @@ def _pyplot():
 
 def row_curves(df: pd.DataFrame, key: str = "dev_ce") -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """{row: (steps, mean, (lo, hi) over seeds)} of one eval key across the row's finished seeds."""
-    fin = df[df["status"] == "finished"]
+    fin = df[df["status"] == Status.FINISHED]
     out = {}
     for row, sub in fin.groupby("row", sort=False):
         per_step: dict[int, list[float]] = {}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from transformer_core.knobs import BY_NAME
+from transformer_core.rundir import Status
 
 from .collect import collect
 from .html_report import render
@@ -109,7 +110,7 @@ def _first(fin: pd.DataFrame, col: str):
 
 def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
     state = json.loads((sweep_dir / "sweep.json").read_text())
-    fin = df[df["status"] == "finished"]
+    fin = df[df["status"] == Status.FINISHED]
     base = fin[fin["row"] == "base"]
     ref = base if len(base) else fin
     tokens = (_first(ref, "tokens_per_batch") or 0) * (_first(ref, "accumulate") or 1)
@@ -205,7 +206,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     t.to_csv(out / "table.csv", index=False)
     claims.to_csv(out / "claims.csv", index=False)
     (out / "table.tex").write_text(_latex(d))
-    problems = df[df["status"] != "finished"][["trial_id", "row", "seed", "status", "reason"]]
+    problems = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]]
     budget = _budget_lines(h, noise, reg)
     notes = (
         "Ours: mean over finished seeds ± half-width of its 95% interval from the pooled seed noise. "

@@ -15,6 +15,7 @@ import pandas as pd
 from scipy import stats
 
 from transformer_core.knobs import KNOBS, PAPER_COLUMNS
+from transformer_core.rundir import Status
 
 from .claims import CLAIMS, UNDERTRAINED_KINDS, claim_rows
 from .paper import load_table3
@@ -26,7 +27,7 @@ NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
 
 
 def _finished(df: pd.DataFrame, row: str) -> pd.DataFrame:
-    return df[(df["row"] == row) & (df["status"] == "finished")]
+    return df[(df["row"] == row) & (df["status"] == Status.FINISHED)]
 
 
 def row_order(df: pd.DataFrame) -> list[str]:

@@ -15,6 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from transformer_core import rundir
+from transformer_core.rundir import Status
+
 from .verdicts import ALPHA, ClaimResult, Verdict, judge_table
 
 # The base's dev cross-entropy still falling by more than this over the last third of training
@@ -24,7 +27,7 @@ UNSTABLE_FROM = 0.5  # a verdict that changed at or after this fraction of the b
 
 
 def eval_records(workdir: str | Path) -> list[dict]:
-    path = Path(workdir) / "metrics.jsonl"
+    path = Path(workdir) / rundir.METRICS
     if not path.exists():
         return []
     out = []
@@ -49,7 +52,7 @@ def points(df: pd.DataFrame) -> dict[float, pd.DataFrame]:
     """{fraction: frame like df with that evaluation's dev_bleu/dev_ppl}, fractions shared by all finished trials.
 
     The final point (1.0) is df itself (result.json: full dev set, final numbers)."""
-    fin = df[df["status"] == "finished"]
+    fin = df[df["status"] == Status.FINISHED]
     per_trial: dict[str, dict[float, dict]] = {}
     for _, r in fin.iterrows():
         recs = {}
@@ -107,7 +110,7 @@ def regime(df: pd.DataFrame, base: str = "base") -> dict:
     """Is the base still improving fast at the end?  Mean over base seeds of ln dev PPL at ~2/3 vs the end."""
     pts = points(df)
     inner = [f for f in pts if f < 1.0]
-    rows = df[(df["row"] == base) & (df["status"] == "finished")]
+    rows = df[(df["row"] == base) & (df["status"] == Status.FINISHED)]
     if not inner or not len(rows):
         return {"measured": False, "undertrained": None, "detail": "no intermediate evaluation of the base row"}
     f = min(inner, key=lambda x: abs(x - 2 / 3))

@@ -35,6 +35,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from transformer_core.rundir import Status
+
 ALPHA = 0.05
 MIN_DF_SINGLE = 3  # pooled df needed before a one-seed row is compared
 
@@ -96,7 +98,7 @@ class Noise:
 
 def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:
     """Finished seeds' values per row (NaN dropped)."""
-    fin = df[df["status"] == "finished"]
+    fin = df[df["status"] == Status.FINISHED]
     vals = reading_values(fin, reading)
     out = {}
     for row, idx in fin.groupby("row").groups.items():
