@@ -21,7 +21,7 @@ from .paper import PAPER_FACTS
 from .plots import figures
 from .tables import judge_claims, noise_table, reproduction_table
 from .trajectory import REGIME_DROP_NATS, regime
-from .verdicts import ALPHA, READINGS
+from .verdicts import ALPHA, READINGS, seed_correlation
 
 LEGEND = [
     ("held", "✓", "the 95% interval of every comparison lies on the paper's side (or, for '~', inside the margin)"),
@@ -144,7 +144,7 @@ def _facts(h: dict) -> str:
     )
 
 
-def _budget_lines(h: dict, noise: dict, reg: dict) -> list[str]:
+def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str]:
     lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
     parts = [
         f"{READINGS[r].label} σ = {n.sigma:.3f} (df {n.df}, from {n.rows} rows)"
@@ -153,6 +153,12 @@ def _budget_lines(h: dict, noise: dict, reg: dict) -> list[str]:
         for r, n in noise.items()
     ]
     lines.append("**Seed noise** (pooled within rows): " + "; ".join(parts) + ".")
+    rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce")]
+    lines.append(
+        "**Seed pairing**: correlation of a row's seed-k deviation with base's seed-k deviation: "
+        + "; ".join(f"{lab} {c:+.2f} ({n} pairs)" if c == c else f"{lab}: too few pairs" for lab, c, n in rho)
+        + ". The tests treat rows as independent (conservative when this is positive)."
+    )
     if reg.get("measured"):
         flag = "**undertrained regime**" if reg["undertrained"] else "not flagged as undertrained"
         lines.append(
@@ -207,7 +213,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     claims.to_csv(out / "claims.csv", index=False)
     (out / "table.tex").write_text(_latex(d))
     problems = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]]
-    budget = _budget_lines(h, noise, reg)
+    budget = _budget_lines(h, noise, reg, df)
     notes = (
         "Ours: mean over finished seeds ± half-width of its 95% interval from the pooled seed noise. "
         "Δ: against the base row of the same column; perplexity differences are in ln PPL (nats), "

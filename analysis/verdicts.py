@@ -117,6 +117,22 @@ def pooled_noise(values: dict[str, np.ndarray]) -> Noise:
     return Noise(math.sqrt(ss / dof) if dof else float("nan"), dof, rows)
 
 
+def seed_correlation(df: pd.DataFrame, reading: str, base: str = "base") -> tuple[float, int]:
+    """Correlation, over seeds, of a row's deviation from its mean with base's deviation at the same seed
+    (pooled over rows): how much seed k's data order moves every row alike.  (nan, pairs) when too few.
+    Reported beside the noise; the comparisons above treat rows as independent samples (conservative
+    when the correlation is positive)."""
+    fin = df[df["status"] == "finished"].assign(v=lambda d: reading_values(d, reading))
+    fin = fin[np.isfinite(fin["v"])]
+    fin = fin.assign(dev=fin["v"] - fin.groupby("row")["v"].transform("mean"))
+    b = fin[fin["row"] == base].set_index("seed")["dev"]
+    pairs = [(b[s], d) for r, s, d in zip(fin["row"], fin["seed"], fin["dev"]) if r != base and s in b.index]
+    if len(pairs) < 4 or len(b) < 2:
+        return float("nan"), len(pairs)
+    x, y = np.array(pairs).T
+    return float(np.corrcoef(x, y)[0, 1]), len(pairs)
+
+
 # ---------------------------------------------------------------------------------------------- comparisons
 @dataclass
 class Comparison:

@@ -11,7 +11,17 @@ from statsmodels.stats.weightstats import ttost_ind
 
 from analysis.claims import CLAIMS
 from analysis.trajectory import regime, trajectories, trajectory_text, unstable
-from analysis.verdicts import Noise, Outcome, Verdict, compare, holm, judge_claim, judge_table, pooled_noise
+from analysis.verdicts import (
+    Noise,
+    Outcome,
+    Verdict,
+    compare,
+    holm,
+    judge_claim,
+    judge_table,
+    pooled_noise,
+    seed_correlation,
+)
 
 ROWS = [f"R{i}" for i in range(1, 10)]
 
@@ -223,3 +233,19 @@ def test_stable_verdict_and_trained_regime(tmp_path):
     path = traj[("D-dropout-helps", "dev_bleu")]
     assert [v for _, v in path] == [Verdict.HELD, Verdict.HELD] and not unstable(path)
     assert regime(df)["undertrained"] is False
+
+
+def test_seed_correlation_recovers_a_shared_seed_effect():
+    """Seed k moves every row alike by tau; correlation of deviations ~ tau^2 / (tau^2 + sigma^2)."""
+    rng = np.random.default_rng(8)
+    recs = []
+    for sim in range(40):
+        shared = rng.standard_normal(3) * 1.0  # tau = 1
+        for row in ["base"] + ROWS:
+            for s in range(3):
+                v = 20 + shared[s] + rng.standard_normal()  # sigma = 1
+                recs.append({"row": f"{row}", "seed": sim * 10 + s, "status": "finished", "dev_bleu": v})
+    rho, n = seed_correlation(pd.DataFrame(recs), "dev_bleu")
+    assert n == 40 * 3 * len(ROWS) and 0.35 < rho < 0.65  # truth 0.5 (deviations from row means)
+    independent = pd.DataFrame(recs).assign(dev_bleu=lambda d: rng.standard_normal(len(d)))
+    assert abs(seed_correlation(independent, "dev_bleu")[0]) < 0.15
