@@ -10,7 +10,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_ENABLE_TELEMETRY ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: venv demo test test-slow bench clean lint format
+.PHONY: venv demo test test-slow test-browser bench clean lint format
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,11 @@ demo: venv
 test: venv
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+# report.html in headless Chromium (console errors, every image loads, a screenshot beside the report)
+test-browser: venv
+	command -v chromium >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q chromium)
+	$(PY) -m pytest -q -m browser tests/test_browser.py
 
 test-slow: venv
 	$(PY) -m pytest -q -m "slow or integration"

@@ -128,7 +128,7 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
         "device_hours": df["wall_seconds"].fillna(0).sum() / 3600,
         "train_flops": df["train_flops"].fillna(0).sum(),
         "sacrebleu": _first(fin, "sacrebleu_signature"),
-        "budget": f"{_first(ref, 'steps')} steps x {int(tokens):,} target tokens per step, "
+        "budget": f"{_first(ref, 'steps')} steps x {f'{int(tokens):,}' if tokens else '?'} target tokens per step, "
         f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
         "adaptive": state.get("adaptive"),
     }

@@ -189,7 +189,8 @@ def compare(
     factor = max(len(cands), 1) * looks
     c.level = alpha / factor
     se = noise.sigma * math.sqrt(1 / len(va) + 1 / len(vb))
-    t_crit = stats.t.ppf(1 - c.level / 2, noise.df)
+    # the interval that decides: two-sided 1 - level for a difference, 1 - 2 level for TOST's equivalence
+    t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, noise.df)
     c.ci = (c.diff - t_crit * se, c.diff + t_crit * se)
     sign = 1 if READINGS[reading].higher_is_better else -1  # quality = sign * value
     if relation == "~":
