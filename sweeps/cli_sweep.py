@@ -153,6 +153,11 @@ def cmd_status(args) -> int:
     return _print_status(args.sweep_dir)
 
 
+def _percent(x):
+    """A fraction as a percentage; None for a missing value (a trial without result.json)."""
+    return None if x is None or x != x else 100 * x
+
+
 def _print_status(sweep_dir) -> int:
     from analysis.collect import collect
 
@@ -161,7 +166,7 @@ def _print_status(sweep_dir) -> int:
     df = collect(local_view(sweep_dir))  # analysis reads local paths: a URI is pulled to a view first
     print(
         f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5} "
-        f" {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'tries':>6}  reason"
+        f" {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'eval %':>7}{'tries':>6}  reason"
     )
     for _, r in df.iterrows():
         steps = f"{r['step']}/{int(r['steps'])}" if r["steps"] == r["steps"] and r["steps"] else str(r["step"])
@@ -169,7 +174,9 @@ def _print_status(sweep_dir) -> int:
         print(
             f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}"
             f"  {r['status']:<14}{steps:>11}"
-            f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}{r['attempts']:>6}  {reason}"
+            f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}"
+            f"{_fmt(_percent(r['eval_fraction']), '.1f'):>7}"
+            f"{r['attempts']:>6}  {reason}"
         )
     print("; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())))
     return 0

@@ -68,10 +68,15 @@ def cmd_train(args) -> int:
 
 
 def register(sub) -> None:
-    from transformer_core.run_config import ALL_KEYS
+    import argparse
+
+    from transformer_core.knobs import help_text
 
     p = sub.add_parser(
-        "train", help="train and evaluate one configuration", epilog="--set keys: " + ", ".join(ALL_KEYS)
+        "train",
+        help="train and evaluate one configuration",
+        epilog="--set keys (from the knob table; 'tsweep knobs' lists them with their categories):\n" + help_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")
     p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
