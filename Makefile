@@ -21,7 +21,7 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# The main job: Table 3 at the cpu profile (31 min measured on 2 cores with AVX512-BF16, 53 min before the CPU-bf16 attention fix), then the report.
+# The main job: Table 3 at the cpu profile with adaptive seeds (two of every row, a third where a verdict is undecided), then the report.
 DEMO_DIR ?= sweep_runs/table3-cpu
 demo: venv
 	$(VENV)/bin/tsweep run sweeps/specs/table3.yaml --profile cpu --out $(DEMO_DIR) $$(test -f $(DEMO_DIR)/sweep.json && echo --resume)

@@ -65,15 +65,17 @@ def test_table3_spec_has_every_row_in_paper_units():
     cpu = {t.row: t for t in plan(spec, "cpu")}
     assert cpu["base"].values["d_model"] == 128 and cpu["C1"].values["N"] == 1 and cpu["C3"].values["N"] == 4
     assert cpu["base"].profile["profile"] == "cpu" and cpu["base"].profile["width"] == 0.25
-    assert "big" not in cpu and len({t.trial_id for t in cpu.values()}) == 19  # big is out of the cpu budget
-    assert len({t.trial_id for t in plan(spec, "gpu")}) == 20
+    assert "big" not in cpu and len(cpu) == 19  # big is out of the cpu budget
+    assert len({t.trial_id for t in plan(spec, "cpu")}) == 38  # two seeds of each row first (adaptive min)
+    assert spec.adaptive == {"min": 2, "max": 3} and spec.budget == 3600
+    assert len({t.trial_id for t in plan(spec, "gpu")}) == 40
 
 
 def test_plan_command_prints_the_trial_table():
     r = tsweep("plan", str(ROOT / "sweeps" / "specs" / "table3.yaml"), "--profile", "cpu")
     assert r.returncode == 0, r.stderr
-    assert "19 trials" in r.stdout and "row big left out" in r.stdout and "nothing was run" in r.stdout
-    assert sum(line.startswith(("base ", "A ", "B ", "C ", "D ", "E ", "big ")) for line in r.stdout.splitlines()) == 19
+    assert "38 trials" in r.stdout and "row big left out" in r.stdout and "nothing was run" in r.stdout
+    assert sum(line.startswith(("base ", "A ", "B ", "C ", "D ", "E ", "big ")) for line in r.stdout.splitlines()) == 38
 
 
 MALFORMED = [
