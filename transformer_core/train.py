@@ -32,7 +32,7 @@ from .data import PAD, BatchStream, load_corpus
 from .device import autocast, resolve_device, resolve_precision
 from .distributed import barrier, sum_gradients, world
 from .errors import ConfigError
-from .evaluation import bleu, perplexity, translate
+from .evaluation import bleu, chrf, perplexity, translate
 from .loss import label_smoothed_nll
 from .model import build_model, count_parameters
 from .optim import average_state_dicts, learning_rate, make_adam
@@ -442,6 +442,9 @@ def _finish(tr: Trainer, started: float, result_path: Path) -> dict:
     test = tr.corpus.split("test")
     hyps = translate(tr.model, test, tr.corpus.processor(), tr.device, tr.precision, t.beam, t.alpha, t.max_extra)
     test_bleu, signature = bleu(hyps, test.tgt_text)
+    test_chrf, chrf_signature = chrf(hyps, test.tgt_text)
+    dev_hyps = (workdir / rundir.DEV_HYP).read_text(encoding="utf-8").split("\n")[:-1]  # the final model's, as written
+    dev_chrf = chrf(dev_hyps, tr.dev.tgt_text)[0]
     test_ppl = perplexity(tr.model, test, tr.device, tr.precision)
     tr.model.load_state_dict(final_state)
     rundir.write_lines(workdir / rundir.TEST_HYP, hyps)
@@ -458,9 +461,14 @@ def _finish(tr: Trainer, started: float, result_path: Path) -> dict:
         "test_ppl": test_ppl,
         "averaged_checkpoints": [rundir.checkpoint_step(p) for p in paths],
         "sacrebleu_signature": signature,
+        "dev_chrf": dev_chrf,
+        "test_chrf": test_chrf,
+        "chrf_signature": chrf_signature,
     }
     rundir.write_json(result_path, result)
-    tr.tracker.log_metrics({"test_bleu": test_bleu, "test_ppl": test_ppl}, tr.step)
+    tr.tracker.log_metrics(
+        {"test_bleu": test_bleu, "test_chrf": test_chrf, "dev_chrf": dev_chrf, "test_ppl": test_ppl}, tr.step
+    )
     for name in (rundir.RESULT, rundir.DEV_HYP, rundir.TEST_HYP, rundir.CONFIG, rundir.METRICS):
         tr.tracker.log_artifact(str(workdir / name))
     tr.tracker.set_status("FINISHED")
