@@ -1,0 +1,220 @@
+"""Evaluation sets beyond dev: test and every set `tsweep evaluate` scored, judged like dev.
+
+For each set the report gets a Table-3 column group (BLEU and chrF per row, mean ± half-width of the 95%
+interval from the seed noise pooled over the sweep's rows, as in the main table) and a claims table: the
+paper's claims (analysis.claims) judged by analysis.verdicts on that set's readings, so a reader sees
+whether a verdict holds out of domain.  A claim's dev BLEU reading becomes the set's BLEU and chrF, its dev
+cross-entropy the set's cross-entropy (ln PPL, the trial's own vocabulary); '~' margins carry over from
+the dev readings (chrF only where a claim states a "chrf" margin).
+
+What is read, per finished trial: result.json (test_bleu, test_chrf, test_ppl, dev_chrf) and
+evals/NAME.json (``tsweep evaluate``).  A set's readings are the frame's columns ``SET:bleu``,
+``SET:chrf`` and ``SET:ce``, registered in analysis.verdicts.READINGS under the same names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from transformer_core.inference import EVALS
+from transformer_core.rundir import RESULT, Status
+
+from .claims import CLAIMS, UNDERTRAINED_KINDS, claim_rows
+from .tables import row_order
+from .trajectory import regime
+from .verdicts import ALPHA, READINGS, Reading, judge_table, pooled_noise, seed_values
+
+log = logging.getLogger(__name__)
+METRICS = {  # metric of a set -> (label, higher is better)
+    "bleu": ("BLEU", True),
+    "chrf": ("chrF", True),
+    "ce": ("cross-entropy (nats, ln PPL)", False),
+}
+FROM_DEV = {"dev_bleu": ("bleu", "chrf"), "dev_ce": ("ce",)}  # a claim's dev reading -> the set's readings
+
+
+def reading(set_name: str, metric: str) -> str:
+    """The reading (and column) name of a set's metric, registered in analysis.verdicts.READINGS."""
+    key = f"{set_name}:{metric}"
+    label, higher = METRICS[metric]
+    READINGS.setdefault(key, Reading(key, f"{set_name} {label}", higher, key))
+    return key
+
+
+@dataclass
+class EvalSetsReport:
+    names: list[str]  # "test", then the named sets in order of first appearance
+    columns: pd.DataFrame  # one line per row: "row", then "<label> <set>" strings (mean ± CI)
+    numbers: pd.DataFrame  # the same as numbers: "<set>:<metric>", "<set>:<metric>_ci", "<set>:n"
+    claims: dict[str, pd.DataFrame] = field(default_factory=dict)  # per set, the columns of tables.judge_claims
+    notes: list[str] = field(default_factory=list)  # one line per named set: origin, size, fingerprint, unseen chars
+
+
+def _read(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _log(x) -> float:
+    try:
+        return math.log(float(x))
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
+    """The frame plus one column per set and metric; the named sets in order; {set: its evals records}."""
+    out = df.assign(**{c: np.nan for c in ("test:bleu", "test:chrf", "test:ce", "dev:chrf")})
+    records: dict[str, dict[str, dict]] = {}
+    for tid, wd, status in zip(df["trial_id"], df["workdir"], df["status"]):
+        if status != Status.FINISHED.value:
+            continue
+        result = _read(Path(wd) / RESULT)
+        out.loc[out["trial_id"] == tid, ["test:bleu", "test:chrf", "test:ce", "dev:chrf"]] = [
+            result.get("test_bleu", np.nan),
+            result.get("test_chrf", np.nan),
+            _log(result.get("test_ppl")),
+            result.get("dev_chrf", np.nan),
+        ]
+        for path in sorted((Path(wd) / EVALS).glob("*.json")):
+            rec = _read(path)
+            if rec.get("fingerprint") and rec.get("config_hash") == result.get("config_hash"):
+                records.setdefault(path.stem, {})[tid] = rec
+    names = []
+    for name, per_trial in records.items():
+        usual, _ = Counter(r["fingerprint"] for r in per_trial.values()).most_common(1)[0]
+        other = sorted(t for t, r in per_trial.items() if r["fingerprint"] != usual)
+        if other:  # one name, two sets: only the set most trials were scored on is reported under it
+            log.warning("set %s: trials %s were scored on another set (fingerprint): left out", name, ", ".join(other))
+        per_trial = {t: r for t, r in per_trial.items() if r["fingerprint"] == usual}
+        records[name] = per_trial
+        out = out.assign(**{f"{name}:{m}": np.nan for m in METRICS})
+        for tid, rec in per_trial.items():
+            out.loc[out["trial_id"] == tid, [f"{name}:bleu", f"{name}:chrf", f"{name}:ce"]] = [
+                rec.get("bleu", np.nan),
+                rec.get("chrf", np.nan),
+                _log(rec.get("ppl")),
+            ]
+        names.append(name)
+    return out, names, records
+
+
+def _mean_ci(values: np.ndarray, noise) -> tuple[float, float, int]:
+    """Mean and half-width of its 95% interval from the pooled seed noise (NaN without an estimate)."""
+    if not len(values):
+        return float("nan"), float("nan"), 0
+    if not noise.df or not math.isfinite(noise.sigma):
+        return float(values.mean()), float("nan"), len(values)
+    return float(values.mean()), float(stats.t.ppf(0.975, noise.df) * noise.sigma / math.sqrt(len(values))), len(values)
+
+
+def _fmt(mean: float, half: float, digits: int = 2) -> str:
+    if not math.isfinite(mean):
+        return "-"
+    return f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if math.isfinite(half) else "")
+
+
+def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(display strings, numbers) per row for each (set, metrics): mean ± CI with the pooled seed noise."""
+    values = {(s, m): seed_values(df, reading(s, m)) for s, metrics in sets for m in metrics}
+    noise = {k: pooled_noise(v) for k, v in values.items()}
+    shown, numbers = [], []
+    for row in row_order(df):
+        text, num = {"row": row}, {"row": row}
+        for (s, m), per_row in values.items():
+            mean, half, n = _mean_ci(per_row.get(row, np.array([])), noise[(s, m)])
+            text[f"{METRICS[m][0]} {s}"] = _fmt(mean, half)
+            num.update({f"{s}:{m}": mean, f"{s}:{m}_ci": half, f"{s}:n": n})
+        shown.append(text)
+        numbers.append(num)
+    return pd.DataFrame(shown), pd.DataFrame(numbers)
+
+
+def set_claims(name: str, claims: list[dict] = CLAIMS) -> list[dict]:
+    """The claims with their dev readings replaced by the set's (margins carried over; see the module doc)."""
+    out = []
+    for c in claims:
+        margin = c.get("margin")
+        equal = any(rel == "~" for _, rel, _ in c["comparisons"])
+        readings, margins = [], {}
+        for dev in c["readings"]:
+            for metric in FROM_DEV.get(dev, ()):
+                m = margin.get(metric if metric == "chrf" else dev) if isinstance(margin, dict) else margin
+                if equal and m is None:
+                    continue  # an equivalence needs a margin stated before the results: none for this metric
+                readings.append(reading(name, metric))
+                margins[reading(name, metric)] = m
+        if readings:
+            out.append({**c, "readings": tuple(readings), "margin": margins})
+    return out
+
+
+def claims_table(df: pd.DataFrame, name: str, looks: int = 1, alpha: float = ALPHA) -> pd.DataFrame:
+    """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_claims."""
+    claims = set_claims(name)
+    by_id, rows_of = {c["id"]: c for c in claims}, claim_rows(claims)
+    undertrained = bool(regime(df).get("undertrained"))
+    out = []
+    for res in judge_table(df, claims, looks, alpha):
+        claim = by_id[res.claim]
+        caveat = ""
+        if undertrained and claim.get("kind") in UNDERTRAINED_KINDS:
+            caveat = "undertrained regime: capacity and regularisation effects may invert"
+        out.append(
+            {
+                "claim": res.claim,
+                "text": claim["text"],
+                "reading": READINGS[res.reading].label,
+                "verdict": res.verdict.value,
+                "symbol": res.verdict.symbol,
+                "trajectory": "",
+                "unstable": False,
+                "rows": ",".join(rows_of[res.claim]),
+                "summary": res.detail,
+                "evidence": "; ".join(c.detail for c in res.comparisons),
+                "caveat": caveat,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def _note(name: str, per_trial: dict, finished: int) -> str:
+    first = next(iter(per_trial.values()))
+    unseen = max(sum((r.get("unknown_chars") or {}).values()) for r in per_trial.values())
+    return (
+        f"**{name}** ({first.get('set')}): {first.get('sentences')} sentences, fingerprint {first.get('fingerprint')}; "
+        f"scored by {len(per_trial)} of {finished} finished trials; {unseen} characters unseen in training "
+        f"(mapped to the unknown piece); sacrebleu `{first.get('sacrebleu_signature')}`, "
+        f"chrF `{first.get('chrf_signature')}`"
+    )
+
+
+def evaluation_sets(df: pd.DataFrame, sweep_dir=None, looks: int = 1, alpha: float = ALPHA) -> EvalSetsReport:
+    """The extra Table-3 column group (chrF on dev; BLEU and chrF on test and on every named set) and one
+    claims table per set (test and the named sets; dev's is the main claims table).  ``sweep_dir`` is where
+    relative workdirs in ``df`` are resolved."""
+    if sweep_dir is not None:
+        df = df.assign(workdir=[str(Path(sweep_dir) / w) if not Path(w).is_absolute() else w for w in df["workdir"]])
+    full, names, records = with_set_columns(df)
+    sets = [("dev", ("chrf",)), ("test", ("bleu", "chrf"))] + [(n, ("bleu", "chrf")) for n in names]
+    shown, numbers = column_group(full, sets)
+    finished = int((df["status"] == Status.FINISHED.value).sum())
+    return EvalSetsReport(
+        ["test", *names],
+        shown,
+        numbers,
+        {s: claims_table(full, s, looks, alpha) for s in ["test", *names]},
+        [_note(n, records[n], finished) for n in names],
+    )
