@@ -37,6 +37,22 @@ def _describe(corpus, budget: int) -> None:
         f" {100 * padding_fraction(batches, sl, tl):.1f}% of batch tokens"
     )
     print(f"provenance  {meta['provenance']}")
+    _time_and_disk(corpus)
+
+
+def _time_and_disk(corpus) -> None:
+    """How long the text took to prepare (and of that, to fetch), and what it holds on disk."""
+    from transformer_core.data.fetch import disk_bytes
+
+    human_bytes = lambda n: f"{n / 1e6:,.1f} MB" if n < 1e9 else f"{n / 1e9:,.2f} GB"
+    meta = corpus.meta
+    parts = [meta["provenance"]] + [v for v in meta["provenance"].values() if isinstance(v, dict)]
+    fetch = sum(p.get("fetch_seconds", 0) for p in parts)
+    caches = {p["cache"]: p.get("cache_bytes", 0) for p in parts if "cache" in p}
+    fetched = f" (of which fetching {fetch:.0f} s)" if fetch else ""
+    print(f"time        fetch, clean and split {meta.get('prepare_seconds', 0):.0f} s{fetched}")
+    disk = f"disk        {human_bytes(disk_bytes(corpus.directory))} in {corpus.directory}"
+    print(disk + "".join(f"; downloads {human_bytes(n)} in {path}" for path, n in caches.items()))
 
 
 def cmd_prepare(args) -> int:

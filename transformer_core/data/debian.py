@@ -6,7 +6,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from .recipes import RawCorpus, Recipe, register
+from .raw import RawCorpus, Recipe
 
 # --- LibreOffice help: paragraphs aligned by (page, paragraph id) ----------------
 HELP_LANG_DIRS = {
@@ -127,20 +127,18 @@ def load_ding(data_dir: Path, options: dict) -> RawCorpus:
     )
 
 
-register(
+RECIPES = (
     Recipe(
         "libreoffice-help-en-de",
         ("en", "de"),
         "LibreOffice help pages EN/DE aligned by paragraph id (Debian libreoffice-help-*); dev smath, test schart",
         load_help("de"),
-    )
-)
-register(
+    ),
     Recipe(
         "libreoffice-help-en-fr",
         ("en", "fr"),
         "LibreOffice help pages EN/FR aligned by paragraph id (Debian libreoffice-help-*); dev smath, test schart",
         load_help("fr"),
-    )
+    ),
+    Recipe("ding-en-de", ("en", "de"), "example sentences of the Ding dictionary (Debian trans-de-en)", load_ding),
 )
-register(Recipe("ding-en-de", ("en", "de"), "example sentences of the Ding dictionary (Debian trans-de-en)", load_ding))

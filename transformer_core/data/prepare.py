@@ -69,7 +69,8 @@ def _combine(names: list[str], data_dir: Path, options: dict) -> RawCorpus:
                 f" {name} ({'-'.join(part.langs)}): language pairs differ"
             )
     splits = {s: [p for part in parts for p in part.splits.get(s, [])] for s in SPLITS}
-    return RawCorpus(langs, splits, {n: part.provenance for n, part in zip(names, parts)})
+    verbatim = frozenset.intersection(*(part.verbatim for part in parts))  # kept as given only if kept by all
+    return RawCorpus(langs, splits, {n: part.provenance for n, part in zip(names, parts)}, verbatim)
 
 
 def _orient(raw: RawCorpus, direction: str | None) -> tuple[RawCorpus, str]:
@@ -77,7 +78,8 @@ def _orient(raw: RawCorpus, direction: str | None) -> tuple[RawCorpus, str]:
     if direction in (None, f"{a}-{b}"):
         return raw, f"{a}-{b}"
     if direction == f"{b}-{a}":
-        return RawCorpus((b, a), {s: [(y, x) for x, y in p] for s, p in raw.splits.items()}, raw.provenance), direction
+        swapped = {s: [(y, x) for x, y in p] for s, p in raw.splits.items()}
+        return RawCorpus((b, a), swapped, raw.provenance, raw.verbatim), direction
     raise DataError(f"direction {direction!r} does not fit this corpus: allowed {a}-{b} or {b}-{a}")
 
 
@@ -114,7 +116,10 @@ def prepare_text(
     log.info("cleaning %d pairs", sum(len(p) for p in raw.splits.values()))
     splits, dropped = {}, {}
     for split in SPLITS:
-        splits[split], dropped[split] = clean_pairs(raw.splits.get(split, []), rules)
+        if split in raw.verbatim:  # a standard test set: its references stay the published ones
+            splits[split], dropped[split] = list(raw.splits.get(split, [])), {}
+        else:
+            splits[split], dropped[split] = clean_pairs(raw.splits.get(split, []), rules)
     splits["train"], leaked = remove_leakage(splits["train"], [splits["dev"], splits["test"]])
     for split in SPLITS:
         if not splits[split]:

