@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
-from transformer_core.run_config import make_run_config
 from transformer_core.rundir import DONE, RESULT, write_json
 
 from .lock import (
@@ -187,13 +186,7 @@ def _trainable(
 
     if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
         sampled = {k: config[k] for k in search_keys}
-        if spec is None:  # TEMP: a driver started before this change
-            base = payloads[0]
-            t = Trial(base["group"], base["row"], base["seed"], base["paper"], {**base["values"], **sampled}, "", {})
-            t = Trial(*list(t.__dict__.values())[:5], make_run_config(t.values, base["preset"]).content_hash(),
-                      base["profile"])  # fmt: skip
-        else:
-            t = search_trial(spec, get_profile(profile), sampled)
+        t = search_trial(spec, get_profile(profile), sampled)
         trial = {**payloads[0], **trial_payload(t, payloads[0]["sweep_dir"], payloads[0]["tracking"],
                                                 payloads[0]["preset"]), "search": sampled}  # fmt: skip
     else:

@@ -100,7 +100,9 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
     def progress(p: dict) -> None:
         if p.get("evaluated"):  # a checkpoint was just written
             push()
-            if report:
+            # an evaluation without BLEU (eval_bleu: final) is not reported: Tune, ASHA and Optuna need every
+            # reported result to carry the sweep's metric as a number
+            if report and p.get("dev_bleu") is not None:
                 report({"step": p["step"], "dev_bleu": p["dev_bleu"], "dev_ppl": p["dev_ppl"], "done": False})
 
     result = train_and_evaluate(config, workdir, tracker, progress)
