@@ -202,7 +202,10 @@ def load_trained(run_dir, device: str = "auto", data_dir=None) -> TrainedModel:
         if not (processor.is_control(i) or processor.is_unknown(i))
         for ch in processor.id_to_piece(i).replace("\u2581", "")
     )
-    return TrainedModel(run_dir, config, result, model, processor, dev, resolve_precision(t.precision, dev), known)
+    # the precision the run was evaluated with, where it is the same kind of device ("auto" measures the CPU anew)
+    same = t.precision == "auto" and str(result.get("device", "")).split(":")[0] == dev.type
+    precision = result["precision"] if same and result.get("precision") else resolve_precision(t.precision, dev)
+    return TrainedModel(run_dir, config, result, model, processor, dev, precision, known)
 
 
 def done_evaluation(run_dir, es: EvalSet) -> Optional[dict]:
