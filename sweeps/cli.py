@@ -61,9 +61,16 @@ def cmd_knobs(args: argparse.Namespace) -> int:
 
 def _extensions():
     """Subcommands defined beside the code they drive."""
-    from . import cli_data, cli_eval, cli_sweep, cli_train  # noqa: F401
+    from . import cli_bench, cli_data, cli_eval, cli_sweep, cli_train  # noqa: F401
 
-    return [cli_data.register, cli_train.register, cli_sweep.register, cli_sweep.register_report, cli_eval.register]
+    return [
+        cli_data.register,
+        cli_train.register,
+        cli_sweep.register,
+        cli_sweep.register_report,
+        cli_eval.register,
+        cli_bench.register,
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

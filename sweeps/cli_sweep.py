@@ -12,20 +12,23 @@ def _fmt(x, spec=".2f"):
 
 
 def cmd_plan(args) -> int:
-    from transformer_core import closed_form_parameters
+    from transformer_core.data import default_data_dir
     from transformer_core.run_config import make_run_config
 
+    from . import estimate
+    from .profiles import get_profile
     from .spec import load_spec, plan
 
     start = time.time()
     spec = _with_corpus(load_spec(args.spec), args.corpus)
     trials = plan(spec, args.profile)
+    data_dir = args.data_dir or default_data_dir()
+    source = estimate.resolve_throughput(args.profile, args.device_flops, args.device, args.mfu, data_dir)
+    devices = estimate.devices_per_trial(spec.resources)
     print(
         f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
         f" ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus['name']}"
     )
-    from .profiles import get_profile
-
     for label, why in get_profile(args.profile).exclude.items():
         print(f"  row {label} left out at this profile: {why}")
     head = (
@@ -33,27 +36,33 @@ def cmd_plan(args) -> int:
         f"{'P_drop':>7}{'eps_ls':>7}{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
     )
     print(head)
-    total_flops = total_s = 0.0
+    total_flops, seconds = 0.0, []
     for t in trials:
         cfg = make_run_config(t.values, spec.base.get("preset", "base"))
         m, tr = cfg.model, cfg.train
-        params = closed_form_parameters(m, cfg.data.vocab)
-        tokens = tr.steps * tr.tokens_per_batch * tr.accumulate * 0.9  # ~10% of a batch budget is padding or unfilled
-        flops = 6 * params * tokens
-        est = _estimate_seconds(flops, tr, args.flops_per_second)
+        params, flops = estimate.trial_flops(cfg)
+        est = None
+        if source:
+            est = estimate.trial_seconds(flops, tr.steps, tr.eval_every, source.flops_per_second * devices)
+            seconds.append(est)
         total_flops += flops
-        total_s += est
         print(
             f"{t.group:<6}{t.row:<6}{t.seed:>5}{m.N:>3}{m.d_model:>8}{m.d_ff:>6}{m.h:>4}{m.d_k:>5}{m.d_v:>5}"
             f"{m.P_drop:>7.2f}{tr.eps_ls:>7.2f}{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
-            f"{params / 1e6:>8.2f}M{flops:>10.2e}{_duration(est):>11}  {t.trial_id}"
+            f"{params / 1e6:>8.2f}M{flops:>10.2e}{estimate.duration(est) if est is not None else '-':>11}  {t.trial_id}"
         )
-    conc = min(spec.max_concurrent, len(trials))
-    print(
-        f"total {total_flops:.2e} training FLOPs; about {_duration(total_s)} of trial time, "
-        f"{_duration(total_s / conc)} wall at {conc} concurrent (at {args.flops_per_second:.1e} FLOP/s per trial; "
-        "evaluation included roughly)"
-    )
+    print(f"total {total_flops:.2e} training FLOPs (6 x params x tokens)")
+    if source is None:
+        print(estimate.no_source_message(args.profile))
+    else:
+        conc = min(spec.max_concurrent, len(trials))
+        print(
+            f"time at {source.flops_per_second:.3g} FLOP/s per device, {devices:g} device(s) per trial: about"
+            f" {estimate.duration(sum(seconds))} of trial time, {sum(seconds) * devices / 3600:,.1f} device-hours,"
+            f" {estimate.duration(estimate.makespan(seconds, conc))} wall at {conc} concurrent"
+            " (evaluation included roughly)"
+        )
+        print(f"throughput source: {source.source}")
     print(f"planned in {time.time() - start:.2f} s; nothing was run")
     return 0
 
@@ -185,16 +194,26 @@ def _print_status(sweep_dir) -> int:
 def register(sub) -> None:
     p = sub.add_parser("plan", help="the expanded trial table of a spec, without running anything")
     p.add_argument("spec")
-    p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
+    p.add_argument("--profile", default="cpu", help="paper, gpu, gpu-small, gpu-8x, cpu or smoke")
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
     p.add_argument(
+        "--device-flops",
         "--flops-per-second",
+        dest="device_flops",
         type=float,
-        default=3.0e10,
-        help=(
-            "sustained training FLOP/s of one trial, for the time"
-            " estimate (3e10: one thread of a 2-core laptop, measured)"
-        ),
+        default=None,
+        help="sustained training FLOP/s of one device (one GPU), e.g. 3e14; wins over --device and a measurement",
+    )
+    p.add_argument(
+        "--device",
+        default=None,
+        help="a known device (h100, a100, l4, ...): its peak dense bf16 FLOP/s x --mfu; wins over a measurement",
+    )
+    p.add_argument("--mfu", type=float, default=0.35, help="model FLOPs utilisation assumed with --device (0.35)")
+    p.add_argument(
+        "--data-dir",
+        default=None,
+        help="where `tsweep bench-device` stored its measurement (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)",
     )
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")

@@ -1,0 +1,118 @@
+"""`tsweep bench-device`: a short base-row training run on this machine's device; its FLOP/s feed `tsweep plan`.
+
+Only optimiser steps are timed (after a few warm-up steps; no evaluation, no checkpoint), as model FLOPs:
+6 x parameters x target tokens / seconds.  The result is stored in the data directory (device-bench.json,
+by profile), where `tsweep plan --profile P` finds it.
+"""
+
+from __future__ import annotations
+
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _device_name(device) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
+
+
+def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overrides: dict) -> dict:
+    """Train the base row at ``profile`` for warmup + steps optimiser steps; the timed steps' throughput."""
+    import torch
+
+    from transformer_core.run_config import make_run_config
+    from transformer_core.tracking import JsonTracker
+    from transformer_core.train import Trainer
+
+    from .cli_train import profile_values
+    from .estimate import KNOWN_DEVICES, match_device
+
+    values = {**profile_values("base", profile), "corpus": corpus, **overrides, "steps": warmup + steps}
+    if data_dir:
+        values["data_dir"] = str(data_dir)
+    config = make_run_config(values)
+    with tempfile.TemporaryDirectory(prefix="tsweep-bench-") as work:
+        tr = Trainer(config, Path(work), JsonTracker(Path(work) / "tracking.jsonl"), None)
+        for _ in range(warmup):
+            tr.train_step()
+        _sync(tr.device)
+        tokens0, t0 = tr.tokens, time.perf_counter()
+        for _ in range(steps):
+            tr.train_step()
+        _sync(tr.device)
+        seconds, tokens = time.perf_counter() - t0, tr.tokens - tokens0
+    flops = 6.0 * tr.params * tokens / seconds
+    name = _device_name(tr.device)
+    record = {
+        "profile": profile,
+        "device": name,
+        "precision": tr.precision,
+        "flops_per_second": flops,
+        "tokens_per_second": tokens / seconds,
+        "seconds_per_step": seconds / steps,
+        "steps": steps,
+        "warmup_steps": warmup,
+        "params": tr.params,
+        "tokens_per_step": tokens / steps,
+        "budget_per_step": config.train.tokens_per_batch * config.train.accumulate,
+        "corpus": corpus,
+        "torch": torch.__version__,
+        "host": platform.node(),
+        "measured_at": time.time(),
+    }
+    key = match_device(name) if tr.device.type == "cuda" else None
+    if key:
+        full, bf16, fp32 = KNOWN_DEVICES[key]
+        peak = bf16 if tr.precision == "bf16" and bf16 else fp32
+        record.update(peak_flops_per_second=peak, mfu=flops / peak)
+    return record
+
+
+def cmd_bench_device(args) -> int:
+    from transformer_core.data import default_data_dir
+    from transformer_core.errors import ConfigError
+    from transformer_core.run_config import parse_assignments
+
+    from .estimate import store_measurement
+
+    if args.steps < 1 or args.warmup < 0:
+        raise ConfigError(f"--steps {args.steps} --warmup {args.warmup} is invalid: allowed steps >= 1, warmup >= 0")
+    data_dir = Path(args.data_dir or default_data_dir())
+    overrides = parse_assignments(args.set or [])
+    record = measure(args.profile, args.corpus, args.steps, args.warmup, args.data_dir, overrides)
+    path = store_measurement(data_dir, args.profile, record)
+    mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
+    print(
+        f"{record['device']} ({record['precision']}), base row at profile {args.profile!r}:"
+        f" {record['params']:,} parameters, {record['seconds_per_step'] * 1000:.0f} ms per step of"
+        f" {record['tokens_per_step']:,.0f} target tokens, {record['tokens_per_second']:,.0f} tokens/s"
+    )
+    print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "bench-device",
+        help="measure this device's training FLOP/s on the base row (stored for tsweep plan)",
+        description=__doc__,
+    )
+    p.add_argument("--profile", default="gpu", help="the profile whose base row is measured (default gpu)")
+    p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (prepared first if it is not)")
+    p.add_argument("--steps", type=int, default=50, help="timed optimiser steps (default 50)")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
+    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE", help="override config fields")
+    p.set_defaults(func=cmd_bench_device)

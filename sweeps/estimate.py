@@ -1,0 +1,185 @@
+"""Time estimates for a planned sweep on the device that will run it.
+
+A trial's work is the plan's FLOPs, 6 x parameters x target tokens (tokens = steps x batch budget x 0.9, as
+about a tenth of a budget is padding or left unfilled).  Its time needs a throughput, FLOP/s per device, from
+one of (first found wins):
+
+1. ``--device-flops F``: given by the user;
+2. ``--device NAME``: a known device's peak dense FLOP/s (bf16, or fp32 where it has no bf16) x an MFU;
+3. a measurement by ``tsweep bench-device`` on the device itself, stored as JSON in the data directory
+   (``device-bench.json``; a shared data directory carries it from a GPU node to the planner);
+4. for the cpu and smoke profiles only, this project's own measurement on a 2-core laptop (3e10 FLOP/s,
+   one thread per trial).
+
+A GPU profile with none of 1-3 gets no time estimate, never the laptop's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from transformer_core import closed_form_parameters
+from transformer_core.errors import ConfigError
+
+BENCH_FILE = "device-bench.json"
+DEFAULT_MFU = 0.35  # of peak dense bf16: what well-tuned Transformer training of this size commonly sustains
+LAPTOP_FLOPS = 3.0e10  # measured: one thread of the 2-core laptop this project is built on (cpu profile)
+LAPTOP_PROFILES = ("cpu", "smoke")
+FILL = 0.9  # fraction of a batch's token budget that is real tokens
+
+# Peak dense (no sparsity) FLOP/s from the vendors' datasheets: (name, bf16, fp32).  bf16 None: no bf16,
+# training runs in fp32 (precision auto).
+KNOWN_DEVICES = {
+    "h100": ("NVIDIA H100 SXM", 989e12, 67e12),
+    "h100-pcie": ("NVIDIA H100 PCIe", 756e12, 51e12),
+    "h200": ("NVIDIA H200 SXM", 989e12, 67e12),
+    "b200": ("NVIDIA B200", 2250e12, 80e12),
+    "a100": ("NVIDIA A100", 312e12, 19.5e12),
+    "l40s": ("NVIDIA L40S", 362e12, 91.6e12),
+    "l4": ("NVIDIA L4", 121e12, 30.3e12),
+    "v100": ("NVIDIA V100 SXM2", None, 15.7e12),
+    "p100": ("NVIDIA P100 SXM2 (the paper's GPU)", None, 10.6e12),
+    "mi300x": ("AMD Instinct MI300X", 1307e12, 163.4e12),
+}
+
+
+@dataclass(frozen=True)
+class Throughput:
+    flops_per_second: float  # per device (one GPU; one CPU trial)
+    source: str  # where the figure comes from, in words
+
+
+def device_peak(name: str, precision: str = "bf16") -> tuple[str, float, str]:
+    """(full name, peak FLOP/s, precision used) of a known device."""
+    key = name.lower()
+    if key not in KNOWN_DEVICES:
+        raise ConfigError(f"--device {name!r} is unknown: allowed {', '.join(KNOWN_DEVICES)} (or give --device-flops)")
+    full, bf16, fp32 = KNOWN_DEVICES[key]
+    if precision == "bf16" and bf16 is not None:
+        return full, bf16, "bf16"
+    return full, fp32, "fp32"
+
+
+def match_device(torch_name: str) -> Optional[str]:
+    """The KNOWN_DEVICES key of a device name as torch reports it ('NVIDIA H100 80GB HBM3' -> 'h100')."""
+    name = torch_name.lower()
+    for key in sorted(KNOWN_DEVICES, key=len, reverse=True):  # the longest first: h100-pcie before h100
+        if all(part in name for part in key.split("-")):
+            return key
+    return None
+
+
+# --- stored measurements -------------------------------------------------------------
+def bench_path(data_dir) -> Path:
+    return Path(data_dir) / BENCH_FILE
+
+
+def read_measurements(data_dir) -> dict[str, dict]:
+    """Measurements by profile; an unreadable file is an error naming it (it would silently change plans)."""
+    path = bench_path(data_dir)
+    if not path.exists():
+        return {}
+    try:
+        body = json.loads(path.read_text())
+        return {k: v for k, v in body["measurements"].items() if float(v["flops_per_second"]) > 0}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
+
+
+def store_measurement(data_dir, profile: str, record: dict) -> Path:
+    """Add (or replace) the measurement of ``profile``; written atomically."""
+    path = bench_path(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"measurements": {**read_measurements(data_dir), profile: record}}
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(body, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+    return path
+
+
+# --- which throughput ------------------------------------------------------------------
+def resolve_throughput(
+    profile: str,
+    device_flops: Optional[float] = None,
+    device: Optional[str] = None,
+    mfu: float = DEFAULT_MFU,
+    data_dir=None,
+) -> Optional[Throughput]:
+    if device_flops is not None:
+        if not (device_flops > 0 and math.isfinite(device_flops)):
+            raise ConfigError(f"--device-flops {device_flops!r} is invalid: allowed a number above 0, e.g. 3e14")
+        return Throughput(device_flops, "given with --device-flops")
+    if not (0 < mfu <= 1):
+        raise ConfigError(f"--mfu {mfu!r} is invalid: allowed a fraction in (0, 1], e.g. 0.35")
+    if device:
+        full, peak, precision = device_peak(device)
+        return Throughput(peak * mfu, f"{full} peak dense {precision} {peak:.3g} FLOP/s x assumed MFU {mfu:g}")
+    if data_dir is not None:
+        found = read_measurements(data_dir)
+        if found:
+            same = profile in found
+            m = found[profile] if same else max(found.values(), key=lambda r: r.get("measured_at", 0))
+            where = "" if same else f" at profile {m.get('profile')!r} (none stored for {profile!r})"
+            when = time.strftime("%Y-%m-%d", time.localtime(m.get("measured_at", 0)))
+            return Throughput(
+                float(m["flops_per_second"]),
+                f"measured by tsweep bench-device on {m.get('device', '?')} {m.get('precision', '')}{where}, {when}"
+                f" ({bench_path(data_dir)})",
+            )
+    if profile in LAPTOP_PROFILES:
+        return Throughput(LAPTOP_FLOPS, "this project's measurement on a 2-core laptop, one thread per trial")
+    return None
+
+
+def no_source_message(profile: str) -> str:
+    return (
+        f"no time estimate: profile {profile!r} is meant for GPUs and no throughput was given. Run"
+        f" `tsweep bench-device --profile {profile}` on the GPU, or pass --device-flops F or --device NAME"
+        f" ({', '.join(KNOWN_DEVICES)}; MFU {DEFAULT_MFU} unless --mfu)"
+    )
+
+
+# --- arithmetic of a plan -----------------------------------------------------------------
+def trial_flops(cfg) -> tuple[int, float]:
+    """(parameters, training FLOPs) of a RunConfig: 6 x params x target tokens."""
+    tr = cfg.train
+    params = closed_form_parameters(cfg.model, cfg.data.vocab)
+    tokens = tr.steps * tr.tokens_per_batch * tr.accumulate * FILL
+    return params, 6.0 * params * tokens
+
+
+def devices_per_trial(resources: dict) -> float:
+    """Devices one trial computes on: its workers, each with a whole GPU or a share of one."""
+    gpus = float(resources.get("gpus", 0) or 0)
+    share = gpus if 0 < gpus < 1 else 1.0
+    return max(1, int(resources.get("workers", 1) or 1)) * share
+
+
+def trial_seconds(flops: float, steps: int, eval_every: int, trial_flops_per_second: float) -> float:
+    """Training time, a quarter on top for decoding and perplexity, and a fixed cost per evaluation."""
+    evals = max(1, steps // eval_every)
+    return flops / trial_flops_per_second * 1.25 + 5 * evals
+
+
+def makespan(durations: list[float], slots: int) -> float:
+    """Wall time of independent trials on ``slots`` parallel slots, longest first to the least loaded slot."""
+    loads = [0.0] * max(1, slots)
+    for d in sorted(durations, reverse=True):
+        loads[loads.index(min(loads))] += d
+    return max(loads)
+
+
+def duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}min"
+    if s < 172800:
+        return f"{s / 3600:.1f}h"
+    return f"{s / 86400:.1f}d"
