@@ -183,3 +183,67 @@ def duration(s: float) -> str:
     if s < 172800:
         return f"{s / 3600:.1f}h"
     return f"{s / 86400:.1f}d"
+
+
+# --- device-hours of a whole spec per profile (docs/cluster.md) ---------------------------------
+def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: int = 1, gpus: int = 8) -> dict:
+    """One seed of every row of ``spec`` at ``profile``: FLOPs, device-hours, wall hours on 1 and on ``gpus``."""
+    from transformer_core.run_config import make_run_config
+
+    from .spec import plan
+
+    trials = [t for t in plan(spec, profile) if t.seed == spec.seeds[0]]
+    flops, seconds = [], []
+    for t in trials:
+        cfg = make_run_config(t.values, spec.base.get("preset", "base"))
+        f = trial_flops(cfg)[1]
+        flops.append(f)
+        seconds.append(trial_seconds(f, cfg.train.steps, cfg.train.eval_every, flops_per_device * devices_per_trial))
+    base = next(i for i, t in enumerate(trials) if t.row == "base")
+    one = sum(seconds) if devices_per_trial == 1 else None  # a trial on 8 workers cannot run on one GPU
+    many = makespan(seconds, gpus // devices_per_trial)
+    return {
+        "profile": profile,
+        "trials": len(trials),
+        "base_flops": flops[base],
+        "base_hours": seconds[base] / 3600,
+        "flops": sum(flops),
+        "device_hours": sum(seconds) * devices_per_trial / 3600,
+        "wall_1": None if one is None else one / 3600,
+        "wall_n": many / 3600,
+    }
+
+
+def main(argv=None) -> None:
+    """Print the device-hours table of docs/cluster.md: `python -m sweeps.estimate [--device h100] [--mfu 0.35]`."""
+    import argparse
+
+    from .spec import load_spec
+
+    ap = argparse.ArgumentParser(prog="python -m sweeps.estimate", description=main.__doc__)
+    ap.add_argument("--spec", default=str(Path(__file__).parent / "specs" / "table3.yaml"))
+    ap.add_argument("--device", default="h100")
+    ap.add_argument("--mfu", type=float, default=DEFAULT_MFU)
+    ap.add_argument("--gpus", type=int, default=8)
+    args = ap.parse_args(argv)
+    full, peak, precision = device_peak(args.device)
+    per_device = peak * args.mfu
+    spec = load_spec(args.spec)
+    print(f"{spec.name}, one seed of every row; {full}: {peak:.3g} FLOP/s dense {precision} x MFU {args.mfu:g} =")
+    print(f"{per_device:.3g} FLOP/s per GPU; trial time = FLOPs / FLOP/s x 1.25 + 5 s per evaluation\n")
+    n = args.gpus
+    print(
+        f"| profile | GPUs per trial | base trial FLOPs | base trial | Table 3 FLOPs | GPU-hours | wall on 1 GPU"
+        f" | wall on {n} GPUs |\n|---|---|---|---|---|---|---|---|"
+    )
+    h = lambda x: "cannot run" if x is None else f"{x:,.1f} h"
+    for profile, devices in (("gpu", 1), ("gpu-8x", 8), ("gpu-small", 1)):
+        r = spec_hours(spec, profile, per_device, devices, n)
+        print(
+            f"| {profile} | {devices} | {r['base_flops']:.2e} | {duration(r['base_hours'] * 3600)} | {r['flops']:.2e}"
+            f" | {r['device_hours']:,.0f} | {h(r['wall_1'])} | {h(r['wall_n'])} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

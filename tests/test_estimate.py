@@ -154,3 +154,10 @@ def test_bench_device_stores_a_measurement_that_plan_uses(tmp_path, capsys, fixt
     code, out = run_plan(capsys, SMOKE, "--profile", "smoke", "--data-dir", str(data))
     assert code == 0 and f"time at {m['flops_per_second']:.3g} FLOP/s per device" in out
     assert "measured by tsweep bench-device on" in out
+
+
+def test_the_device_hours_table_in_the_docs_is_what_the_script_prints(capsys):
+    estimate.main([])
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    docs = (ROOT / "docs" / "cluster.md").read_text().splitlines()
+    assert len(printed) == 4 and all(line in docs for line in printed)
