@@ -238,3 +238,16 @@ def test_unreachable_host_fails_in_one_line_within_the_timeout(tmp_path):
     assert f"127.0.0.1:{port}" in errors[0] and "Traceback" not in r.stderr
     written = [p for p in (tmp_path / "d").rglob("*") if p.is_file() and not p.name.startswith(".lock-")]
     assert written == []
+
+
+def test_a_server_that_never_answers_times_out_in_one_line(tmp_path, monkeypatch):
+    with socket.socket() as s:  # accepts connections (the kernel's backlog) but never answers
+        s.bind(("127.0.0.1", 0))
+        s.listen(4)
+        monkeypatch.setenv(MIRROR_ENV, f"http://127.0.0.1:{s.getsockname()[1]}")
+        monkeypatch.setenv("TSWEEP_DOWNLOAD_TIMEOUT", "1")
+        start = time.time()
+        with pytest.raises(DataError) as err:
+            http_file(wmt.CORPORA["europarl-v7"][0], tmp_path / "e.tgz", ("sha256", "0" * 64))
+    assert time.time() - start < 10 and "timed out" in str(err.value) and "\n" not in str(err.value)
+    assert list(tmp_path.iterdir()) == []

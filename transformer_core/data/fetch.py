@@ -177,8 +177,6 @@ def http_file(url: str, dest: Path, checksum: tuple[str, str], attempts: int = 4
 
 
 def _transfer(source: str, part: Path, timeout: float) -> None:
-    from tqdm import tqdm
-
     offset = part.stat().st_size if part.exists() else 0
     request = urllib.request.Request(source, headers={"Range": f"bytes={offset}-"} if offset else {})
     try:
@@ -192,6 +190,15 @@ def _transfer(source: str, part: Path, timeout: float) -> None:
         raise DataError(
             f"cannot download {source}: {reason} (check the network, or set {MIRROR_ENV} to a mirror)"
         ) from None
+    try:
+        _write_response(response, part, offset)
+    except OSError as exc:  # a full disk or an unwritable directory here, not the network
+        raise DataError(f"cannot write {part}: {exc.strerror or exc}") from None
+
+
+def _write_response(response, part: Path, offset: int) -> None:
+    from tqdm import tqdm
+
     with response:
         if offset and response.status != 206:
             offset = 0  # the server ignored the range: start again
