@@ -82,9 +82,11 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
 
 
 def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False, num_cpus=None,
-                 budget: Optional[float] = None, echo: Callable[[str], None] = print) -> dict:  # fmt: skip
+                 budget: Optional[float] = None, echo: Callable[[str], None] = print,
+                 verbose: bool = False) -> dict:  # fmt: skip
     """An adaptive sweep end to end (open, rounds, close), like runner.run_sweep."""
     ctx = open_sweep(spec, profile_name, out, address, resume, num_cpus)
+    ctx.verbose = verbose
     try:
         stopped = adaptive_rounds(ctx, budget if budget is not None else spec.budget, echo)
         ctx.state["adaptive"]["stopped"] = stopped

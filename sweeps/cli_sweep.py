@@ -112,7 +112,7 @@ def cmd_run(args) -> int:
     out = out if is_uri(out) else Path(out)
     start = time.time()
     try:
-        kwargs = dict(address=args.address, resume=args.resume, num_cpus=args.num_cpus)
+        kwargs = dict(address=args.address, resume=args.resume, num_cpus=args.num_cpus, verbose=args.verbose)
         if spec.adaptive:
             from .adaptive import run_adaptive
 
@@ -159,7 +159,35 @@ def cmd_status(args) -> int:
     from .lock import read_sweep_state
 
     read_sweep_state(args.sweep_dir)  # a missing or unreadable sweep.json: one line
+    if args.watch:
+        return _watch(args.sweep_dir, args.interval)
     return _print_status(args.sweep_dir)
+
+
+def _watch(sweep_dir, interval: float) -> int:
+    """The driver's live view, refreshed from the sweep directory (or URI) until every trial has ended."""
+    from .live import LiveView
+    from .lock import read_sweep_state
+    from .storage import local_view
+
+    state = read_sweep_state(sweep_dir)
+    view = LiveView(local_view(sweep_dir), int(state.get("max_concurrent") or 2), interval=interval,
+                    refresh=lambda: local_view(sweep_dir))  # fmt: skip
+    started = state.get("created")
+    if started:
+        view.started = float(started)
+    try:
+        while True:
+            trials = view.tick()
+            if trials and all(t.status not in ("running", "pending") for t in trials):
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for bar in view.bars:
+            bar.close()
+    return _print_status(sweep_dir)
 
 
 def _percent(x):
@@ -239,6 +267,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("status", help="each trial's state and metrics so far")
     p.add_argument("sweep_dir")
+    p.add_argument("--watch", action="store_true", help="follow the sweep live until every trial has ended")
+    p.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes with --watch")
     p.set_defaults(func=cmd_status)
 
 

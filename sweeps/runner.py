@@ -28,6 +28,7 @@ from typing import Callable, Optional
 from transformer_core.errors import UserError
 from transformer_core.rundir import DONE, RESULT, write_json
 
+from .live import LiveView
 from .lock import (
     LOCK_NAME,
     SAFE_ALLOWED,
@@ -109,6 +110,7 @@ class SweepContext:
     address: Optional[str] = None
     resume: bool = False
     summary: dict = field(default_factory=dict)
+    verbose: bool = False  # Ray Tune's own status tables instead of the live view
 
     @property
     def preset(self) -> str:
@@ -480,25 +482,38 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
         tuner = Tuner(
             trainable,
             param_space=_param_space(spec, payloads),
-            tune_config=_tune_config(spec, ctx.sweep_dir, len(payloads)),
+            tune_config=_tune_config(spec, ctx.sweep_dir, payloads),
             run_config=RunConfig(
                 name=name,
                 storage_path=ctx.location,
-                verbose=1,
+                verbose=1 if ctx.verbose else 0,
                 failure_config=FailureConfig(max_failures=2),
-                callbacks=[_EchoCallback(echo, total, ctx.sync)],
+                callbacks=[_EchoCallback(echo if ctx.verbose else None, total, ctx.sync)],
             ),
         )
     ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": len(payloads)})
     ctx.write_state()
+    # Tune's new output engine prints a config box and a TensorBoard hint even at verbose=0; the legacy
+    # engine at verbose=0 prints nothing, and the live view speaks instead
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if ctx.verbose else "0"
     handler = signal.getsignal(signal.SIGINT)
+    view = None if ctx.verbose else _live_view(ctx, trials).start()
     try:
         grid = tuner.fit()  # Tune turns the first SIGINT into a graceful stop and returns
     finally:
+        if view:
+            view.stop()
         if handler is not None:
             signal.signal(signal.SIGINT, handler)  # Tune leaves its own handler installed
     unfinished = len(grid) - grid.num_terminated - grid.num_errors
     return _summarise(grid, payloads), unfinished > 0 or len(grid) < total
+
+
+def _live_view(ctx: SweepContext, trials: list[Trial]) -> LiveView:
+    """The user's view of this round: rows and seeds from the sweep's files (a URI sweep: its pulled view)."""
+    if ctx.store:
+        return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, interval=15.0, refresh=ctx.store.view)
+    return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent)
 
 
 def close_sweep(ctx: SweepContext, status: str) -> None:
@@ -541,9 +556,11 @@ def run_sweep(
     resume: bool = False,
     num_cpus: Optional[int] = None,
     echo: Callable[[str], None] = print,
+    verbose: bool = False,
 ) -> dict:
     """Run (or resume) a sweep; returns {trial_id: final state}.  Raises SweepInterrupted on SIGINT."""
     ctx = open_sweep(spec, profile_name, sweep_dir, address, resume, num_cpus)
+    ctx.verbose = verbose
     try:
         run_trials(ctx, ctx.planned() or spec.trials(get_profile(profile_name)), echo=echo)
     except SweepInterrupted:
@@ -567,7 +584,7 @@ def _param_space(spec: Spec, payloads: list) -> dict:
     return {"trial_index": tune.grid_search(list(range(len(payloads))))}
 
 
-def _tune_config(spec: Spec, sweep_dir: Path, n: int):
+def _tune_config(spec: Spec, sweep_dir: Path, payloads: list):
     from ray.tune import TuneConfig
 
     scheduler = search_alg = None
@@ -590,6 +607,8 @@ def _tune_config(spec: Spec, sweep_dir: Path, n: int):
             metric=spec.metric, mode=spec.mode, study_name=spec.name, storage=storage, seed=spec.search["seed"]
         )
     return TuneConfig(
+        trial_name_creator=_trial_namer(payloads),
+        trial_dirname_creator=_trial_namer(payloads),
         metric=spec.metric,
         mode=spec.mode,
         scheduler=scheduler,
@@ -597,6 +616,12 @@ def _tune_config(spec: Spec, sweep_dir: Path, n: int):
         num_samples=spec.search["samples"] if spec.search else 1,
         max_concurrent_trials=spec.max_concurrent,
     )
+
+
+def _trial_namer(payloads: list) -> Callable:
+    """Tune's name for a trial: its row and seed (A1-s1), not _trainable_xxxxx."""
+    names = {i: f"{p['row']}-s{p['seed']}" for i, p in enumerate(payloads)}
+    return lambda trial: names.get((trial.config or {}).get("trial_index")) or f"search-{trial.trial_id}"
 
 
 def _summarise(grid, payloads: list) -> dict:
@@ -633,13 +658,16 @@ class _EchoCallback:
             def on_trial_complete(self, iteration, trials, trial, **info):
                 m = trial.last_result or {}
                 self.ended += 1
+                sync()
+                if echo is None:  # the live view prints trial events
+                    return
                 echo(
                     f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
                     f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}"
                 )
-                sync()
 
             def on_trial_error(self, iteration, trials, trial, **info):
-                echo(f"trial {trial.trial_id} failed (Ray retries it from its checkpoint up to 2 times)")
+                if echo is not None:
+                    echo(f"trial {trial.trial_id} failed (Ray retries it from its checkpoint up to 2 times)")
 
         return Echo()

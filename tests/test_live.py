@@ -1,0 +1,72 @@
+"""The live view: trial events in the user's terms, from the sweep's files; and through a real smoke sweep."""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sweeps.live import LiveView, events, snapshot, summary_line
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _sweep(tmp_path: Path) -> Path:
+    plan = {f"{r}-s{s}-x": {"row": r, "seed": s, "values": {"steps": 20}} for r in ("base", "A1") for s in (1, 2)}
+    (tmp_path / "sweep.json").write_text(json.dumps({"trials": list(plan), "plan": plan}))
+    for tid in plan:
+        (tmp_path / "trials" / tid).mkdir(parents=True)
+    return tmp_path
+
+
+def _append(path: Path, rec: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(rec) + "\n")
+
+
+def test_events_and_summary_follow_the_files(tmp_path):
+    d = _sweep(tmp_path)
+    before = {t.trial_id: t for t in snapshot(d)}
+    wd = d / "trials" / "A1-s1-x"
+    _append(wd / "attempts.jsonl", {"from_step": 0})
+    _append(wd / "metrics.jsonl", {"kind": "train", "step": 10, "loss": 5.5, "tokens_per_second": 900.0})
+    now = snapshot(d)
+    assert events(before, now) == ["A1 s1: started"]
+    before = {t.trial_id: t for t in now}
+    _append(wd / "metrics.jsonl", {"kind": "eval", "step": 10, "steps": 20, "dev_ppl": 80.0, "dev_bleu": None})
+    assert events(before, snapshot(d)) == ["A1 s1: eval at step 10/20: dev PPL 80.00"]
+    before = {t.trial_id: t for t in snapshot(d)}
+    (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 1.5, "dev_ppl": 60.0,
+                                                "session_seconds": 100.0}))  # fmt: skip
+    lines = events(before, snapshot(d))
+    assert lines == ["A1 s1: finished: dev BLEU 1.50, dev PPL 60.00 in 1m40s"]
+    line = summary_line(snapshot(d), time.time() - 30, est_trial_s=500.0, concurrent=2)
+    assert line.startswith("1 finished, 0 running, 3 pending, 0 failed") and "ETA ~3m20s (measured)" in line
+
+
+def test_non_terminal_output_is_one_line_per_event(tmp_path):
+    d = _sweep(tmp_path)
+    out = io.StringIO()
+    view = LiveView(d, 2, out=out, tty=False)
+    view.seen = {t.trial_id: t for t in snapshot(d)}
+    _append(d / "trials" / "base-s2-x" / "attempts.jsonl", {"from_step": 0})
+    view.tick()
+    view.tick()  # nothing new: nothing printed
+    assert out.getvalue() == "base s2: started\n"
+
+
+def test_smoke_sweep_output_names_rows_and_seeds(tmp_path, fixture_corpus, fixture_data_dir):
+    """Through the CLI with stdout not a terminal: plain event lines, none of Ray Tune's boxes or names."""
+    env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir), RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", "run", str(ROOT / "tests" / "specs" / "smoke.yaml"), "--profile", "smoke",
+         "--out", str(tmp_path / "sw"), "--num-cpus", "2"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    assert "base s1: started" in out and "base s1: finished: dev BLEU" in out
+    assert "_trainable_" not in out and "trial_index" not in out and "TensorBoard" not in out
+    assert "Current best trial" not in out and "╭" not in out
