@@ -38,6 +38,7 @@ class TrialState:
     evals: int = 0
     attempts: int = 0
     seconds: Optional[float] = None  # wall time of a finished trial
+    started: Optional[float] = None  # first attempt's start (epoch seconds)
 
 
 def _json(path: Path) -> dict:
@@ -71,7 +72,8 @@ def snapshot(sweep_dir: Path) -> list[TrialState]:
         p, wd = plan.get(tid, {}), sweep_dir / "trials" / tid
         t = TrialState(tid, f"{p.get('row', tid)} s{p.get('seed', '?')}", Status.PENDING.value)
         t.steps = int((p.get("values") or {}).get("steps") or 0)
-        t.attempts = len(_lines(wd / rundir.ATTEMPTS))
+        attempts = _lines(wd / rundir.ATTEMPTS)
+        t.attempts, t.started = len(attempts), (attempts[0].get("time") if attempts else None)
         for rec in _lines(wd / rundir.METRICS):
             t.step = max(t.step, int(rec.get("step", 0)))
             if rec.get("kind") == "train":
@@ -97,10 +99,13 @@ def summary_line(trials: list[TrialState], started: float, est_trial_s: Optional
         key = "finished" if t.status == "finished" else "failed" if t.status in ("diverged", "failed") else t.status
         n[key if key in n else "running"] += 1
     done = [t.seconds for t in trials if t.seconds]
-    per = sum(done) / len(done) if done else est_trial_s
+    # before the first trial ends: the running trials' pace (time so far / fraction of steps done), else the plan
+    pace = [(time.time() - t.started) * t.steps / t.step for t in trials
+            if t.status == "running" and t.started and t.step and t.steps]  # fmt: skip
+    per = sum(done) / len(done) if done else (sum(pace) / len(pace) if pace else est_trial_s)
     left = n["running"] + n["pending"]
     eta = f"ETA ~{_dur(per * -(-left // max(concurrent, 1)))}" if per and left else ("done" if not left else "ETA ?")
-    source = "measured" if done else "plan estimate"
+    source = "measured" if done else "from the running trials' pace" if pace else "plan estimate"
     return (f"{n['finished']} finished, {n['running']} running, {n['pending']} pending, {n['failed']} failed; "
             f"elapsed {_dur(time.time() - started)}; {eta}" + (f" ({source})" if left else ""))  # fmt: skip
 
