@@ -1,7 +1,8 @@
 """Evaluation sets beyond dev: test and every set `tsweep evaluate` scored, judged like dev.
 
 For each set the report gets a Table-3 column group (BLEU and chrF per row, mean ± half-width of the 95%
-interval from the seed noise pooled over the sweep's rows, as in the main table) and a claims table: the
+interval from the seed noise pooled over the sweep's rows, as in the main table; for dev and test only chrF,
+their BLEU being in the main table) and a claims table (test and the named sets; dev's is the main one): the
 paper's claims (analysis.claims) judged by analysis.verdicts on that set's readings, so a reader sees
 whether a verdict holds out of domain.  A claim's dev BLEU reading becomes the set's BLEU and chrF, its dev
 cross-entropy the set's cross-entropy (ln PPL, the trial's own vocabulary); '~' margins carry over from
@@ -53,7 +54,7 @@ def reading(set_name: str, metric: str) -> str:
 @dataclass
 class EvalSetsReport:
     names: list[str]  # "test", then the named sets in order of first appearance
-    columns: pd.DataFrame  # one line per row: "row", then "<label> <set>" strings (mean ± CI)
+    columns: pd.DataFrame  # one line per row: "row", then "<metric> <set>" strings (mean ± CI): merge on "row"
     numbers: pd.DataFrame  # the same as numbers: "<set>:<metric>", "<set>:<metric>_ci", "<set>:n"
     claims: dict[str, pd.DataFrame] = field(default_factory=dict)  # per set, the columns of tables.judge_claims
     notes: list[str] = field(default_factory=list)  # one line per named set: origin, size, fingerprint, unseen chars
@@ -202,13 +203,15 @@ def _note(name: str, per_trial: dict, finished: int) -> str:
 
 
 def evaluation_sets(df: pd.DataFrame, sweep_dir=None, looks: int = 1, alpha: float = ALPHA) -> EvalSetsReport:
-    """The extra Table-3 column group (chrF on dev; BLEU and chrF on test and on every named set) and one
+    """The extra Table-3 column group (chrF on dev and test; BLEU and chrF on every named set) and one
     claims table per set (test and the named sets; dev's is the main claims table).  ``sweep_dir`` is where
     relative workdirs in ``df`` are resolved."""
     if sweep_dir is not None:
         df = df.assign(workdir=[str(Path(sweep_dir) / w) if not Path(w).is_absolute() else w for w in df["workdir"]])
     full, names, records = with_set_columns(df)
-    sets = [("dev", ("chrf",)), ("test", ("bleu", "chrf"))] + [(n, ("bleu", "chrf")) for n in names]
+    sets = [("dev", ("chrf",)), ("test", ("chrf",))] + [
+        (n, ("bleu", "chrf")) for n in names
+    ]  # the main table has dev and test BLEU
     shown, numbers = column_group(full, sets)
     finished = int((df["status"] == Status.FINISHED.value).sum())
     return EvalSetsReport(
