@@ -32,6 +32,10 @@ METRICS = (
     "reason",
     "schedule",
     "eval_fraction",
+    "dev_chrf",
+    "test_chrf",
+    "chrf_signature",
+    "session_seconds",
     "time_split",
 )
 

@@ -16,6 +16,7 @@ from transformer_core.knobs import BY_NAME
 from transformer_core.rundir import Status
 
 from .collect import collect
+from .evalsets import evaluation_sets
 from .html_report import render
 from .paper import PAPER_FACTS
 from .plots import figures
@@ -208,6 +209,15 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     h = header(sweep_dir, df)
     looks = (h.get("adaptive") or {}).get("looks", 1)
     claims = judge_claims(df, looks)
+    sets = evaluation_sets(df, sweep_dir, looks)  # chrF, test and every named evaluation set (tsweep evaluate)
+    d = d.merge(sets.columns, on="row", how="left")
+    sets.numbers.to_csv(out / "evalsets.csv", index=False)
+    set_sections = []
+    for name, table in sets.claims.items():
+        table.to_csv(out / f"claims-{name}.csv", index=False)
+        set_sections += [f"## The paper's claims on {name}", "", _markdown_table(_claims_markdown(table)), ""]
+    if sets.notes:
+        set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in sets.notes], ""]
     noise, reg = noise_table(df), regime(df)
     t.to_csv(out / "table.csv", index=False)
     claims.to_csv(out / "claims.csv", index=False)
@@ -225,11 +235,24 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
           f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
           "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(d), "", notes, "",
           "## The paper's claims, judged on these results", "", f"Legend: {legend_md}.", "", RULE, "",
-          _markdown_table(_claims_markdown(claims)), "",
+          _markdown_table(_claims_markdown(claims)), "", *set_sections,
           "## Failed, stopped or missing trials", "",
           _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group, BLEU against parameters).", "",
           f"sacrebleu: `{h['sacrebleu']}`", ""]  # fmt: skip
     (out / "report.md").write_text("\n".join(md))
-    (out / "report.html").write_text(render(h, budget, d, t, claims, problems, figures(t, df), notes, LEGEND, RULE))
+    (out / "report.html").write_text(
+        render(
+            h,
+            budget,
+            d,
+            t,
+            pd.concat([claims, *sets.claims.values()], ignore_index=True),
+            problems,
+            figures(t, df),
+            notes,
+            LEGEND,
+            RULE,
+        )
+    )
     return out
