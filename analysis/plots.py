@@ -51,13 +51,18 @@ def row_curves(df: pd.DataFrame, key: str = "dev_ce") -> dict[str, tuple[np.ndar
     return out
 
 
+def panel_groups(t: pd.DataFrame) -> list[str]:
+    """The groups that get a learning-curve panel: every Table 3 group of the sweep (base is drawn in each)."""
+    return [g for g in dict.fromkeys(t["group"]) if g != "base"] or ["base"]
+
+
 def curve_panels(df: pd.DataFrame, t: pd.DataFrame) -> str | None:
     """Small multiples: one panel per Table 3 group, base in every panel, a band over seeds where there are seeds."""
     curves = row_curves(df)
     if not curves:
         return None
     plt = _pyplot()
-    groups = [g for g in dict.fromkeys(t["group"]) if g != "base"] or ["base"]
+    groups = panel_groups(t)
     ncol = min(3, len(groups))
     nrow = -(-len(groups) // ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.0 * nrow), squeeze=False, sharey=True)
@@ -69,7 +74,7 @@ def curve_panels(df: pd.DataFrame, t: pd.DataFrame) -> str | None:
             ax.plot(steps, mean, color=color, lw=1.6 if row == "base" else 1.2, label=row)
             if (band[:, 1] > band[:, 0]).any():
                 ax.fill_between(steps, band[:, 0], band[:, 1], color=color, alpha=0.15, lw=0)
-        ax.set_title(f"group {group}", fontsize=10)
+        ax.set_title(f"group {group}", fontsize=10, gid=f"panel-{group}")
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7, loc="upper right")

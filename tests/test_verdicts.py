@@ -249,3 +249,21 @@ def test_seed_correlation_recovers_a_shared_seed_effect():
     assert n == 40 * 3 * len(ROWS) and 0.35 < rho < 0.65  # truth 0.5 (deviations from row means)
     independent = pd.DataFrame(recs).assign(dev_bleu=lambda d: rng.standard_normal(len(d)))
     assert abs(seed_correlation(independent, "dev_bleu")[0]) < 0.15
+
+
+def test_learning_curves_are_one_panel_per_group_with_base_in_each(tmp_path):
+    from analysis.plots import curve_panels, panel_groups, row_curves
+
+    recs = []
+    for row, group in (("base", "base"), ("A1", "A"), ("D1", "D"), ("D3", "D")):
+        for s in (1, 2):
+            recs.append(_write_trial(tmp_path, row, s, [(100, None, 30.0 + s), (300, 5.0, 15.0 + s)], 5.0))
+            recs[-1]["group"] = group
+    df = pd.DataFrame(recs)
+    t = pd.DataFrame({"row": ["base", "A1", "D1", "D3"], "group": ["base", "A", "D", "D"]})
+    assert panel_groups(t) == ["A", "D"]
+    curves = row_curves(df)
+    assert set(curves) == {"base", "A1", "D1", "D3"}
+    steps, mean, band = curves["D1"]
+    assert list(steps) == [100, 300] and mean[0] == pytest.approx(np.log(31.5), abs=0.02) and band[0, 1] > band[0, 0]
+    assert curve_panels(df, t)  # a PNG (base64)
