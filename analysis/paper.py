@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 from importlib import resources
 
+from transformer_core.config import PAPER_RECIPE
+
 KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional")
 PAPER_FACTS = {
     "vocab": 37000,
-    "base_steps": 100_000,
-    "big_steps": 300_000,
+    "base_steps": PAPER_RECIPE["base"]["train_steps"],
+    "big_steps": PAPER_RECIPE["big"]["train_steps"],
     "train_flops": {"base": 3.3e18, "big": 2.3e19},
     "test_bleu_en_de": {"base": 27.3, "big": 28.4},
     "dev_set": "newstest2013",

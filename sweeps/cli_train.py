@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 
@@ -10,14 +9,14 @@ def profile_values(preset: str, profile_name: str | None) -> dict:
     """Flat run keys for a preset at a profile's scale (empty: the preset as published)."""
     if not profile_name:
         return {}
-    from transformer_core import model_config
+    from transformer_core.config import MODEL_KEYS, paper_values
 
     from .profiles import get_profile
 
-    profile = get_profile(profile_name)
-    knobs = profile.scale_model(dataclasses.asdict(model_config(preset)))
-    steps = profile.scale_steps(300_000 if preset == "big" else 100_000)
-    return {**knobs, **profile.train, **profile.data, "steps": steps}
+    profile, paper = get_profile(profile_name), paper_values(preset)
+    knobs = profile.scale_model({k: paper[k] for k in MODEL_KEYS})
+    steps = profile.scale_steps(paper["train_steps"])
+    return {**knobs, **profile.train, **profile.data, "steps": steps, "eps_ls": paper["eps_ls"]}
 
 
 def cmd_train(args) -> int:

@@ -6,7 +6,6 @@ Every error is a SpecError whose message starts with the field path
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any, Optional
 import yaml
 
 from transformer_core import knobs
-from transformer_core.config import MODEL_KEYS
+from transformer_core.config import MODEL_KEYS, paper_values
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.run_config import TRAIN_KEYS, make_run_config
 
@@ -137,12 +136,7 @@ def expand_row(spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = N
     preset = base.pop("preset", "base")
     knobs = {**base, **row.overrides}
     run_knobs = {k: v for k, v in knobs.items() if k in RUN_KNOBS}
-    paper = {
-        **dataclasses.asdict(make_run_config({}, preset).model),
-        "eps_ls": 0.1,
-        "train_steps": 300_000 if preset == "big" else 100_000,
-        **{k: v for k, v in knobs.items() if k in PAPER_KNOBS},
-    }
+    paper = paper_values(preset, {k: v for k, v in knobs.items() if k in PAPER_KNOBS})
     model_knobs = {k: paper[k] for k in MODEL_KEYS}
     values = {
         **profile.scale_model(model_knobs),

@@ -95,6 +95,18 @@ PRESETS: dict[str, ModelConfig] = {
 
 MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
+# The paper's recipe for each preset, in its units (section 5): steps trained and label smoothing.
+PAPER_RECIPE: dict[str, dict] = {
+    "base": {"eps_ls": 0.1, "train_steps": 100_000},
+    "big": {"eps_ls": 0.1, "train_steps": 300_000},
+}
+
+
+def paper_values(preset: str = "base", overrides: Optional[dict] = None) -> dict:
+    """A preset in the paper's units (every model knob, eps_ls, train_steps) with overrides: the one place
+    the paper's facts about base and big are read (spec expansion, tsweep train --profile)."""
+    return {**dataclasses.asdict(model_config(preset)), **PAPER_RECIPE[preset], **(overrides or {})}
+
 
 def model_config(preset: str = "base", **overrides: Any) -> ModelConfig:
     """A preset with overrides; unknown preset or keys are ConfigErrors."""
