@@ -59,7 +59,7 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
         "sweep_dir": tmp_path.as_uri() if storage == "uri" else str(tmp_path),
         "tracking": None,
     }
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a Ray already running here
     try:
         metrics = _data_parallel(trial, workers=2, gpus=0)
     finally:
@@ -101,10 +101,18 @@ def two_node_cluster(fixture_corpus):
 
 
 def _sessions(sweep_dir):
-    return {
-        p.parent.name: [json.loads(x) for x in p.read_text().splitlines()]
-        for p in (sweep_dir / "trials").glob("*/sessions.jsonl")
-    }
+    """Each trial's sessions so far, read while trials may be writing them: only complete lines (ending in a
+    newline) count, and a trial whose file is empty, half-written or gone is left out, never an empty list."""
+    found = {}
+    for p in (sweep_dir / "trials").glob("*/sessions.jsonl"):
+        try:
+            text = p.read_text()
+        except FileNotFoundError:
+            continue
+        lines = text[: text.rfind("\n") + 1].splitlines()
+        if lines:
+            found[p.parent.name] = [json.loads(x) for x in lines]
+    return found
 
 
 def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, fixture_data_dir, tmp_path):
