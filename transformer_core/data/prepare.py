@@ -33,6 +33,7 @@ from .recipes import RawCorpus, get_recipe
 log = logging.getLogger(__name__)
 SPLITS = ("train", "dev", "test")
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
+META_KEYS = ("name", "direction", "langs", "sizes", "fingerprint")  # what every reader of meta.json relies on
 
 
 def cache_dir(name: str) -> Path:
@@ -47,7 +48,26 @@ def default_data_dir() -> Path:
     return cache_dir("data")
 
 
+def corpus_langs(name: str, options: dict | None = None) -> tuple[str, str]:
+    """The (first, second) languages of a recipe, or of the first of '+'-joined recipes."""
+    recipe = get_recipe(parse_corpus_name(name)[0].split("+")[0])
+    if recipe.name == "files":  # the user's own files: languages named in the options, if at all
+        options = options or {}
+        return options.get("src_lang", recipe.langs[0]), options.get("tgt_lang", recipe.langs[1])
+    return recipe.langs
+
+
+def check_direction(name: str, direction: str | None, options: dict | None = None) -> None:
+    """``direction`` must be None or 'A-B' / 'B-A' of the corpus's two languages (it becomes part of a path)."""
+    if direction is None:
+        return
+    a, b = corpus_langs(name, options)
+    if direction not in (f"{a}-{b}", f"{b}-{a}"):
+        raise DataError(f"direction {direction!r} does not fit corpus {name!r}: allowed {a}-{b} or {b}-{a}")
+
+
 def corpus_key(name: str, direction: str | None, options: dict | None = None) -> str:
+    check_direction(name, direction, options)
     key = name + (f".{direction}" if direction else "")
     override = os.environ.get("TSWEEP_BIBLE_DB")
     if override and any(n.startswith("bible") for n in name.split("+")):
@@ -81,6 +101,26 @@ def _orient(raw: RawCorpus, direction: str | None) -> tuple[RawCorpus, str]:
         swapped = {s: [(y, x) for x, y in p] for s, p in raw.splits.items()}
         return RawCorpus((b, a), swapped, raw.provenance, raw.verbatim), direction
     raise DataError(f"direction {direction!r} does not fit this corpus: allowed {a}-{b} or {b}-{a}")
+
+
+def _empty_split(name: str, split: str, raw: RawCorpus, dropped: dict[str, int], leaked: int) -> str:
+    """Why ``split`` of a corpus ended up empty, in one line: the input gave none, or what cleaning dropped."""
+    given = {s: len(raw.splits.get(s, [])) for s in SPLITS}
+    head = f"corpus {name!r} has no {split} sentences left after cleaning: "
+    hint = "check the input files"
+    if name.split("+")[0] == "files":
+        hint = (
+            "give more lines (dev and test each hold out at least 1 line of the training file), or dev and test files"
+        )
+    if not given[split]:
+        counts = ", ".join(f"{n} {s}" for s, n in given.items())
+        return head + f"the input gave none ({counts} pairs before cleaning); {hint}"
+    reasons = {
+        **{k: v for k, v in dropped.items() if v},
+        **({"also in dev or test": leaked} if split == "train" else {}),
+    }
+    why = ", ".join(f"{n} {reason}" for reason, n in reasons.items() if n)
+    return head + f"all {given[split]} input pairs were dropped ({why}); {hint}"
 
 
 def _write_lines(path: Path, lines) -> None:
@@ -123,10 +163,7 @@ def prepare_text(
     splits["train"], leaked = remove_leakage(splits["train"], [splits["dev"], splits["test"]])
     for split in SPLITS:
         if not splits[split]:
-            raise DataError(
-                f"corpus {name!r} has no {split} sentences left after cleaning "
-                f"(dropped: {dropped[split]}); check the input files"
-            )
+            raise DataError(_empty_split(name, split, raw, dropped[split], leaked))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -158,7 +195,21 @@ def prepare_text(
 
 
 def read_meta(corpus_dir: Path) -> dict:
-    return json.loads((corpus_dir / "meta.json").read_text())
+    path = corpus_dir / "meta.json"
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(
+            f"{path} is unreadable ({exc}): the prepared corpus is damaged; "
+            f"remove {corpus_dir} or run 'tsweep data prepare' again, which prepares a damaged corpus afresh"
+        ) from None
+    missing = [k for k in META_KEYS if not isinstance(meta, dict) or k not in meta]
+    if missing:
+        raise DataError(
+            f"{path} lacks {', '.join(missing)}: the prepared corpus is damaged; "
+            f"remove {corpus_dir} or run 'tsweep data prepare' again, which prepares a damaged corpus afresh"
+        )
+    return meta
 
 
 def train_bpe(corpus_dir: Path, vocab: int) -> Path:
@@ -210,6 +261,35 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
     return out
+
+
+def damage(corpus_dir: Path, vocab_dir: Path) -> tuple[str, Path] | None:
+    """What is wrong with a prepared corpus on disk, and the directory to prepare afresh; None when sound.
+
+    Checks meta.json, the text files and the encoded arrays (a missing or truncated .npy): cheaply, as
+    the arrays are opened as memory maps, which checks their headers and sizes without reading them.
+    """
+    try:
+        read_meta(corpus_dir)
+    except DataError:
+        return "meta.json is unreadable", corpus_dir
+    for name in (f"{split}.{side}" for split in SPLITS for side in ("src", "tgt")):
+        if not (corpus_dir / name).is_file():
+            return f"{name} is missing", corpus_dir
+        try:
+            flat = np.load(vocab_dir / f"{name}.npy", mmap_mode="r")
+            off = np.load(vocab_dir / f"{name}.off.npy", mmap_mode="r")
+        except (OSError, ValueError, EOFError) as exc:  # a truncated array fails its memory map (ValueError)
+            return f"{name}.npy or its offsets unreadable: {exc}", vocab_dir
+        if flat.ndim != 1 or off.ndim != 1 or len(off) < 2 or off[0] != 0 or off[-1] != len(flat):
+            return f"{name}.npy does not match its offsets", vocab_dir
+    try:
+        int((vocab_dir / "done").read_text())
+    except (OSError, ValueError):
+        return "bpe done marker unreadable", vocab_dir
+    if not (vocab_dir / "spm.model").is_file():
+        return "spm.model is missing", vocab_dir
+    return None
 
 
 @dataclass
@@ -276,4 +356,13 @@ def load_corpus(
         fcntl.flock(lock, fcntl.LOCK_EX)
         directory = prepare_text(name, data_dir, direction, options)
         vocab_dir = train_bpe(directory, vocab)
+        found = damage(directory, vocab_dir)
+        if found:  # e.g. a truncated .npy or a garbage meta.json: prepare that part afresh, once
+            log.warning("the prepared corpus in %s is damaged (%s): preparing %s again", directory, *found)
+            shutil.rmtree(found[1])
+            directory = prepare_text(name, data_dir, direction, options)
+            vocab_dir = train_bpe(directory, vocab)
+            found = damage(directory, vocab_dir)
+            if found:
+                raise DataError(f"the corpus prepared afresh in {directory} is still damaged: {found[0]}")
     return Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text()))

