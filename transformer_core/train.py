@@ -65,8 +65,12 @@ def is_log_step(step: int, t: TrainConfig) -> bool:
 def _claim_workdir(config: RunConfig, workdir: Path) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     path = workdir / rundir.CONFIG
-    if path.exists():
-        old = json.loads(path.read_text()).get("hash")
+    trained = any((workdir / name).exists() for name in (rundir.METRICS, rundir.RESULT, rundir.CHECKPOINTS))
+    if path.exists() and trained:  # a config.json alone (a run that failed before training) is replaced
+        try:
+            old = json.loads(path.read_text()).get("hash")
+        except (OSError, ValueError):
+            old = "unreadable"
         if old != config.content_hash():
             raise ConfigError(
                 f"workdir {str(workdir)!r} holds a run of another configuration (hash {old}, "
