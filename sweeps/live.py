@@ -126,8 +126,8 @@ def events(before: dict[str, TrialState], now: list[TrialState]) -> list[str]:
     out = []
     for t in now:
         b = before.get(t.trial_id)
-        if t.status == "running" and (b is None or b.status == "pending"):
-            out.append(f"{t.name}: started")
+        if t.status != "pending" and (b is None or b.status == "pending") and t.attempts:
+            out.append(f"{t.name}: started")  # also when it started and ended between two looks
         elif b is not None and t.attempts > b.attempts and b.attempts:
             out.append(f"{t.name}: retried (attempt {t.attempts}, from its checkpoint)")
         if b is not None and t.evals > b.evals and t.status == "running":

@@ -2,9 +2,6 @@
 
 import io
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -57,16 +54,5 @@ def test_non_terminal_output_is_one_line_per_event(tmp_path):
     assert out.getvalue() == "base s2: started\n"
 
 
-def test_smoke_sweep_output_names_rows_and_seeds(tmp_path, fixture_corpus, fixture_data_dir):
-    """Through the CLI with stdout not a terminal: plain event lines, none of Ray Tune's boxes or names."""
-    env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir), RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
-    r = subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", "run", str(ROOT / "tests" / "specs" / "smoke.yaml"), "--profile", "smoke",
-         "--out", str(tmp_path / "sw"), "--num-cpus", "2"],
-        capture_output=True, text=True, env=env, timeout=600, cwd=ROOT,
-    )  # fmt: skip
-    assert r.returncode == 0, r.stderr[-2000:]
-    out = r.stdout
-    assert "base s1: started" in out and "base s1: finished: dev BLEU" in out
-    assert "_trainable_" not in out and "trial_index" not in out and "TensorBoard" not in out
-    assert "Current best trial" not in out and "╭" not in out
+# The smoke sweep through the CLI (tests/test_sweeps.py::test_smoke_sweep_completes_with_mlflow_runs) checks the
+# live view's plain event lines in a real sweep's output, so no second sweep runs here.

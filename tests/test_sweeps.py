@@ -153,6 +153,10 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     print(f"smoke sweep wall time {time.time() - start:.1f}s")
     assert "4 finished" in r.stdout
+    # the live view, stdout not a terminal: one plain line per trial event, in rows and seeds, no Tune boxes
+    assert "base s1: started" in r.stdout and "D1 s2: finished: dev BLEU" in r.stdout
+    assert "_trainable_" not in r.stdout and "trial_index" not in r.stdout and "TensorBoard" not in r.stdout
+    assert "Current best trial" not in r.stdout and "╭" not in r.stdout
     client, state, runs = _mlflow_children(out)
     assert client.get_run(state["parent_run_id"]).info.status == "FINISHED"
     assert len(runs) == 4 and {x.info.status for x in runs} == {"FINISHED"}
