@@ -60,7 +60,7 @@ def _read_json(path: Path) -> dict:
 
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
     """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
-    sweep_dir = Path(sweep_dir)  # a local path: the CLI pulls a URI sweep to a local view first
+    sweep_dir = Path(sweep_dir).resolve()  # a local path (the CLI pulls a URI sweep to a view); workdirs absolute
     state = _read_json(sweep_dir / "sweep.json")
     if isinstance(state, Corrupt):
         raise UserError(

@@ -181,6 +181,18 @@ def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str
     return lines
 
 
+def measured(claims: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The claims this sweep measured, and one line naming those whose rows it did not run."""
+    out = claims[claims["verdict"] != "not measured"]
+    missing = list(dict.fromkeys(claims.loc[claims["verdict"] == "not measured", "claim"]))
+    return out, (f"Claims not measured (rows not in this sweep): {', '.join(missing)}." if missing else "")
+
+
+def _claims_block(claims: pd.DataFrame) -> list[str]:
+    shown, line = measured(claims)
+    return ([_markdown_table(_claims_markdown(shown)), ""] if len(shown) else []) + ([line, ""] if line else [])
+
+
 def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
@@ -215,7 +227,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     set_sections = []
     for name, table in sets.claims.items():
         table.to_csv(out / f"claims-{name}.csv", index=False)
-        set_sections += [f"## The paper's claims on {name}", "", _markdown_table(_claims_markdown(table)), ""]
+        set_sections += [f"## The paper's claims on {name}", "", *_claims_block(table)]
     if sets.notes:
         set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in sets.notes], ""]
     noise, reg = noise_table(df), regime(df)
@@ -235,7 +247,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
           f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
           "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(d), "", notes, "",
           "## The paper's claims, judged on these results", "", f"Legend: {legend_md}.", "", RULE, "",
-          _markdown_table(_claims_markdown(claims)), "", *set_sections,
+          *_claims_block(claims), *set_sections,
           "## Failed, stopped or missing trials", "",
           _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group, BLEU against parameters).", "",
@@ -247,7 +259,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
             budget,
             d,
             t,
-            pd.concat([claims, *sets.claims.values()], ignore_index=True),
+            measured(pd.concat([claims, *sets.claims.values()], ignore_index=True))[0],
             problems,
             figures(t, df),
             notes,
