@@ -93,7 +93,17 @@ def test_adaptive_rounds_on_ray_stop_at_budget_and_max_and_resume(tmp_path, fixt
     """The loop on a real local Ray (smoke profile): the decision is fixed to 'D1 undecided' so the test
     knows which rows must get seeds; the budget stops it after the minimum, a resume adds D1's third
     seed and stops at max, a further resume trains nothing."""
+    import ray
+
     import sweeps.adaptive as adaptive
+
+    try:
+        _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive)
+    finally:
+        ray.shutdown()  # the sweep ran in this process: later tests start their own Ray
+
+
+def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
 
     spec_path = tmp_path / "a.yaml"
     spec_path.write_text(yaml.safe_dump({

@@ -59,6 +59,7 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
         "sweep_dir": tmp_path.as_uri() if storage == "uri" else str(tmp_path),
         "tracking": None,
     }
+    ray.shutdown()  # a Ray an earlier test started in this process
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # not a Ray running here
     try:
         metrics = _data_parallel(trial, workers=2, gpus=0)
