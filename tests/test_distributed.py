@@ -147,7 +147,10 @@ def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, 
     assert worker.node_id in nodes and len(nodes) == 2
 
 
-@pytest.mark.parametrize("storage", ["shared path", "uri"])
+@pytest.mark.parametrize(
+    "storage",
+    ["shared path", pytest.param("uri", marks=pytest.mark.slow)],  # uri: ~100 s; s3 test covers URIs
+)
 def test_removing_a_worker_node_retries_its_trial_from_its_checkpoint(
     two_node_cluster, fixture_data_dir, tmp_path, storage
 ):

@@ -106,14 +106,17 @@ MALFORMED = [
 
 
 @pytest.mark.parametrize("doc,message", MALFORMED, ids=[m for _, m in MALFORMED])
-def test_malformed_specs_give_one_line_and_exit_2(tmp_path, doc, message):
+def test_malformed_specs_give_one_line_and_exit_2(tmp_path, doc, message, capsys):
+    """In process (the CLI's main, as the console script calls it): validation fails before Ray or MLflow."""
+    from sweeps.cli import main
+
     spec = write_spec(tmp_path / "bad.yaml", **doc)
-    r = tsweep("plan", str(spec), "--profile", "smoke")
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert message in r.stderr and len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    capsys.readouterr()
+    rc, err = main(["plan", str(spec), "--profile", "smoke"]), capsys.readouterr().err
+    assert rc == 2, err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     out = tmp_path / "out"
-    r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out))
-    assert r.returncode == 2 and not out.exists()
+    assert main(["run", str(spec), "--profile", "smoke", "--out", str(out)]) == 2 and not out.exists()
 
 
 def test_bad_yaml_file_and_profile_and_address(tmp_path):

@@ -41,6 +41,7 @@ def run_config(data_dir, **kw):
     return make_run_config({**TINY, "data_dir": str(data_dir), **kw})
 
 
+@pytest.mark.slow  # ~30 s; test_model's copy task and the fixture runs cover the same path by default
 def test_copy_task_through_train_and_evaluate(tmp_path):
     """Sequences of letter-words mapped to their upper-case copies, learnt end to end."""
     rng = random.Random(0)
