@@ -53,3 +53,16 @@ def test_search_samples_are_expanded_like_rows_at_the_profile(tmp_path):
 def test_search_over_run_units_steps_is_refused(tmp_path):
     with pytest.raises(SpecError, match="search.space: unknown key 'steps'"):
         _search_spec(tmp_path, {"steps": {"type": "int", "low": 1, "high": 5}})
+
+
+def test_calibration_spec_plans_at_smoke_and_touches_only_the_base_row():
+    from pathlib import Path
+
+    from sweeps.spec import plan
+
+    spec = load_spec(Path(__file__).resolve().parent.parent / "sweeps" / "specs" / "calibrate-cpu.yaml")
+    assert [r.label for r in spec.rows] == ["base"] and set(spec.search["space"]) == {"schedule", "lr_scale", "warmup"}
+    trials = plan(spec, "smoke")
+    assert [t.row for t in trials] == ["base"]
+    t = search_trial(spec, get_profile("smoke"), {"schedule": "wsd", "lr_scale": 0.3, "warmup": 100})
+    assert t.values["schedule"] == "wsd" and t.values["lr_scale"] == 0.3 and t.values["d_model"] == 32
