@@ -80,22 +80,6 @@ def _with_corpus(spec, corpus):
     return parse_spec(doc, spec.source)
 
 
-def _estimate_seconds(flops: float, tr, flops_per_second: float) -> float:
-    train = flops / flops_per_second
-    evals = max(1, tr.steps // tr.eval_every)
-    return train * 1.25 + 5 * evals  # decoding and perplexity: a quarter on top, plus a fixed cost per evaluation
-
-
-def _duration(s: float) -> str:
-    if s < 120:
-        return f"{s:.0f}s"
-    if s < 7200:
-        return f"{s / 60:.0f}min"
-    if s < 172800:
-        return f"{s / 3600:.1f}h"
-    return f"{s / 86400:.1f}d"
-
-
 def cmd_run(args) -> int:
     from transformer_core.errors import UserError
     from transformer_core.rundir import DiskFullError
