@@ -29,8 +29,8 @@ from scipy import stats
 from transformer_core.inference import EVALS
 from transformer_core.rundir import RESULT, Status
 
-from .claims import CLAIMS, UNDERTRAINED_KINDS, claim_rows
-from .tables import row_order
+from .claims import CLAIMS, claim_rows
+from .tables import claim_record, row_order
 from .trajectory import regime
 from .verdicts import ALPHA, READINGS, Reading, judge_table, pooled_noise, seed_values
 
@@ -162,33 +162,15 @@ def set_claims(name: str, claims: list[dict] = CLAIMS) -> list[dict]:
     return out
 
 
-def claims_table(df: pd.DataFrame, name: str, looks: int = 1, alpha: float = ALPHA) -> pd.DataFrame:
+def claims_table(df: pd.DataFrame, name: str, looks: int = 1, alpha: float = ALPHA,
+                 reg: dict | None = None) -> pd.DataFrame:  # fmt: skip
     """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_claims."""
     claims = set_claims(name)
     by_id, rows_of = {c["id"]: c for c in claims}, claim_rows(claims)
-    undertrained = bool(regime(df).get("undertrained"))
-    out = []
-    for res in judge_table(df, claims, looks, alpha):
-        claim = by_id[res.claim]
-        caveat = ""
-        if undertrained and claim.get("kind") in UNDERTRAINED_KINDS:
-            caveat = "undertrained regime: capacity and regularisation effects may invert"
-        out.append(
-            {
-                "claim": res.claim,
-                "text": claim["text"],
-                "reading": READINGS[res.reading].label,
-                "verdict": res.verdict.value,
-                "symbol": res.verdict.symbol,
-                "trajectory": "",
-                "unstable": False,
-                "rows": ",".join(rows_of[res.claim]),
-                "summary": res.detail,
-                "evidence": "; ".join(c.detail for c in res.comparisons),
-                "caveat": caveat,
-            }
-        )
-    return pd.DataFrame(out)
+    undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
+    return pd.DataFrame(
+        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained) for r in judge_table(df, claims, looks, alpha)]
+    )
 
 
 def _note(name: str, per_trial: dict, finished: int) -> str:
@@ -202,7 +184,9 @@ def _note(name: str, per_trial: dict, finished: int) -> str:
     )
 
 
-def evaluation_sets(df: pd.DataFrame, sweep_dir=None, looks: int = 1, alpha: float = ALPHA) -> EvalSetsReport:
+def evaluation_sets(
+    df: pd.DataFrame, sweep_dir=None, looks: int = 1, alpha: float = ALPHA, reg: dict | None = None
+) -> EvalSetsReport:
     """The extra Table-3 column group (chrF on dev and test; BLEU and chrF on every named set) and one
     claims table per set (test and the named sets; dev's is the main claims table).  ``sweep_dir`` is where
     relative workdirs in ``df`` are resolved."""
@@ -218,6 +202,6 @@ def evaluation_sets(df: pd.DataFrame, sweep_dir=None, looks: int = 1, alpha: flo
         ["test", *names],
         shown,
         numbers,
-        {s: claims_table(full, s, looks, alpha) for s in ["test", *names]},
+        {s: claims_table(full, s, looks, alpha, reg) for s in ["test", *names]},
         [_note(n, records[n], finished) for n in names],
     )

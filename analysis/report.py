@@ -220,8 +220,9 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     d = display_table(t)
     h = header(sweep_dir, df)
     looks = (h.get("adaptive") or {}).get("looks", 1)
-    claims = judge_claims(df, looks)
-    sets = evaluation_sets(df, sweep_dir, looks)  # chrF, test and every named evaluation set (tsweep evaluate)
+    noise, reg = noise_table(df), regime(df)  # the regime once: the claims tables and the header use it
+    claims = judge_claims(df, looks, reg=reg)
+    sets = evaluation_sets(df, sweep_dir, looks, reg=reg)  # chrF, test and every named evaluation set (tsweep evaluate)
     d = d.merge(sets.columns, on="row", how="left")
     sets.numbers.to_csv(out / "evalsets.csv", index=False)
     set_sections = []
@@ -230,7 +231,6 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
         set_sections += [f"## The paper's claims on {name}", "", *_claims_block(table)]
     if sets.notes:
         set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in sets.notes], ""]
-    noise, reg = noise_table(df), regime(df)
     t.to_csv(out / "table.csv", index=False)
     claims.to_csv(out / "claims.csv", index=False)
     (out / "table.tex").write_text(_latex(d))

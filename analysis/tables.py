@@ -132,32 +132,32 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
     return out
 
 
-def judge_claims(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA) -> pd.DataFrame:
-    """One line per claim and reading: verdict, trajectory over the budget, stability, evidence, caveat."""
+def claim_record(res, claim: dict, rows: list[str], undertrained: bool, path: list | None = None) -> dict:
+    """One line of a claims table: verdict, trajectory (when judged over the budget), evidence, caveat."""
+    caveat = ""
+    if undertrained and claim.get("kind") in UNDERTRAINED_KINDS:
+        caveat = "undertrained regime: capacity and regularisation effects may invert"
+    return {
+        "claim": res.claim,
+        "text": claim["text"],
+        "reading": READINGS[res.reading].label,
+        "verdict": res.verdict.value,
+        "symbol": res.verdict.symbol,
+        "trajectory": trajectory_text(path) if path else "",
+        "unstable": unstable(path) if path else False,
+        "rows": ",".join(rows),
+        "summary": res.detail,
+        "evidence": "; ".join(c.detail for c in res.comparisons),
+        "caveat": caveat,
+    }
+
+
+def judge_claims(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA, reg: dict | None = None) -> pd.DataFrame:
+    """One line per claim and reading: verdict, trajectory over the budget, stability, evidence, caveat.
+    ``reg`` is trajectory.regime(df) when the caller has it already."""
     final, traj = trajectories(df, CLAIMS, looks, alpha)
-    reg = regime(df)
-    rows_of = claim_rows(CLAIMS)
-    by_id = {c["id"]: c for c in CLAIMS}
-    out = []
-    for res in final:
-        claim = by_id[res.claim]
-        path = traj[(res.claim, res.reading)]
-        caveat = ""
-        if reg.get("undertrained") and claim.get("kind") in UNDERTRAINED_KINDS:
-            caveat = "undertrained regime: capacity and regularisation effects may invert"
-        out.append(
-            {
-                "claim": res.claim,
-                "text": claim["text"],
-                "reading": READINGS[res.reading].label,
-                "verdict": res.verdict.value,
-                "symbol": res.verdict.symbol,
-                "trajectory": trajectory_text(path),
-                "unstable": unstable(path),
-                "rows": ",".join(rows_of[res.claim]),
-                "summary": res.detail,
-                "evidence": "; ".join(c.detail for c in res.comparisons),
-                "caveat": caveat,
-            }
-        )
-    return pd.DataFrame(out)
+    undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
+    rows_of, by_id = claim_rows(CLAIMS), {c["id"]: c for c in CLAIMS}
+    return pd.DataFrame(
+        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)]) for r in final]
+    )
