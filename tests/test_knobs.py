@@ -61,7 +61,12 @@ def test_calibration_spec_plans_at_smoke_and_touches_only_the_base_row():
     from sweeps.spec import plan
 
     spec = load_spec(Path(__file__).resolve().parent.parent / "sweeps" / "specs" / "calibrate-cpu.yaml")
-    assert [r.label for r in spec.rows] == ["base"] and set(spec.search["space"]) == {"schedule", "lr_scale", "warmup"}
+    assert [r.label for r in spec.rows] == ["base"] and set(spec.search["space"]) == {
+        "schedule",
+        "lr_scale",
+        "warmup",
+        "average_last",
+    }
     trials = plan(spec, "smoke")
     assert [t.row for t in trials] == ["base"]
     t = search_trial(spec, get_profile("smoke"), {"schedule": "wsd", "lr_scale": 0.3, "warmup": 100})

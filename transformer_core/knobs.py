@@ -77,6 +77,7 @@ KNOBS: tuple[Knob, ...] = (
     _K("alpha", "recipe", "none", "α", ".2f", "length penalty"),
     _K("max_extra", "recipe", "none", "max extra", "d", "decode at most source length + this many tokens"),
     # data
+    _K("task", "data", "none", "task", "", "translation (encoder-decoder) or lm (decoder-only language model)"),
     _K("corpus", "data", "none", "corpus", "", "corpus recipe (tsweep data list) or files:SRC,TGT"),
     _K("vocab", "data", "none", "vocab", "d", "shared sentencepiece BPE vocabulary size"),
     _K("direction", "data", "none", "direction", "", "translation direction, e.g. de-en (default: the recipe's)"),

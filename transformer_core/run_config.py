@@ -19,6 +19,7 @@ from .errors import ConfigError
 
 SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learning_rate)
 EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, or only at the last step
+TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only language model on one side
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
+    task: str = "translation"
     corpus: str = "bible-en-de"
     vocab: int = 8000
     direction: Optional[str] = None
@@ -104,6 +106,7 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _check_int("vocab", self.vocab, minimum=16)
+        _check_choice("task", self.task, TASKS)
         if not isinstance(self.corpus, str) or not self.corpus:
             _fail("corpus", self.corpus, "a recipe name (see 'tsweep data list')")
 
@@ -133,6 +136,8 @@ class RunConfig:
 
     def content_hash(self) -> str:
         content = {k: v for k, v in self.flat().items() if k not in RUN_ONLY}
+        if content["task"] == "translation":  # the default before there was a task key: ids stay as they were
+            del content["task"]
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
     @classmethod
