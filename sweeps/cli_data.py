@@ -8,7 +8,8 @@ import numpy as np
 
 
 def _options(args) -> dict:
-    keys = ("src", "tgt", "tsv", "dev_src", "dev_tgt", "dev_tsv", "test_src", "test_tgt", "test_tsv")
+    from transformer_core.data.recipes.files import OPTIONS as keys
+
     opts = {k: str(Path(getattr(args, k)).resolve()) for k in keys if getattr(args, k, None)}
     return opts
 
@@ -85,15 +86,16 @@ def cmd_info(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from transformer_core.data.recipes import RECIPES, get_recipe
+    from transformer_core.data.recipes import RECIPES
 
-    get_recipe("files")
     for name, recipe in sorted(RECIPES.items()):
         print(f"{name:<24} {recipe.summary}")
     return 0
 
 
 def register(sub) -> None:
+    from transformer_core.data.recipes import files as files_recipe
+
     data = sub.add_parser("data", help="prepare and inspect corpora").add_subparsers(dest="data_command", required=True)
     for name, func, text in (
         ("prepare", cmd_prepare, "fetch, clean and encode a corpus"),
@@ -107,8 +109,9 @@ def register(sub) -> None:
         )
         p.add_argument("--direction", default=None, help="e.g. en-de (default) or de-en")
         p.add_argument("--budget", type=int, default=4096, help="tokens per batch for the padding report")
-        for key in ("src", "tgt", "tsv", "dev-src", "dev-tgt", "dev-tsv", "test-src", "test-tgt", "test-tsv"):
-            p.add_argument(f"--{key}", default=None, help=f"'files' recipe: {key.replace('-', ' ')} file")
+        for key in files_recipe.OPTIONS:
+            flag = key.replace("_", "-")
+            p.add_argument(f"--{flag}", default=None, help=f"'files' recipe: {flag.replace('-', ' ')} file")
         p.set_defaults(func=func)
     p = data.add_parser("list", help="list the corpus recipes")
     p.set_defaults(func=cmd_list)

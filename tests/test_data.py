@@ -18,8 +18,8 @@ from transformer_core.data import (
     shard,
 )
 from transformer_core.data.clean import clean_pairs, normalize
-from transformer_core.data.debian import ding_pairs, split_aligned
 from transformer_core.data.recipes import clean_verse
+from transformer_core.data.recipes.debian import ding_pairs, split_aligned
 from transformer_core.errors import DataError
 
 

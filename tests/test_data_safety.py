@@ -11,7 +11,7 @@ import pytest
 
 from transformer_core.data import fetch, load_corpus
 from transformer_core.data.prepare import cache_dir, corpus_key, prepare_text
-from transformer_core.data.recipes import (
+from transformer_core.data.recipes.bible import (
     BIBLE_DB_SHA256,
     BIBLE_MEMBER,
     BIBLE_PACKAGE,

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import DataError
 from .clean import CleanRules, clean_pairs, remove_leakage
-from .recipes import RawCorpus, get_recipe
+from .recipes import RECIPES, RawCorpus, get_recipe
 
 log = logging.getLogger(__name__)
 SPLITS = ("train", "dev", "test")
@@ -50,11 +50,7 @@ def default_data_dir() -> Path:
 
 def corpus_langs(name: str, options: dict | None = None) -> tuple[str, str]:
     """The (first, second) languages of a recipe, or of the first of '+'-joined recipes."""
-    recipe = get_recipe(parse_corpus_name(name)[0].split("+")[0])
-    if recipe.name == "files":  # the user's own files: languages named in the options, if at all
-        options = options or {}
-        return options.get("src_lang", recipe.langs[0]), options.get("tgt_lang", recipe.langs[1])
-    return recipe.langs
+    return get_recipe(parse_corpus_name(name)[0].split("+")[0]).languages(options)
 
 
 def check_direction(name: str, direction: str | None, options: dict | None = None) -> None:
@@ -69,10 +65,9 @@ def check_direction(name: str, direction: str | None, options: dict | None = Non
 def corpus_key(name: str, direction: str | None, options: dict | None = None) -> str:
     check_direction(name, direction, options)
     key = name + (f".{direction}" if direction else "")
-    override = os.environ.get("TSWEEP_BIBLE_DB")
-    if override and any(n.startswith("bible") for n in name.split("+")):
-        # another bible.db (e.g. the test fixture) never shares a cache entry with the packaged one
-        options = {**(options or {}), "_bible_db": str(Path(override).resolve())}
+    for part in name.split("+"):  # what else a recipe says identifies its prepared copy
+        if part in RECIPES:
+            options = RECIPES[part].cache_key_options(options or {})
     if options:
         digest = hashlib.sha256(json.dumps(options, sort_keys=True).encode()).hexdigest()[:10]
         key += f".{digest}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Optional, Sequence
 
 Pairs = Sequence[tuple[str, str]]  # a list, or a StreamedPairs over files too large to hold in memory
 
@@ -25,6 +25,15 @@ class Recipe:
     langs: tuple[str, str]
     summary: str
     load: Callable[[Path, dict], RawCorpus]
+    options: tuple[str, ...] = ()  # the recipe's own option keys (e.g. the files recipe's src, tgt, ...)
+    langs_for: Optional[Callable[[dict], tuple[str, str]]] = None  # languages that depend on the options
+    cache_options: Optional[Callable[[dict], dict]] = None  # what else identifies a prepared copy
+
+    def languages(self, options: Optional[dict] = None) -> tuple[str, str]:
+        return self.langs_for(options or {}) if self.langs_for else self.langs
+
+    def cache_key_options(self, options: dict) -> dict:
+        return self.cache_options(options) if self.cache_options else options
 
 
 class StreamedPairs:

@@ -6,7 +6,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from .raw import RawCorpus, Recipe
+from ..raw import RawCorpus, Recipe
 
 # --- LibreOffice help: paragraphs aligned by (page, paragraph id) ----------------
 HELP_LANG_DIRS = {
@@ -65,7 +65,7 @@ def split_aligned(a: str, b: str) -> list[tuple[str, str]]:
 
 def load_help(other: str):
     def load(data_dir: Path, options: dict) -> RawCorpus:
-        from .fetch import debian_packages
+        from ..fetch import debian_packages
 
         pkgs = [HELP_LANG_DIRS["en"][0], HELP_LANG_DIRS[other][0]]
         tree, versions = debian_packages(pkgs, data_dir / "_downloads")
@@ -113,7 +113,7 @@ def ding_pairs(lines) -> list[tuple[str, str]]:
 
 
 def load_ding(data_dir: Path, options: dict) -> RawCorpus:
-    from .fetch import debian_packages
+    from ..fetch import debian_packages
 
     tree, versions = debian_packages(["trans-de-en"], data_dir / "_downloads")
     text = (tree / "usr/share/trans/de-en").read_text(encoding="utf-8", errors="replace")

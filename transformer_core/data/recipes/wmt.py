@@ -31,9 +31,9 @@ from pathlib import Path
 import sacrebleu
 from sacrebleu.dataset import DATASETS
 
-from ..errors import DataError
-from .fetch import disk_bytes, http_file
-from .raw import RawCorpus, Recipe, StreamedPairs
+from ...errors import DataError
+from ..fetch import disk_bytes, http_file
+from ..raw import RawCorpus, Recipe, StreamedPairs
 
 log = logging.getLogger(__name__)
 STATMT = "https://www.statmt.org"

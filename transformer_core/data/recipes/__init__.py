@@ -1,0 +1,51 @@
+"""Corpus recipes: real parallel text, each fetched by package name or given as files.
+
+A recipe returns a RawCorpus: (English, other language) pairs for train, dev
+and test, plus provenance (package versions).  Translation direction is
+applied later, so every recipe is written once per language pair.
+
+One module per source, each with a ``RECIPES`` tuple, listed here explicitly (``list_recipes``):
+nothing registers itself by being imported.
+"""
+
+from __future__ import annotations
+
+from ...errors import DataError
+from ..raw import Pairs, RawCorpus, Recipe
+from . import bible, debian, files, wmt
+from .bible import clean_verse
+from .files import read_lines, read_parallel
+
+__all__ = [
+    "Pairs",
+    "RawCorpus",
+    "Recipe",
+    "RECIPES",
+    "get_recipe",
+    "list_recipes",
+    "clean_verse",
+    "read_lines",
+    "read_parallel",
+]
+
+MODULES = (bible, files, debian, wmt)
+
+
+def list_recipes() -> dict[str, Recipe]:
+    """Every corpus recipe by name, from each recipe module in turn."""
+    recipes = {}
+    for module in MODULES:
+        for recipe in module.RECIPES:
+            if recipe.name in recipes:
+                raise ValueError(f"two corpus recipes are named {recipe.name!r}")
+            recipes[recipe.name] = recipe
+    return recipes
+
+
+RECIPES: dict[str, Recipe] = list_recipes()
+
+
+def get_recipe(name: str) -> Recipe:
+    if name not in RECIPES:
+        raise DataError(f"unknown corpus recipe {name!r}: known recipes are {', '.join(sorted(RECIPES))}")
+    return RECIPES[name]
