@@ -143,7 +143,12 @@ def register(sub) -> None:
         description="Decode every finished trial with the checkpoint average that produced its test BLEU, its "
         "own vocabulary and beam settings; results go to TRIAL/evals/NAME.{json,hyp} and the trial's MLflow run.",
     )
-    p.add_argument("sweep_dir", nargs="?", help="the sweep's directory (the --out of `tsweep run`)")
+    p.add_argument(
+        "sweep_dir",
+        nargs="?",
+        metavar="SWEEP_DIR|URI",
+        help="the sweep's directory or URI (the --out of `tsweep run`); a URI's results are pushed back to it",
+    )
     p.add_argument("--run", default=None, help="a single `tsweep train` run directory instead of a sweep")
     p.add_argument(
         "--corpus",

@@ -6,12 +6,22 @@ no copy of the files), skips trials already scored on it, and fans the rest out 
 one ``tsweep run`` starts) or the cluster at ``address``, with a progress bar.  Each trial's scores go
 to its MLflow child run as metrics ``NAME_bleu``, ``NAME_chrf``, ``NAME_ppl``, ``NAME_unknown_chars``,
 tags with the signatures and the set's fingerprint, and artifacts under ``evals/``.
+
+A sweep stored at a URI (storage.py) is read from its pulled view (no checkpoints), as ``tsweep report``
+reads it.  Each task pulls what its trial's evaluation needs (config.json, result.json and the averaged
+checkpoints) from the URI into a scratch directory of its own node, pushes ``evals/NAME.{hyp,json}`` back
+(the .json last: its presence says the set is done) and deletes its scratch.  The task records its MLflow
+calls and the driver replays them on the trial's child run; where that run lives in the sweep's own
+``mlflow.db``, the driver holds the sweep's lock meanwhile (a running ``tsweep run`` owns that file) and
+pushes the file back at the end.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -23,14 +33,14 @@ from transformer_core.data import get_recipe
 from transformer_core.data.prepare import parse_corpus_name
 from transformer_core.errors import UserError
 from transformer_core.evaluation import EvalSet, EvalSetError, read_eval_set
-from transformer_core.inference import EVALS, done_evaluation, evaluate_run, read_run
-from transformer_core.rundir import TRACKING, Status
+from transformer_core.inference import EVALS, done_evaluation, eval_paths, evaluate_run, read_run
+from transformer_core.rundir import CHECKPOINTS, CONFIG, RESULT, TRACKING, Status, checkpoint_name
 from transformer_core.tracking import JsonTracker
 
-from .lock import read_sweep_state
+from .lock import SweepLock, read_sweep_state
 from .runner import _init_ray, check_address
-from .storage import is_uri
-from .tracking import MlflowTracker, _client, _retry, resolve_uri
+from .storage import Storage, open_storage
+from .tracking import DEFAULT_DB, MlflowTracker, _client, _retry, resolve_uri
 
 log = logging.getLogger(__name__)
 RUN_ID_FILE = "mlflow_run_id"  # written by tracking.MlflowTracker in a trial's directory
@@ -50,6 +60,25 @@ class ChildRunTracker(MlflowTracker):
     def log_artifact(self, path: str) -> None:
         if Path(path).exists():
             _retry(self.client.log_artifact, self.run_id, path, EVALS)
+
+
+class RecordingTracker:
+    """The tracker of a task at a URI: its calls kept, for the driver to replay on the trial's MLflow run."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, tuple]] = []
+
+    def log_params(self, params: dict) -> None:
+        self.calls.append(("log_params", (params,)))
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        self.calls.append(("log_metrics", (metrics, step)))
+
+    def log_artifact(self, path: str) -> None:
+        self.calls.append(("log_artifact", (Path(path).name,)))  # a file of evals/, replayed from the view
+
+    def set_status(self, status: str, reason: str = "") -> None:
+        self.calls.append(("set_status", (status, reason)))
 
 
 def trial_tracker(workdir: Path, tracking_uri: Optional[str] = None):
@@ -89,38 +118,80 @@ def evaluation_set(spec: str, name: Optional[str], workdir: Path, data_dir=None)
     return es
 
 
-def finished_trials(sweep_dir: Path, rows: Optional[list[str]]) -> pd.DataFrame:
-    """The sweep's finished trials (of ``rows``), refused in one line when there are none."""
-    if is_uri(str(sweep_dir)):
-        raise UserError(f"{sweep_dir}: evaluate reads a local sweep directory (or a mount of it), not a URI")
+def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[str] = None) -> pd.DataFrame:
+    """The finished trials (of ``rows``) of the local sweep directory (or pulled view) ``sweep_dir``, refused in
+    one line when there are none; messages name the sweep as ``where`` (default ``sweep_dir``)."""
+    where = where or str(sweep_dir)
     read_sweep_state(sweep_dir)  # a missing or unreadable sweep.json: one line
     df = collect(sweep_dir)
     if rows:
         unknown = [r for r in rows if r not in set(df["row"])]
         if unknown:
             allowed = ", ".join(dict.fromkeys(df["row"]))
-            raise UserError(f"--rows {','.join(unknown)}: not in sweep {str(sweep_dir)!r}; allowed {allowed}")
+            raise UserError(f"--rows {','.join(unknown)}: not in sweep {where!r}; allowed {allowed}")
         df = df[df["row"].isin(rows)]
     fin = df[df["status"] == Status.FINISHED.value]
     if fin.empty:
         states = "; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())) or "no trials"
-        raise UserError(f"sweep {str(sweep_dir)!r} has no finished trial ({states}): nothing to evaluate")
+        raise UserError(f"sweep {where!r} has no finished trial ({states}): nothing to evaluate")
     return fin
 
 
-def _evaluate_trial(workdir: str, es: EvalSet, tracking_uri: Optional[str], device: str, data_dir, threads: int):
+def stored_view(store: Storage) -> Path:
+    """The pulled view of the sweep at ``store`` (no checkpoints), after checking that a sweep is there."""
+    try:
+        found = store.exists("sweep.json")
+    except Exception as exc:  # an unreachable endpoint, a bucket that does not exist, no permission
+        raise UserError(f"cannot read sweep location {store.uri!r}: {str(exc).splitlines()[0]}") from None
+    if not found:
+        raise UserError(f"{store.uri!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
+    read_sweep_state(store.uri)  # an unreadable sweep.json: one line naming the URI
+    return store.view()
+
+
+def _failure(exc: Exception) -> dict:
+    if isinstance(exc, UserError):
+        return {"status": "failed", "error": str(exc)}
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return {"status": "failed", "error": f"{type(exc).__name__}: {first}"}
+
+
+def _evaluate_trial(es: EvalSet, workdir: str, tracking_uri: Optional[str], device: str, data_dir, threads: int):
     """One Ray task: a trial scored on the set; a failure comes back as a record, never as an exception."""
     import torch
 
     torch.set_num_threads(max(1, threads))  # the run's own threads setting, where it has one, wins
     try:
-        record = evaluate_run(workdir, es, trial_tracker(Path(workdir), tracking_uri), device, data_dir)
-    except UserError as exc:
-        return {"status": "failed", "error": str(exc)}
+        return evaluate_run(workdir, es, trial_tracker(Path(workdir), tracking_uri), device, data_dir)
     except Exception as exc:  # one trial's broken checkpoint must not lose the other trials' results
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        return {"status": "failed", "error": f"{type(exc).__name__}: {first}"}
-    return record
+        return _failure(exc)
+
+
+def _evaluate_stored(es: EvalSet, uri: str, trial_id: str, steps: list, device: str, data_dir, threads: int):
+    """One Ray task for a sweep at a URI: the trial pulled into this node's scratch, scored, its evals pushed.
+
+    Returns the record with ``calls``, the tracker calls for the driver to replay."""
+    import torch
+
+    torch.set_num_threads(max(1, threads))
+    store, remote = Storage(uri), f"trials/{trial_id}"
+    need = {CONFIG, RESULT, *(f"{CHECKPOINTS}/{checkpoint_name(s)}" for s in steps)}
+    tracker = RecordingTracker()
+    work = None
+    try:
+        (store.scratch / "evaluate").mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f"{trial_id}.", dir=store.scratch / "evaluate"))
+        store.pull(remote, work, keep=lambda r: r in need)
+        record = evaluate_run(work, es, tracker, device, data_dir)
+        json_path, hyp_path = eval_paths(work, es.name)
+        for path in (hyp_path, json_path):  # the .json last: its presence says the set is done
+            store.put(path, f"{remote}/{EVALS}/{path.name}")
+        return {**record, "calls": tracker.calls}
+    except Exception as exc:
+        return _failure(exc)
+    finally:
+        if work:
+            shutil.rmtree(work, ignore_errors=True)  # everything is at the URI now; scratch is not an archive
 
 
 def evaluate_sweep(
@@ -136,20 +207,25 @@ def evaluate_sweep(
     gpus_per_task: Optional[float] = None,
     progress: bool = True,
 ) -> tuple[EvalSet, pd.DataFrame]:
-    """Score every finished trial (of ``rows``) on ``spec``; returns the set and one line per trial."""
+    """Score every finished trial (of ``rows``) of the sweep at ``sweep_dir`` (a local path or a URI) on
+    ``spec``; returns the set and one line per trial.  Nothing is written before the sweep, its trials and the
+    set are found usable."""
     check_address(address)
-    sweep_dir = Path(sweep_dir)
-    fin = finished_trials(sweep_dir, rows)
+    store = open_storage(str(sweep_dir))
+    local = stored_view(store) if store else Path(sweep_dir)
+    fin = finished_trials(local, rows, str(sweep_dir))
     es = evaluation_set(spec, name, Path(fin["workdir"].iloc[0]), data_dir)
-    state = read_sweep_state(sweep_dir)
-    uri = resolve_uri(state["uri"], sweep_dir) if state.get("uri") else None
+    state = read_sweep_state(local)
     records = {tid: done_evaluation(wd, es) for tid, wd in zip(fin["trial_id"], fin["workdir"])}
     records = {tid: {**r, "status": "skipped"} for tid, r in records.items() if r}
     todo = [(tid, wd) for tid, wd in zip(fin["trial_id"], fin["workdir"]) if tid not in records]
-    if todo:
-        records.update(
-            _fan_out(todo, es, uri, address, num_cpus, device, data_dir, cpus_per_task, gpus_per_task, progress)
-        )
+    fan = dict(address=address, num_cpus=num_cpus, cpus=cpus_per_task, gpus=gpus_per_task, progress=progress)
+    if todo and store:
+        records.update(_evaluate_at_uri(store, local, state, todo, es, device, data_dir, fan))
+    elif todo:
+        uri = resolve_uri(state["uri"], local) if state.get("uri") else None
+        jobs = [(tid, (str(wd), uri, device, data_dir, cpus_per_task)) for tid, wd in todo]
+        records.update(_fan_out(_evaluate_trial, jobs, es, **fan))
     lines = []
     for _, t in fin.iterrows():
         r = records[t["trial_id"]]
@@ -157,7 +233,57 @@ def evaluate_sweep(
     return es, pd.DataFrame(lines)
 
 
-def _fan_out(todo, es, uri, address, num_cpus, device, data_dir, cpus, gpus, progress) -> dict:
+def _evaluate_at_uri(store: Storage, view: Path, state: dict, todo, es: EvalSet, device, data_dir, fan) -> dict:
+    """The trials ``todo`` of the sweep at ``store`` scored by tasks that pull and push them (_evaluate_stored);
+    each result copied into the view and its MLflow calls replayed as it arrives."""
+    own_db = state.get("uri") == DEFAULT_DB  # the sweep's own SQLite file: this driver writes it, then pushes it
+    tracking_uri = resolve_uri(state["uri"], view) if state.get("uri") else None
+    jobs = []
+    for tid, wd in todo:
+        steps = json.loads((Path(wd) / RESULT).read_text())["averaged_checkpoints"]
+        jobs.append((tid, (store.uri, tid, steps, device, data_dir, fan["cpus"])))
+    logged = []
+
+    def replay(tid: str, record: dict) -> dict:
+        calls = record.pop("calls", [])
+        if record.get("status") != "evaluated":
+            return record
+        workdir = view / "trials" / tid
+        try:
+            for path in eval_paths(workdir, es.name)[::-1]:  # the view as the URI now is (the report reads it)
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(store.read_text(f"trials/{tid}/{EVALS}/{path.name}"), encoding="utf-8")
+            if tracking_uri and (workdir / RUN_ID_FILE).exists():
+                tracker = ChildRunTracker(tracking_uri, (workdir / RUN_ID_FILE).read_text().strip())
+                for method, args in calls:
+                    getattr(tracker, method)(*((str(workdir / EVALS / args[0]),) if method == "log_artifact" else args))
+                logged.append(tid)
+        except Exception as exc:  # the scores are at the URI; only their MLflow copy is missing
+            log.warning("%s: scored on %s, but not logged to MLflow: %s", tid, es.name, str(exc).splitlines()[0])
+        return record
+
+    lock = None
+    if own_db:  # a running `tsweep run` pushes its own copy of mlflow.db: one writer at a time
+        try:
+            lock = SweepLock.acquire(store.uri, store=store)
+        except UserError as exc:
+            raise UserError(f"{exc}; its MLflow store (mlflow.db) is that driver's: evaluate when it ends") from None
+    try:
+        if own_db:
+            store.pull("", view, keep=lambda r: r == DEFAULT_DB)  # the latest, now that no driver writes it
+        return _fan_out(_evaluate_stored, jobs, es, **fan, on_done=replay)
+    finally:
+        if lock:
+            try:
+                if logged:
+                    store.put(view / DEFAULT_DB, DEFAULT_DB)
+            finally:
+                lock.release()
+
+
+def _fan_out(fn, jobs, es, address, num_cpus, cpus, gpus, progress, on_done=None) -> dict:
+    """``fn(es, *args)`` as one Ray task per (trial_id, args) of ``jobs``; {trial_id: record}, each record passed
+    through ``on_done(trial_id, record)`` in the driver as it arrives."""
     from tqdm import tqdm
 
     _init_ray(address, num_cpus)
@@ -166,12 +292,12 @@ def _fan_out(todo, es, uri, address, num_cpus, device, data_dir, cpus, gpus, pro
     try:
         if gpus is None:
             gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-        task = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=1)(_evaluate_trial)
+        task = ray.remote(num_cpus=cpus, num_gpus=gpus, max_retries=1)(fn)
         shared = ray.put(es)
-        pending = {task.remote(str(wd), shared, uri, device, data_dir, cpus): tid for tid, wd in todo}
+        pending = {task.remote(shared, *args): tid for tid, args in jobs}
         out = {}
         start = time.time()
-        with tqdm(total=len(todo), unit="trial", desc=f"evaluate {es.name}", disable=not progress) as bar:
+        with tqdm(total=len(jobs), unit="trial", desc=f"evaluate {es.name}", disable=not progress) as bar:
             while pending:
                 ready, _ = ray.wait(list(pending), num_returns=1)
                 tid = pending.pop(ready[0])
@@ -179,10 +305,12 @@ def _fan_out(todo, es, uri, address, num_cpus, device, data_dir, cpus, gpus, pro
                     out[tid] = ray.get(ready[0])
                 except Exception as exc:  # the worker died (out of memory, a lost node) after its retry
                     out[tid] = {"status": "failed", "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+                if on_done:
+                    out[tid] = on_done(tid, out[tid])
                 if out[tid].get("bleu") is not None:
                     bar.set_postfix({"last BLEU": f"{out[tid]['bleu']:.2f}"}, refresh=False)
                 bar.update(1)
-        log.info("evaluated %d trials on %s in %.1f s", len(todo), es.name, time.time() - start)
+        log.info("evaluated %d trials on %s in %.1f s", len(jobs), es.name, time.time() - start)
         return out
     finally:
         if not address:

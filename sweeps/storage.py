@@ -143,15 +143,7 @@ class Storage:
         for name, stamp in now.items():
             if before.get(name) == stamp:
                 continue
-            dest = self.path(f"{rel}/{name}" if rel else name)
-            self._mkdir_parent(dest)
-            source = _sqlite_snapshot(local / name) if name.endswith(".db") else local / name
-            try:
-                with open(source, "rb") as src, self.fs.open_output_stream(dest) as dst:
-                    shutil.copyfileobj(src, dst, 1 << 22)
-            finally:
-                if source != local / name:
-                    source.unlink(missing_ok=True)
+            self.put(local / name, f"{rel}/{name}" if rel else name)
             copied += 1
         for name in set(before) - set(now):
             if top_level_only and "/" in name:
@@ -162,6 +154,18 @@ class Storage:
                 pass
         _write_manifest(local, {**({k: v for k, v in before.items() if "/" in k} if top_level_only else {}), **now})
         return copied
+
+    def put(self, local: Path, rel: str) -> None:
+        """Copy one local file to URI/rel (a SQLite file as a consistent snapshot)."""
+        dest = self.path(rel)
+        self._mkdir_parent(dest)
+        source = _sqlite_snapshot(local) if local.name.endswith(".db") else local
+        try:
+            with open(source, "rb") as src, self.fs.open_output_stream(dest) as dst:
+                shutil.copyfileobj(src, dst, 1 << 22)
+        finally:
+            if source != local:
+                source.unlink(missing_ok=True)
 
     def view(self) -> Path:
         """A local copy of everything but checkpoints and Tune's state, for status and reports."""
