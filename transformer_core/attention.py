@@ -3,6 +3,10 @@
 Queries and keys are projected to h heads of size d_k, values to h heads of
 size d_v, and the concatenated heads (h * d_v) back to d_model.  The product
 itself is PyTorch's fused ``scaled_dot_product_attention``.
+
+Self-attention may carry positions (``positional.py``): ``rope`` rotates queries and keys by their absolute
+positions before keys are cached; ``alibi`` passes its distance bias, with the causal and padding masks folded
+in, to the fused kernel as one additive float ``attn_mask``.  Cross-attention never does.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from .positional import Rotary, alibi_bias, alibi_slopes
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -38,6 +44,9 @@ class MultiHeadAttention(nn.Module):
     (rows ordered q, k, v like ``nn.MultiheadAttention.in_proj_weight``);
     cross-attention keeps Q separate so that K and V of the encoder output
     are projected once per source sentence.
+
+    ``positional`` (self-attention only): ``"rope"`` or ``"alibi"`` act here (``max_len`` positions);
+    anything else adds nothing.
     """
 
     def __init__(
@@ -49,6 +58,8 @@ class MultiHeadAttention(nn.Module):
         dropout: float = 0.0,
         scale: bool = True,
         self_attention: bool = True,
+        positional: str = "none",
+        max_len: int = 1024,
     ):
         super().__init__()
         self.h, self.d_k, self.d_v = h, d_k, d_v
@@ -61,6 +72,10 @@ class MultiHeadAttention(nn.Module):
             self.q = nn.Linear(d_model, h * d_k)
             self.kv = nn.Linear(d_model, h * (d_k + d_v))
         self.out = nn.Linear(h * d_v, d_model)
+        self.rotary = Rotary(max_len, d_k) if self_attention and positional == "rope" else None
+        self.alibi = self_attention and positional == "alibi"
+        if self.alibi:
+            self.register_buffer("slopes", alibi_slopes(h), persistent=False)
 
     def _sizes(self) -> list[int]:
         return [self.h * self.d_k, self.h * self.d_k, self.h * self.d_v]
@@ -102,11 +117,26 @@ class MultiHeadAttention(nn.Module):
             q = split_heads(self.q(x), self.h)
             return self.attend(q, memory_kv[0], memory_kv[1], mask, False)
         q, k, v = (split_heads(t, self.h) for t in self.qkv(x).split(self._sizes(), dim=-1))
+        offset = cache["k"].shape[2] if cache is not None and "k" in cache else 0  # absolute position of q[0]
+        if self.rotary is not None:  # keys are cached rotated at the positions they were computed at
+            q, k = self.rotary(q, offset), self.rotary(k, offset)
         if cache is not None:
             if "k" in cache:
                 k = torch.cat([cache["k"], k], dim=2)
                 v = torch.cat([cache["v"], v], dim=2)
             cache["k"], cache["v"] = k, v
-            # one new query attends to every cached position: no mask needed
-            is_causal = is_causal and q.shape[2] > 1
+        T, S = q.shape[2], k.shape[2]
+        if self.alibi:
+            bias = alibi_bias(self.slopes, T, S, offset, is_causal, q.dtype)  # (1, h, T, S)
+            if mask is not None:
+                bias = bias.masked_fill(~mask, float("-inf"))
+            return self.attend(q, k, v, bias, False)
+        if is_causal and offset:
+            # queries after cached keys: one new query attends to every cached position (no mask needed);
+            # several need the causal mask aligned at their absolute positions
+            is_causal = False
+            if T > 1:
+                pos = torch.arange(S, device=q.device)
+                causal = pos[None, :] <= pos[offset:, None]
+                mask = causal if mask is None else mask & causal
         return self.attend(q, k, v, mask, is_causal)

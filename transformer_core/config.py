@@ -3,6 +3,18 @@
 ModelConfig holds the architecture knobs of Table 3 (N, d_model, d_ff, h, d_k,
 d_v, P_drop, positional encoding) plus a few knobs beyond the paper.  Every
 Table 3 row is ``dataclasses.replace(PRESETS["base"], **overrides)``.
+
+Modern variants (issue 17; defaults are the paper's, and a field at its default leaves a run's content hash
+as it was before the field existed):
+
+- ``positional``: sinusoidal, learned (the paper's), rope (rotary, on each head's d_k: d_k must be even),
+  alibi (linear distance biases on the self-attention logits) or none.  rope and alibi act in self-attention
+  only; cross-attention has no positional term.
+- ``norm_type``: layernorm (the paper's) or rmsnorm, wherever ``norm`` places a norm.
+- ``activation`` of the feed-forward layer: relu (the paper's), gelu or swiglu.  ``d_ff`` keeps meaning
+  "the width a relu FFN would have": swiglu has three d_model x d_ff' matrices with
+  d_ff' = round(2/3 * d_ff) (Shazeer 2020; LLaMA), so its weights match relu's two d_model x d_ff matrices
+  (base: d_ff' = 1365, 2,096,640 weights against 2,097,152).  ``ffn_inner`` is that rule.
 """
 
 from __future__ import annotations
@@ -33,9 +45,17 @@ def _check_choice(name: str, value: Any, choices: tuple) -> None:
         _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
 
 
-POSITIONAL = ("sinusoidal", "learned")
+POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")
 TIE = ("none", "decoder", "all")
 NORM = ("post", "pre")
+NORM_TYPE = ("layernorm", "rmsnorm")
+ACTIVATION = ("relu", "gelu", "swiglu")
+
+
+def ffn_inner(d_ff: int, activation: str) -> int:
+    """The feed-forward layer's inner width: d_ff, or round(2/3 * d_ff) for swiglu (three matrices instead of
+    two, so the same number of weights)."""
+    return (2 * d_ff + 1) // 3 if activation == "swiglu" else d_ff  # == round(2 d_ff / 3): 2 d_ff / 3 never ends in .5
 
 
 @dataclass(frozen=True)
@@ -62,6 +82,8 @@ class ModelConfig:
     relu_dropout: float = 0.0
     norm: str = "post"
     scale_attention: bool = True
+    norm_type: str = "layernorm"
+    activation: str = "relu"
 
     def __post_init__(self) -> None:
         for name in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "max_len"):
@@ -74,10 +96,14 @@ class ModelConfig:
         _check_choice("positional", self.positional, POSITIONAL)
         _check_choice("tie", self.tie, TIE)
         _check_choice("norm", self.norm, NORM)
+        _check_choice("norm_type", self.norm_type, NORM_TYPE)
+        _check_choice("activation", self.activation, ACTIVATION)
         if not isinstance(self.scale_attention, bool):
             _fail("scale_attention", self.scale_attention, "true or false")
         if self.positional == "sinusoidal" and self.d_model % 2:
             _fail("d_model", self.d_model, "an even integer with sinusoidal positions")
+        if self.positional == "rope" and self.d_k % 2:
+            _fail("d_k", self.d_k, "an even integer with positional='rope' (it rotates pairs of each head's d_k)")
 
     @property
     def encoder_layers(self) -> int:

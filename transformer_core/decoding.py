@@ -4,6 +4,10 @@ Both decode incrementally: encoder keys/values for cross-attention are
 projected once per source, self-attention keys/values are cached per step,
 and sentences that are finished leave the batch.  ``use_cache=False`` runs the
 same search by recomputing the whole prefix each step (the reference path).
+
+Positions agree between the two paths for every ``positional`` kind: additive ones are read at
+``DecoderState.step``; in self-attention a new token's absolute position is its cache's length, so rope
+caches keys rotated at the position they were computed at and alibi's bias row is that of the new position.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ KNOBS: tuple[Knob, ...] = (
     _K("d_v", "model", "width", "d_v", "d", "value size per head (independent of d_k)", True),
     _K("P_drop", "model", "none", "P_drop", ".2f", "residual and embedding dropout", True),
     _K("eps_ls", "recipe", "none", "ε_ls", ".2f", "label smoothing (a recipe field that Table 3 varies)", True),
-    _K("positional", "model", "none", "pos", "", "positional encoding: sinusoidal or learned", True),
+    _K("positional", "model", "none", "pos", "", "positions: sinusoidal, learned, rope, alibi or none", True),
     _K("train_steps", "spec", "steps", "train steps", "d", "training steps in the paper's units (scaled)", True),
     # model knobs beyond the paper's table
     _K("max_len", "model", "none", "max len", "d", "longest sequence the positions cover"),
@@ -55,6 +55,8 @@ KNOBS: tuple[Knob, ...] = (
     _K("relu_dropout", "model", "none", "relu drop", ".2f", "dropout inside the feed-forward layer"),
     _K("norm", "model", "none", "norm", "", "layer norm placement: post (the paper's) or pre"),
     _K("scale_attention", "model", "none", "scaled", "", "divide attention logits by sqrt(d_k)"),
+    _K("norm_type", "model", "none", "norm type", "", "layernorm (the paper's) or rmsnorm"),
+    _K("activation", "model", "none", "act", "", "FFN: relu (paper), gelu or swiglu (3 matrices of round(2/3 d_ff))"),
     # the training recipe (run units, taken as written)
     _K("steps", "recipe", "none", "steps", "d", "optimiser steps actually run (set by train_steps x the profile)"),
     _K("tokens_per_batch", "recipe", "none", "tok/batch", "d", "target (and source) tokens per micro-batch"),

@@ -1,35 +1,61 @@
-"""Encoder and decoder layers (paper section 3.1) with post- or pre-norm residuals."""
+"""Encoder and decoder layers (paper section 3.1) with post- or pre-norm residuals.
+
+Variants beyond the paper (issue 17): ``norm_type`` rmsnorm (``torch.nn.RMSNorm``, scale only, the same eps
+as the LayerNorm) and ``activation`` gelu or swiglu in the feed-forward layer.
+"""
 
 from __future__ import annotations
 
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .config import ModelConfig
+from .config import ModelConfig, ffn_inner
+
+NORM_EPS = 1e-5  # nn.LayerNorm's default, used by both kinds
+
+
+def make_norm(kind: str, d_model: int) -> nn.Module:
+    """LayerNorm (gain and bias: 2 d_model parameters) or RMSNorm (gain only: d_model)."""
+    if kind == "rmsnorm":
+        return nn.RMSNorm(d_model, eps=NORM_EPS)
+    return nn.LayerNorm(d_model, eps=NORM_EPS)
 
 
 class PositionwiseFeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2, inner size d_ff."""
+    """FFN(x) = act(x W1 + b1) W2 + b2 with inner size d_ff (act: relu, the paper's, or gelu), or
+    SwiGLU(x) = (silu(x W1 + b1) * (x W3 + b3)) W2 + b2 with inner size ``config.ffn_inner(d_ff, "swiglu")``
+    = round(2/3 d_ff), so that its three matrices hold as many weights as relu's two at d_ff."""
 
-    def __init__(self, d_model: int, d_ff: int, relu_dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, relu_dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
-        self.w1 = nn.Linear(d_model, d_ff)
-        self.w2 = nn.Linear(d_ff, d_model)
+        self.activation = activation
+        inner = ffn_inner(d_ff, activation)
+        self.w1 = nn.Linear(d_model, inner)
+        self.w3 = nn.Linear(d_model, inner) if activation == "swiglu" else None
+        self.w2 = nn.Linear(inner, d_model)
         self.dropout = nn.Dropout(relu_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(self.dropout(torch.relu(self.w1(x))))
+        a = self.w1(x)
+        if self.activation == "swiglu":
+            a = F.silu(a) * self.w3(x)
+        elif self.activation == "gelu":
+            a = F.gelu(a)
+        else:
+            a = torch.relu(a)
+        return self.w2(self.dropout(a))
 
 
 class Residual(nn.Module):
-    """LayerNorm(x + Dropout(Sublayer(x))) (post, the paper) or x + Dropout(Sublayer(LayerNorm(x))) (pre)."""
+    """Norm(x + Dropout(Sublayer(x))) (post, the paper) or x + Dropout(Sublayer(Norm(x))) (pre)."""
 
-    def __init__(self, d_model: int, P_drop: float, norm: str):
+    def __init__(self, d_model: int, P_drop: float, norm: str, norm_type: str = "layernorm"):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
+        self.norm = make_norm(norm_type, d_model)
         self.dropout = nn.Dropout(P_drop)
         self.pre = norm == "pre"
 
@@ -41,17 +67,33 @@ class Residual(nn.Module):
 
 def _attention(cfg: ModelConfig, self_attention: bool) -> MultiHeadAttention:
     return MultiHeadAttention(
-        cfg.d_model, cfg.h, cfg.d_k, cfg.d_v, cfg.attention_dropout, cfg.scale_attention, self_attention
+        cfg.d_model,
+        cfg.h,
+        cfg.d_k,
+        cfg.d_v,
+        cfg.attention_dropout,
+        cfg.scale_attention,
+        self_attention,
+        positional=cfg.positional if self_attention else "none",  # no positional term in cross-attention
+        max_len=cfg.max_len,
     )
+
+
+def _feed_forward(cfg: ModelConfig) -> PositionwiseFeedForward:
+    return PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout, cfg.activation)
+
+
+def _residual(cfg: ModelConfig) -> Residual:
+    return Residual(cfg.d_model, cfg.P_drop, cfg.norm, cfg.norm_type)
 
 
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.self_attn = _attention(cfg, True)
-        self.ff = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
-        self.res1 = Residual(cfg.d_model, cfg.P_drop, cfg.norm)
-        self.res2 = Residual(cfg.d_model, cfg.P_drop, cfg.norm)
+        self.ff = _feed_forward(cfg)
+        self.res1 = _residual(cfg)
+        self.res2 = _residual(cfg)
 
     def forward(self, x: torch.Tensor, src_mask: Optional[torch.Tensor]) -> torch.Tensor:
         x = self.res1(x, lambda y: self.self_attn(y, mask=src_mask))
@@ -63,10 +105,10 @@ class DecoderLayer(nn.Module):
         super().__init__()
         self.self_attn = _attention(cfg, True)
         self.cross_attn = _attention(cfg, False)
-        self.ff = PositionwiseFeedForward(cfg.d_model, cfg.d_ff, cfg.relu_dropout)
-        self.res1 = Residual(cfg.d_model, cfg.P_drop, cfg.norm)
-        self.res2 = Residual(cfg.d_model, cfg.P_drop, cfg.norm)
-        self.res3 = Residual(cfg.d_model, cfg.P_drop, cfg.norm)
+        self.ff = _feed_forward(cfg)
+        self.res1 = _residual(cfg)
+        self.res2 = _residual(cfg)
+        self.res3 = _residual(cfg)
 
     def forward(
         self, x: torch.Tensor, memory_kv: tuple, src_mask: Optional[torch.Tensor], cache: Optional[dict] = None

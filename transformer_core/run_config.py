@@ -138,6 +138,9 @@ class RunConfig:
         content = {k: v for k, v in self.flat().items() if k not in RUN_ONLY}
         if content["task"] == "translation":  # the default before there was a task key: ids stay as they were
             del content["task"]
+        for key in ("norm_type", "activation"):  # model fields added later (issue 17): at their default, ids stay
+            if key in content and content[key] == getattr(ModelConfig, key):
+                del content[key]
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
     @classmethod
