@@ -188,7 +188,8 @@ def _evaluate_stored(es: EvalSet, uri: str, trial_id: str, steps: list, device: 
             store.put(path, f"{remote}/{EVALS}/{path.name}")
         return {**record, "calls": tracker.calls}
     except Exception as exc:
-        return _failure(exc)
+        failed = _failure(exc)  # named as the user knows the trial, not by this task's scratch
+        return {**failed, "error": failed["error"].replace(str(work), f"{uri}/{remote}") if work else failed["error"]}
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)  # everything is at the URI now; scratch is not an archive
