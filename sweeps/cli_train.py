@@ -50,17 +50,27 @@ def cmd_train(args) -> int:
         f"finished {result['steps']} steps, {result['params'] / 1e6:.2f}M"
         f" parameters, {result['device']} {result['precision']}"
     )
-    print(f"dev  BLEU {result['dev_bleu']:.2f}  PPL {result['dev_ppl']:.2f}   (final model, beam {config.train.beam})")
-    print(
-        f"test BLEU {result['test_bleu']:.2f}  PPL {result['test_ppl']:.2f}"
-        f"   (average of checkpoints {result['averaged_checkpoints']})"
-    )
+    if result.get("task") == "lm":
+        averaged = f"(average of checkpoints {result['averaged_checkpoints']})"
+        print(f"dev  PPL {result['dev_ppl']:.2f}  bits/byte {result['dev_bpb']:.4f}   (final model)")
+        print(f"test PPL {result['test_ppl']:.2f}  bits/byte {result['test_bpb']:.4f}   {averaged}")
+    else:
+        print(
+            f"dev  BLEU {result['dev_bleu']:.2f}  PPL {result['dev_ppl']:.2f}   (final model, beam {config.train.beam})"
+        )
+        print(
+            f"test BLEU {result['test_bleu']:.2f}  PPL {result['test_ppl']:.2f}"
+            f"   (average of checkpoints {result['averaged_checkpoints']})"
+        )
     print(
         f"{result['tokens_per_second']:.0f} target tokens/s; time: train"
         f" {ts['train']:.0f}s, data {ts['data']:.0f}s, eval {ts['eval']:.0f}s"
     )
-    print(f"sacrebleu {result['sacrebleu_signature']}")
-    print(f"everything is in {args.workdir} (result.json, metrics.jsonl, dev.hyp, test.hyp)")
+    if result.get("task") == "lm":
+        print(f"everything is in {args.workdir} (result.json, metrics.jsonl, samples.txt)")
+    else:
+        print(f"sacrebleu {result['sacrebleu_signature']}")
+        print(f"everything is in {args.workdir} (result.json, metrics.jsonl, dev.hyp, test.hyp)")
     if args.json:
         print(json.dumps(result, indent=2))
     return 0
@@ -74,7 +84,13 @@ def register(sub) -> None:
     p = sub.add_parser(
         "train",
         help="train and evaluate one configuration",
-        epilog="--set keys (from the knob table; 'tsweep knobs' lists them with their categories):\n" + help_text(),
+        epilog="--set keys (from the knob table; 'tsweep knobs' lists them with their categories):\n"
+        + help_text()
+        + "\n\ntask=lm: a decoder-only language model (causal self-attention, tied embeddings) with N layers\n"
+        "  (N_dec when given; N_enc is refused) on one side of the corpus: direction=LANG picks the side\n"
+        "  (default the recipe's first language, e.g. en), or --corpus files:TEXT (one plain text file,\n"
+        "  a sentence or document per line).  Scored by dev/test perplexity and bits per byte; beam,\n"
+        "  alpha, max_extra, eval_sentences and eval_bleu are not used.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")

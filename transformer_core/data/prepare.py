@@ -8,6 +8,9 @@ Layout under the data directory (default ~/.cache/tsweep/data, or $TSWEEP_DATA_D
         bpe-<V>/spm.model          shared sentencepiece BPE, trained on train only
         bpe-<V>/<split>.<side>.npy flat token ids (int32) + .off.npy offsets
 
+A language model's corpus (task=lm, data/monolingual.py) has one side, ``text``, in the same layout
+(``<corpus key>.lm-<lang>/train.text`` ...), its BPE trained on that side alone.
+
 Every directory is written under a temporary name and renamed when complete,
 so an interrupted or failed prepare never leaves a half-written corpus.
 """
@@ -34,6 +37,8 @@ log = logging.getLogger(__name__)
 SPLITS = ("train", "dev", "test")
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 META_KEYS = ("name", "direction", "langs", "sizes", "fingerprint")  # what every reader of meta.json relies on
+SIDES = ("src", "tgt")  # a parallel corpus's sides
+LM_SIDES = ("text",)  # a language model's corpus: one side (data/monolingual.py)
 
 
 def cache_dir(name: str) -> Path:
@@ -122,10 +127,10 @@ def _write_lines(path: Path, lines) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
-def fingerprint(directory: Path) -> str:
+def fingerprint(directory: Path, sides: tuple[str, ...] = SIDES) -> str:
     h = hashlib.sha256()
     for split in SPLITS:
-        for side in ("src", "tgt"):
+        for side in sides:
             h.update((directory / f"{split}.{side}").read_bytes())
     return h.hexdigest()[:16]
 
@@ -207,8 +212,11 @@ def read_meta(corpus_dir: Path) -> dict:
     return meta
 
 
-def train_bpe(corpus_dir: Path, vocab: int) -> Path:
-    """Shared sentencepiece BPE on the training split (both sides); returns bpe-<vocab>/ (cached)."""
+def train_bpe(corpus_dir: Path, vocab: int, sides: tuple[str, ...] = SIDES, normalization: str = "nmt_nfkc") -> Path:
+    """Sentencepiece BPE on the training split (every side: shared); returns bpe-<vocab>/ (cached).
+
+    ``normalization`` is sentencepiece's rule: its default for translation; a language model uses "identity",
+    so that its pieces spell the text exactly (bits per byte are counted on that text)."""
     import sentencepiece as spm
 
     out = corpus_dir / f"bpe-{vocab}"
@@ -217,9 +225,9 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
     tmp = corpus_dir / f"bpe-{vocab}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    log.info("training a shared %d-piece BPE vocabulary on %s", vocab, corpus_dir.name)
+    log.info("training a %d-piece BPE vocabulary on %s (%s)", vocab, corpus_dir.name, ", ".join(sides))
     text = tmp / "train.both"
-    text.write_bytes((corpus_dir / "train.src").read_bytes() + (corpus_dir / "train.tgt").read_bytes())
+    text.write_bytes(b"".join((corpus_dir / f"train.{side}").read_bytes() for side in sides))
     try:
         spm.SentencePieceTrainer.train(
             input=str(text),
@@ -236,6 +244,7 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
             shuffle_input_sentence=True,
             num_threads=os.cpu_count() or 1,
             minloglevel=2,
+            **({} if normalization == "nmt_nfkc" else {"normalization_rule_name": normalization}),
         )
     except (RuntimeError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -244,7 +253,7 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
     sp = spm.SentencePieceProcessor(model_file=str(tmp / "spm.model"))
     log.info("encoding the splits")
     for split in SPLITS:
-        for side in ("src", "tgt"):
+        for side in sides:
             lines = (corpus_dir / f"{split}.{side}").read_text(encoding="utf-8").splitlines()
             ids = sp.encode(lines)
             lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
@@ -258,7 +267,7 @@ def train_bpe(corpus_dir: Path, vocab: int) -> Path:
     return out
 
 
-def damage(corpus_dir: Path, vocab_dir: Path) -> tuple[str, Path] | None:
+def damage(corpus_dir: Path, vocab_dir: Path, sides: tuple[str, ...] = SIDES) -> tuple[str, Path] | None:
     """What is wrong with a prepared corpus on disk, and the directory to prepare afresh; None when sound.
 
     Checks meta.json, the text files and the encoded arrays (a missing or truncated .npy): cheaply, as
@@ -268,7 +277,7 @@ def damage(corpus_dir: Path, vocab_dir: Path) -> tuple[str, Path] | None:
         read_meta(corpus_dir)
     except DataError:
         return "meta.json is unreadable", corpus_dir
-    for name in (f"{split}.{side}" for split in SPLITS for side in ("src", "tgt")):
+    for name in (f"{split}.{side}" for split in SPLITS for side in sides):
         if not (corpus_dir / name).is_file():
             return f"{name} is missing", corpus_dir
         try:
@@ -306,6 +315,7 @@ class Corpus:
     meta: dict
     vocab_dir: Path
     vocab_size: int
+    sides: tuple[str, ...] = SIDES
 
     def processor(self):
         import sentencepiece as spm
@@ -319,6 +329,9 @@ class Corpus:
             return [flat[off[i] : off[i + 1]] for i in range(len(off) - 1)]
 
         text = lambda side: (self.directory / f"{name}.{side}").read_text(encoding="utf-8").splitlines()
+        if self.sides == LM_SIDES:  # a language model's text as targets of empty sources: batched like pairs
+            tokens, lines = arrays("text"), text("text")
+            return EncodedSplit([np.zeros(0, np.int32)] * len(tokens), tokens, [""] * len(tokens), lines)
         return EncodedSplit(arrays("src"), arrays("tgt"), text("src"), text("tgt"))
 
     @property
@@ -345,19 +358,28 @@ def load_corpus(
     name, inline = parse_corpus_name(name)
     options = options or inline
     data_dir = Path(data_dir or default_data_dir())
+    key = corpus_key(name, direction, options)
+    return load_prepared(key, data_dir, lambda: prepare_text(name, data_dir, direction, options), vocab)
+
+
+def load_prepared(
+    key: str, data_dir: Path, prepare, vocab: int, sides: tuple[str, ...] = SIDES, normalization: str = "nmt_nfkc"
+) -> Corpus:
+    """``prepare()`` (the cleaned text's directory, cached) and its BPE under a lock named by ``key``; a
+    damaged copy prepared afresh once.  Shared by parallel corpora and a language model's one side."""
     data_dir.mkdir(parents=True, exist_ok=True)
     # trials of a sweep may prepare the same corpus at once: one prepares, the others wait and reuse it
-    with open(data_dir / f".lock-{corpus_key(name, direction, options)}", "w") as lock:
+    with open(data_dir / f".lock-{key}", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        directory = prepare_text(name, data_dir, direction, options)
-        vocab_dir = train_bpe(directory, vocab)
-        found = damage(directory, vocab_dir)
+        directory = prepare()
+        vocab_dir = train_bpe(directory, vocab, sides, normalization)
+        found = damage(directory, vocab_dir, sides)
         if found:  # e.g. a truncated .npy or a garbage meta.json: prepare that part afresh, once
             log.warning("the prepared corpus in %s is damaged (%s): preparing %s again", directory, *found)
             shutil.rmtree(found[1])
-            directory = prepare_text(name, data_dir, direction, options)
-            vocab_dir = train_bpe(directory, vocab)
-            found = damage(directory, vocab_dir)
+            directory = prepare()
+            vocab_dir = train_bpe(directory, vocab, sides, normalization)
+            found = damage(directory, vocab_dir, sides)
             if found:
                 raise DataError(f"the corpus prepared afresh in {directory} is still damaged: {found[0]}")
-    return Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text()))
+    return Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text()), sides)

@@ -1,0 +1,327 @@
+"""The training loop's state, whatever the task: optimiser steps, checkpoints, the divergence rule, the
+result's common keys.  What a task adds (its corpus, model, evaluation and final scores) is a Task:
+
+    name                      "translation" or "lm"
+    corpus(config)            the prepared Corpus (vocabulary, splits)
+    model(config, vocab)      an nn.Module with features(*inputs) -> (B, T, d_model) and generator
+    inputs(batch)             the tensors features() takes from a training Batch
+    tracked                   the evaluation keys logged to the tracker and handed to progress
+    evaluate(trainer)         (eval record, files to write) at an evaluation step
+    final(trainer, averaged)  (result keys, tracker metrics, files to write) on the averaged model
+    result_keys(), artifacts  the task's own identity keys in every result.json; the files logged at the end
+
+translation_task.TranslationTask and lm_task.LMTask are the two; ``task_for(config)`` picks one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+import torch
+
+from . import rundir
+from .data import PAD, BatchStream
+from .device import autocast, resolve_device, resolve_precision
+from .distributed import sum_gradients, world
+from .errors import ConfigError
+from .lm_task import LMTask
+from .loss import label_smoothed_nll
+from .model import count_parameters
+from .optim import learning_rate, make_adam
+from .run_config import RunConfig, TrainConfig
+from .tracking import Tracker
+from .translation_task import TranslationTask
+
+log = logging.getLogger(__name__)
+Progress = Callable[[dict], None]
+
+DIVERGENCE_MARGIN = 2.0
+"""Nats above ln(vocab_size) (the loss of a uniform guess) beyond which a logging window's
+training loss counts as diverging: a model that learns anything is below ln(vocab_size)
+after warmup."""
+
+DIVERGENCE_WINDOWS = 3
+"""Consecutive diverging logging windows (each wholly after warmup) that end a run as "diverged"."""
+
+
+def task_for(config: RunConfig):
+    """The Task of ``config.data.task``, its configuration checked (one line naming the field)."""
+    return (LMTask if config.data.task == "lm" else TranslationTask)(config)
+
+
+def is_eval_step(step: int, t: TrainConfig) -> bool:
+    """Whether optimiser step ``step`` ends with an evaluation and a checkpoint: every eval_every and the last."""
+    return step % t.eval_every == 0 or step == t.steps
+
+
+def is_log_step(step: int, t: TrainConfig) -> bool:
+    """Whether optimiser step ``step`` closes a logging window: every log_every and the last."""
+    return step % t.log_every == 0 or step == t.steps
+
+
+def claim_workdir(config: RunConfig, workdir: Path) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / rundir.CONFIG
+    trained = any((workdir / name).exists() for name in (rundir.METRICS, rundir.RESULT, rundir.CHECKPOINTS))
+    if path.exists() and trained:  # a config.json alone (a run that failed before training) is replaced
+        try:
+            old = json.loads(path.read_text()).get("hash")
+        except (OSError, ValueError):
+            old = "unreadable"
+        if old != config.content_hash():
+            raise ConfigError(
+                f"workdir {str(workdir)!r} holds a run of another configuration (hash {old}, "
+                f"this one {config.content_hash()}): use a new workdir"
+            )
+    rundir.write_json(path, {"hash": config.content_hash(), **config.to_dict()})
+
+
+def _nbytes(obj) -> int:
+    """Roughly what torch.save writes for ``obj``: its tensors' bytes."""
+    if isinstance(obj, torch.Tensor):
+        return obj.nelement() * obj.element_size()
+    if isinstance(obj, dict):
+        return sum(_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(_nbytes(v) for v in obj)
+    return 8
+
+
+def save_checkpoint(workdir: Path, state: dict, keep: int) -> None:
+    directory = workdir / rundir.CHECKPOINTS
+    directory.mkdir(exist_ok=True)
+    path = directory / rundir.checkpoint_name(state["step"])
+    rundir.write_atomic(path, lambda f: torch.save(state, f), _nbytes(state))
+    for old in rundir.checkpoints(workdir)[:-keep]:
+        old.unlink()
+
+
+_CHECKPOINT_KEYS = ("step", "model", "optimizer", "stream", "rng", "tokens", "seconds", "last_eval")
+
+
+def load_checkpoint(path: Path) -> dict:
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    missing = [k for k in _CHECKPOINT_KEYS if not isinstance(state, dict) or k not in state]
+    if missing:
+        raise ValueError(f"not a checkpoint: no {', '.join(missing)}")
+    return state
+
+
+class DivergenceRule:
+    """Diverged: the training loss of DIVERGENCE_WINDOWS logging windows in a row, each wholly after
+    warmup, above ln(vocab_size) + DIVERGENCE_MARGIN.  ``high`` (the current run) survives a resume."""
+
+    def __init__(self, vocab_size: int, warmup: int, high: int = 0):
+        self.vocab_size, self.warmup, self.high = vocab_size, warmup, high
+        self.threshold = math.log(vocab_size) + DIVERGENCE_MARGIN
+
+    def update(self, start: int, end: int, loss: float) -> Optional[str]:
+        """One window, steps start+1 .. end, and its loss; the reason when the run has diverged."""
+        if start < self.warmup:
+            return None
+        self.high = self.high + 1 if loss > self.threshold else 0
+        if self.high < DIVERGENCE_WINDOWS:
+            return None
+        return (
+            f"training loss {loss:.2f} above {self.threshold:.2f} (ln {self.vocab_size} + {DIVERGENCE_MARGIN:g}, "
+            f"a uniform guess plus a margin) in {self.high} logging windows in a row, up to step {end}"
+        )
+
+
+@dataclass
+class _Window:
+    """Token-weighted training loss of the steps after ``start`` until the next log step."""
+
+    start: int
+    loss: float = 0.0
+    nll: float = 0.0
+    tokens: int = 0
+    t0: float = field(default_factory=time.perf_counter)
+
+
+class Trainer:
+    """The loop's state; train.train_and_evaluate drives it.  ``task`` defaults to task_for(config)."""
+
+    def __init__(self, config: RunConfig, workdir: Path, tracker: Tracker, progress: Optional[Progress], task=None):
+        self.cfg, self.workdir, self.tracker, self.progress = config, workdir, tracker, progress
+        self.task = task or task_for(config)
+        t = config.train
+        if t.threads:
+            torch.set_num_threads(t.threads)
+        self.device = resolve_device(t.device)
+        self.precision = resolve_precision(t.precision, self.device)
+        self.corpus = self.task.corpus(config)
+        self.train_split, self.dev = self.corpus.split("train"), self.corpus.split("dev")
+        torch.manual_seed(t.seed)
+        self.model = self.task.model(config, self.corpus.vocab_size).to(self.device)
+        self.params = count_parameters(self.model)
+        self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps)
+        self.rank, self.world = world()
+        if t.accumulate % self.world:
+            raise ConfigError(
+                f"accumulate={t.accumulate} is invalid with {self.world} workers: allowed a multiple of "
+                "the worker count (the global batch is tokens_per_batch x accumulate)"
+            )
+        self.local_accumulate = t.accumulate // self.world
+        self.stream = BatchStream(
+            self.train_split, t.tokens_per_batch, t.seed, t.max_train_len, rank=self.rank, world_size=self.world
+        )
+        if self.world > 1:
+            torch.manual_seed(t.seed * 1000 + self.rank)  # same initial weights, own dropout masks
+        self.step, self.tokens = 0, 0
+        self.seconds = {"train": 0.0, "data": 0.0, "eval": 0.0}
+        self.last_eval: dict = {}
+        self.divergence = DivergenceRule(self.corpus.vocab_size, t.warmup)
+        self.window = _Window(0)
+
+    # checkpoints ---------------------------------------------------------------
+    def state(self) -> dict:
+        """Tensors and plain containers only: loadable with weights_only=True."""
+        return {
+            "step": self.step,
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "stream": {k: int(v) for k, v in self.stream.state().items()},
+            "rng": torch.get_rng_state(),
+            "tokens": int(self.tokens),
+            "seconds": {k: float(v) for k, v in self.seconds.items()},
+            "last_eval": dict(self.last_eval),
+            "high_loss_windows": self.divergence.high,
+        }
+
+    def resume(self) -> bool:
+        state = rundir.newest_checkpoint(self.workdir, load_checkpoint)
+        if state is None:
+            return False
+        self.model.load_state_dict(state["model"])
+        self.opt.load_state_dict(state["optimizer"])
+        self.stream.restore(state["stream"])
+        torch.set_rng_state(state["rng"])
+        self.step, self.tokens = state["step"], state["tokens"]
+        self.seconds, self.last_eval = state["seconds"], state["last_eval"]
+        self.divergence.high = state.get("high_loss_windows", 0)
+        self.window = _Window(self.step)
+        log.info("resumed %s from step %d", self.workdir, self.step)
+        return True
+
+    # one optimiser step ----------------------------------------------------------
+    def train_step(self) -> tuple[float, float, int]:
+        t = self.cfg.train
+        self.model.train()
+        loss_sum = nll_sum = 0.0
+        ntok = 0
+        for _ in range(self.local_accumulate):
+            t0 = time.perf_counter()
+            batch = next(self.stream)
+            inputs = [x.to(self.device, non_blocking=True) for x in self.task.inputs(batch)]
+            tgt_out = batch.tgt_out.to(self.device, non_blocking=True)
+            t1 = time.perf_counter()
+            self.seconds["data"] += t1 - t0
+            mask = tgt_out != PAD
+            with autocast(self.device, self.precision):
+                hidden = self.model.features(*inputs)
+                logits = self.model.generator(hidden[mask])  # only real target positions: (n, V)
+            loss, nll, n = label_smoothed_nll(logits, tgt_out[mask], t.eps_ls, PAD)
+            loss.backward()
+            loss_sum, nll_sum, ntok = loss_sum + float(loss.detach()), nll_sum + float(nll), ntok + int(n)
+            self.seconds["train"] += time.perf_counter() - t1
+        t1 = time.perf_counter()
+        if self.world > 1:
+            loss_sum, nll_sum, ntok = sum_gradients(list(self.model.parameters()), [loss_sum, nll_sum, ntok])
+            ntok = int(round(ntok))
+        for p in self.model.parameters():
+            if p.grad is not None:
+                p.grad.div_(max(ntok, 1))  # mean over every target token of the step (all workers)
+        if t.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+        lr = learning_rate(self.step + 1, t.steps, self.cfg.model.d_model, t.warmup, t.lr_scale, t.schedule, t.cooldown)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.seconds["train"] += time.perf_counter() - t1
+        self.step += 1
+        self.tokens += ntok
+        return loss_sum / max(ntok, 1), nll_sum / max(ntok, 1), ntok
+
+    def advance(self) -> tuple[float, Optional[dict], Optional[str]]:
+        """One optimiser step: its loss, the train record when it closes a logging window, and why the run
+        has diverged if it has.  Every worker sees the same (summed) losses, so all decide alike."""
+        loss, nll, ntok = self.train_step()
+        if not math.isfinite(loss):
+            return loss, None, f"non-finite training loss at step {self.step}"
+        w = self.window
+        w.loss, w.nll, w.tokens = w.loss + loss * ntok, w.nll + nll * ntok, w.tokens + ntok
+        if not is_log_step(self.step, self.cfg.train):
+            return loss, None, None
+        self.window = _Window(self.step)
+        rec = {
+            "kind": "train",
+            "step": self.step,
+            "loss": w.loss / max(w.tokens, 1),
+            "nll": w.nll / max(w.tokens, 1),
+            "lr": self.opt.param_groups[0]["lr"],
+            "tokens_per_second": w.tokens / max(time.perf_counter() - w.t0, 1e-9),
+        }
+        return loss, rec, self.divergence.update(w.start, self.step, rec["loss"])
+
+    def evaluate(self) -> tuple[dict, dict[str, list[str]]]:
+        """The task's evaluation at this step (timed as eval): its record and the files it writes."""
+        t0 = time.perf_counter()
+        scores, files = self.task.evaluate(self)
+        self.seconds["eval"] += time.perf_counter() - t0
+        return {"step": self.step, "steps": self.cfg.train.steps, **scores}, files
+
+
+def result_base(tr: Trainer, started: float) -> dict:
+    """The keys every result.json of the run has, finished or diverged."""
+    t, s = tr.cfg.train, tr.seconds
+    train_s, total_s = s["train"] + s["data"], s["train"] + s["data"] + s["eval"]
+    return {
+        "config_hash": tr.cfg.content_hash(),
+        "steps": tr.step,
+        "params": tr.params,
+        "target_tokens": tr.tokens,
+        "train_flops": 6.0 * tr.params * tr.tokens,
+        "wall_seconds": round(total_s, 2),
+        "session_seconds": round(time.time() - started, 2),
+        "time_split": {k: round(v, 2) for k, v in s.items()},
+        "eval_fraction": round(s["eval"] / total_s, 4) if total_s else None,
+        "tokens_per_second": round(tr.tokens / train_s, 1) if train_s else None,
+        "schedule": t.schedule,
+        "cooldown": t.cooldown,
+        "eval_bleu": t.eval_bleu,
+        "seed": t.seed,
+        "device": str(tr.device),
+        "precision": tr.precision,
+        "threads": torch.get_num_threads(),
+        "torch_version": torch.__version__,
+        **tr.task.versions(),
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "corpus": tr.cfg.data.corpus,
+        "corpus_fingerprint": tr.corpus.fingerprint,
+        "vocab_size": tr.corpus.vocab_size,
+        **tr.task.result_keys(),
+    }
+
+
+def finished_result(config: RunConfig, path: Path) -> Optional[dict]:
+    """The result.json of an earlier session that finished or diverged with this configuration."""
+    if not path.exists():
+        return None
+    try:
+        done = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        log.warning("%s unreadable (%s): running again", path, exc)
+        return None
+    if done.get("config_hash") == config.content_hash() and done.get("status") in rundir.DONE:
+        return done
+    return None
