@@ -1,7 +1,10 @@
-"""tsweep evaluate / translate and chrF on the fixture corpus: a 2x2 smoke sweep (Ray) scored on a held-out set."""
+"""tsweep evaluate / translate and chrF on the fixture corpus: a 2x2 smoke sweep (Ray) scored on a held-out set,
+locally and uploaded to a file:// URI."""
 
 import json
 import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -188,3 +191,125 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(sweep, held, env, tmp_
         assert r.stdout == ""
     assert not any((t / "evals" / "three.json").exists() or (t / "evals" / "three.hyp").exists() for t in trials(sweep))
     assert not (tmp_path / "none" / "trials").exists()
+
+
+# ---------------------------------------------------------------------------------------------- a sweep at a URI
+# file:// here; s3:// and gs:// take the same path through pyarrow (tests/test_storage.py runs a sweep on s3).
+def _upload(local: Path, remote: Path) -> Path:
+    """The local sweep copied to ``remote`` with its MLflow artifacts pointing there, as a sweep run at the URI has
+    them (no evaluations: test_evaluate scores the same sweep)."""
+    shutil.copytree(local, remote, ignore=shutil.ignore_patterns("evals", "sweep.lock"))
+    old, new = (local / "mlartifacts").as_uri(), (remote / "mlartifacts").as_uri()
+    db = sqlite3.connect(remote / "mlflow.db")
+    with db:
+        db.execute("update experiments set artifact_location = replace(artifact_location, ?, ?)", (old, new))
+        db.execute("update runs set artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+    db.close()
+    return remote
+
+
+def _held_out(fixture_corpus, directory: Path) -> str:
+    """Seven verses of Mark (the fixture's dev book: never trained on), other than test_evaluate's set."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for side, name in (("src", "mark.en"), ("tgt", "mark.de")):
+        lines = (fixture_corpus.directory / f"dev.{side}").read_text(encoding="utf-8").splitlines()[10:17]
+        (directory / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f"files:{directory / 'mark.en'},{directory / 'mark.de'}"
+
+
+def _children(sweep_dir: Path):
+    from mlflow.tracking import MlflowClient
+
+    state = json.loads((sweep_dir / "sweep.json").read_text())
+    client = MlflowClient(tracking_uri=f"sqlite:///{sweep_dir / 'mlflow.db'}")
+    runs = client.search_runs([state["experiment_id"]], f"tags.mlflow.parentRunId = '{state['parent_run_id']}'")
+    return client, runs
+
+
+def _stamps(remote: Path, name: str) -> dict:
+    return {p.relative_to(remote).as_posix(): p.stat().st_mtime_ns for p in [*remote.glob(f"trials/*/evals/{name}.*")]}
+
+
+def _check_scored(remote: Path, name: str, sentences: int) -> None:
+    """evals/NAME.{json,hyp} in every trial at the URI, and the scores on each trial's MLflow child run there."""
+    for t in trials(remote):
+        rec = json.loads((t / "evals" / f"{name}.json").read_text())
+        assert rec["sentences"] == sentences and 0 <= rec["bleu"] <= 100 and rec["ppl"] > 1
+        assert rec["averaged_checkpoints"] == json.loads((t / "result.json").read_text())["averaged_checkpoints"]
+        assert len((t / "evals" / f"{name}.hyp").read_text().split("\n")[:-1]) == sentences
+    client, runs = _children(remote)
+    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}  # scores added, states untouched
+    for run in runs:
+        assert {f"{name}_bleu", f"{name}_chrf", f"{name}_ppl", f"{name}_unknown_chars"} <= set(run.data.metrics)
+        assert run.data.tags[f"{name}_fingerprint"] == rec["fingerprint"]
+        artifacts = {a.path for a in client.list_artifacts(run.info.run_id, "evals")}
+        assert artifacts == {f"evals/{name}.json", f"evals/{name}.hyp"}
+    assert len(list((remote / "mlartifacts").rglob(f"evals/{name}.json"))) == 4  # artifacts at the URI
+    assert not (remote / "sweep.lock").exists()  # the lock evaluate held while writing mlflow.db is gone
+
+
+def test_sweep_at_a_uri_is_scored_there_then_skipped(sweep, fixture_corpus, tmp_path, monkeypatch, capsys):
+    from sweeps.cli import main
+
+    remote = _upload(sweep, tmp_path / "bucket" / "sweep")
+    uri, corpus = remote.as_uri(), _held_out(fixture_corpus, tmp_path / "sets")
+    monkeypatch.setenv("TSWEEP_SCRATCH_DIR", str(tmp_path / "scratch"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    capsys.readouterr()
+    assert main(["evaluate", uri, "--corpus", corpus, "--num-cpus", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "4 evaluated" in out and "evaluation set mark: 7 sentences" in out, out
+    _check_scored(remote, "mark", 7)
+    scratch = tmp_path / "scratch"
+    assert not list(scratch.rglob("*.pt")) and not any(any(p.iterdir()) for p in scratch.glob("*/evaluate"))
+    view = next(scratch.glob("*/view"))  # the local view has the results as the URI has them (the report reads it)
+    assert all((view / "trials" / t.name / "evals" / "mark.json").exists() for t in trials(remote))
+    stamps, db = _stamps(remote, "mark"), (remote / "mlflow.db").stat().st_mtime_ns
+
+    shutil.rmtree(scratch)  # another machine: nothing local, the earlier results read from the URI
+    assert main(["evaluate", uri, "--corpus", corpus, "--rows", "base,D1", "--num-cpus", "2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "4 skipped" in out, out
+    assert _stamps(remote, "mark") == stamps and (remote / "mlflow.db").stat().st_mtime_ns == db  # nothing sent
+
+    (tmp_path / "planned").mkdir()
+    (tmp_path / "planned" / "sweep.json").write_text((remote / "sweep.json").read_text())
+    (remote / "sweep.lock").write_text(json.dumps({"pid": 1, "host": "elsewhere", "time": 0, "token": "t"}))
+    cases = [  # (location, what the one line says); none writes anything there
+        ((tmp_path / "absent").as_uri(), "not a sweep directory"),
+        ((tmp_path / "planned").as_uri(), "has no finished trial (4 pending)"),
+        ("nosuchfs://bucket/sweep", "cannot be opened"),
+        (uri, "is being run by pid 1 on elsewhere"),  # a driver owns mlflow.db: no second writer
+    ]
+    for location, message in cases:
+        assert main(["evaluate", location, "--corpus", corpus, "--name", "other", "--quiet"]) == 2, location
+        captured = capsys.readouterr()
+        err = captured.err.strip().splitlines()
+        assert captured.out == "" and len(err) == 1 and message in err[0] and location in err[0], captured.err
+    assert not (tmp_path / "absent").exists() and [p.name for p in (tmp_path / "planned").iterdir()] == ["sweep.json"]
+    assert not list(remote.glob("trials/*/evals/other.*"))
+
+
+@pytest.mark.slow  # a smoke sweep of its own at the URI (~1-2.5 min on 2 cores); the default test uploads one
+def test_smoke_sweep_run_at_a_file_uri_is_evaluated_there(env, fixture_corpus, tmp_path):
+    env = dict(env, TSWEEP_SCRATCH_DIR=str(tmp_path / "scratch"))
+    remote = tmp_path / "bucket" / "sweep"
+
+    def tsweep(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900
+        )
+
+    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", remote.as_uri(), "--num-cpus", "2")
+    assert r.returncode == 0 and "4 finished" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    shutil.rmtree(tmp_path / "scratch")  # evaluated from another machine
+    corpus = _held_out(fixture_corpus, tmp_path / "sets")
+    r = tsweep("evaluate", remote.as_uri(), "--corpus", corpus, "--num-cpus", "2")
+    assert r.returncode == 0 and "4 evaluated" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    _check_scored(remote, "mark", 7)
+    again = tsweep("evaluate", remote.as_uri(), "--corpus", corpus)
+    assert again.returncode == 0 and "4 skipped" in again.stdout, again.stdout + again.stderr
+    report = tsweep("report", remote.as_uri(), "--bootstrap", "50")  # the set's columns, read from the URI
+    assert report.returncode == 0, report.stderr
+    md = (remote / "report" / "report.md").read_text()
+    assert "mark" in md and "7 sentences" in md
