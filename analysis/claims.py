@@ -44,6 +44,18 @@ CLAIMS = [
 ]  # fmt: skip
 
 UNDERTRAINED_KINDS = ("capacity", "regularisation")
+PERPLEXITY = ("dev_ce",)  # the readings a language-model sweep (task lm) has: no BLEU
+BLEU_ONLY = "stated in BLEU only: a language-model sweep has no BLEU"
+
+
+def claims_for(task: str, claims: list[dict] = CLAIMS) -> tuple[list[dict], list[dict]]:
+    """(the claims a sweep of ``task`` judges, those it cannot).  A translation sweep judges every claim on
+    every reading; a language model (task lm) judges each claim on its perplexity reading only (dev
+    cross-entropy), and a claim stated only in BLEU terms is left apart (the report shows it not measured)."""
+    if task != "lm":
+        return claims, []
+    judged = [{**c, "readings": tuple(r for r in c["readings"] if r in PERPLEXITY)} for c in claims]
+    return [c for c in judged if c["readings"]], [c for c in claims if not set(c["readings"]) & set(PERPLEXITY)]
 
 
 def claim_rows(claims: list[dict] = CLAIMS) -> dict[str, list[str]]:

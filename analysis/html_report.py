@@ -106,7 +106,8 @@ def render(h, budget, d, t, claims, problems, images, notes, legend, rule) -> st
     ]
     body += [f'<h3>{html.escape(k)}</h3><img alt="{html.escape(k)}" src="data:image/png;base64,{v}">'
              for k, v in images.items()]  # fmt: skip
-    body.append(f"<p><code>sacrebleu {html.escape(str(h['sacrebleu']))}</code></p>")
+    if h.get("sacrebleu"):  # none in a language-model sweep
+        body.append(f"<p><code>sacrebleu {html.escape(str(h['sacrebleu']))}</code></p>")
     return (
         f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(str(h['sweep']))}</title>"
         f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>"

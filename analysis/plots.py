@@ -103,5 +103,7 @@ def bleu_vs_params(t: pd.DataFrame) -> str:
 
 
 def figures(t: pd.DataFrame, df: pd.DataFrame) -> dict[str, str]:
-    out = {"learning curves": curve_panels(df, t), "BLEU against parameters": bleu_vs_params(t)}
+    out = {"learning curves": curve_panels(df, t)}
+    if "bleu_dev" in t:  # a language-model sweep (task lm) has no BLEU
+        out["BLEU against parameters"] = bleu_vs_params(t)
     return {k: v for k, v in out.items() if v}

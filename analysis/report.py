@@ -15,12 +15,13 @@ import pandas as pd
 from transformer_core.knobs import BY_NAME
 from transformer_core.rundir import Status
 
+from .claims import BLEU_ONLY
 from .collect import collect
 from .evalsets import evaluation_sets
 from .html_report import render
 from .paper import PAPER_FACTS
 from .plots import figures
-from .tables import judge_claims, noise_table, reproduction_table
+from .tables import judge_claims, noise_table, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, regime
 from .verdicts import ALPHA, READINGS, seed_correlation
 
@@ -56,6 +57,8 @@ def _ci(m, h, digits=2):
 
 def display_table(t: pd.DataFrame) -> pd.DataFrame:
     """The reproduction table as strings: knobs (paper units), ours beside the paper's."""
+    if "bpb_dev" in t:
+        return _display_lm(t)
     knobs = t.attrs.get("knobs", [])
     rows = []
     for _, r in t.iterrows():
@@ -75,6 +78,34 @@ def display_table(t: pd.DataFrame) -> pd.DataFrame:
                 "ΔBLEU paper": "" if base else _num(r["paper_delta_bleu"], 1, signed=True),
                 "BLEU test": _ci(r["bleu_test"], r["bleu_test_ci"]),
                 "sentence-sampling p (test)": _num(r["p_sentence_test"], 3),
+                "params ours (M)": _num(r["params_M"]),
+                "params paper (M)": _num(r["paper_params_M"]),
+                "n": f"{r['n']}/{r['seeds']}",
+                "status": r["status"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _display_lm(t: pd.DataFrame) -> pd.DataFrame:
+    """A language-model sweep's table: perplexity and bits per byte, no BLEU; the paper's columns are its
+    translation numbers (the direction of each effect, not comparable values)."""
+    knobs = t.attrs.get("knobs", [])
+    rows = []
+    for _, r in t.iterrows():
+        base = r["row"] == "base"
+        rows.append(
+            {
+                "row": r["row"],
+                **{BY_NAME[k].label: BY_NAME[k].format(r[k]) for k in knobs},
+                "PPL dev (ours)": _num(r["ppl_dev"]),
+                "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
+                "Δ ln PPL": "" if base else _num(r["delta_ce"], 3, signed=True),
+                "bits/byte dev": _ci(r["bpb_dev"], r["bpb_dev_ci"], 3),
+                "bits/byte test": _ci(r["bpb_test"], r["bpb_test_ci"], 3),
+                "PPL test": _num(r["ppl_test"]),
+                "PPL dev (paper, MT)": _num(r["paper_ppl_dev"]),
+                "Δ ln PPL paper (MT)": "" if base else _num(r["paper_delta_ce"], 3, signed=True),
                 "params ours (M)": _num(r["params_M"]),
                 "params paper (M)": _num(r["paper_params_M"]),
                 "n": f"{r['n']}/{r['seeds']}",
@@ -154,7 +185,7 @@ def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str
         for r, n in noise.items()
     ]
     lines.append("**Seed noise** (pooled within rows): " + "; ".join(parts) + ".")
-    rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce")]
+    rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
     lines.append(
         "**Seed pairing**: correlation of a row's seed-k deviation with base's seed-k deviation: "
         + "; ".join(f"{lab} {c:+.2f} ({n} pairs)" if c == c else f"{lab}: too few pairs" for lab, c, n in rho)
@@ -182,10 +213,15 @@ def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str
 
 
 def measured(claims: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The claims this sweep measured, and one line naming those whose rows it did not run."""
+    """The claims this sweep measured, and one line naming those it did not: rows it did not run, or (a
+    language-model sweep) claims stated only in BLEU."""
     out = claims[claims["verdict"] != "not measured"]
-    missing = list(dict.fromkeys(claims.loc[claims["verdict"] == "not measured", "claim"]))
-    return out, (f"Claims not measured (rows not in this sweep): {', '.join(missing)}." if missing else "")
+    absent = claims[claims["verdict"] == "not measured"]
+    bleu_only = absent["summary"] == BLEU_ONLY
+    missing, bleu = (list(dict.fromkeys(absent.loc[m, "claim"])) for m in (~bleu_only, bleu_only))
+    lines = [f"Claims not measured (rows not in this sweep): {', '.join(missing)}."] if missing else []
+    lines += [f"Claims not measured ({BLEU_ONLY}): {', '.join(bleu)}."] if bleu else []
+    return out, " ".join(lines)
 
 
 def _claims_block(claims: pd.DataFrame) -> list[str]:
@@ -222,15 +258,18 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     looks = (h.get("adaptive") or {}).get("looks", 1)
     noise, reg = noise_table(df), regime(df)  # the regime once: the claims tables and the header use it
     claims = judge_claims(df, looks, reg=reg)
-    sets = evaluation_sets(df, sweep_dir, looks, reg=reg)  # chrF, test and every named evaluation set (tsweep evaluate)
-    d = d.merge(sets.columns, on="row", how="left")
-    sets.numbers.to_csv(out / "evalsets.csv", index=False)
-    set_sections = []
-    for name, table in sets.claims.items():
-        table.to_csv(out / f"claims-{name}.csv", index=False)
-        set_sections += [f"## The paper's claims on {name}", "", *_claims_block(table)]
-    if sets.notes:
-        set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in sets.notes], ""]
+    lm = sweep_task(df) == "lm"  # a language model: no BLEU, chrF or evaluation sets; test PPL is in the table
+    set_sections, set_claims = [], {}
+    if not lm:
+        sets = evaluation_sets(df, sweep_dir, looks, reg=reg)  # chrF, test and every named set (tsweep evaluate)
+        d = d.merge(sets.columns, on="row", how="left")
+        sets.numbers.to_csv(out / "evalsets.csv", index=False)
+        set_claims = sets.claims
+        for name, table in sets.claims.items():
+            table.to_csv(out / f"claims-{name}.csv", index=False)
+            set_sections += [f"## The paper's claims on {name}", "", *_claims_block(table)]
+        if sets.notes:
+            set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in sets.notes], ""]
     t.to_csv(out / "table.csv", index=False)
     claims.to_csv(out / "claims.csv", index=False)
     (out / "table.tex").write_text(_latex(d))
@@ -242,6 +281,13 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
         "which is what the verdicts test. Knobs are in the paper's units; the profile's rules say how they were "
         "scaled. Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
     )
+    if lm:
+        notes = notes.replace("Perplexities are", "Perplexities (per BPE piece of the modelled side, EOS included) are")
+        notes += (
+            " Bits per byte: the dev/test text's summed NLL / (ln 2 x its UTF-8 bytes, a newline per line), "
+            "independent of the tokenizer. The paper's columns are its translation (MT) numbers: a reference for "
+            "the direction of each effect only."
+        )
     legend_md = "; ".join(f"{s} {name}: {what}" for name, s, what in LEGEND)
     md = [f"# Table 3 reproduction: {h['sweep']}", "", _facts(h), "", *budget, "",
           f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
@@ -250,8 +296,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
           *_claims_block(claims), *set_sections,
           "## Failed, stopped or missing trials", "",
           _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
-          "## Plots", "", "See report.html (learning curves per group, BLEU against parameters).", "",
-          f"sacrebleu: `{h['sacrebleu']}`", ""]  # fmt: skip
+          "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")
+          + ").", "", *([] if lm else [f"sacrebleu: `{h['sacrebleu']}`", ""])]  # fmt: skip
     (out / "report.md").write_text("\n".join(md))
     (out / "report.html").write_text(
         render(
@@ -259,7 +305,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
             budget,
             d,
             t,
-            measured(pd.concat([claims, *sets.claims.values()], ignore_index=True))[0],
+            measured(pd.concat([claims, *set_claims.values()], ignore_index=True))[0],
             problems,
             figures(t, df),
             notes,

@@ -17,13 +17,21 @@ from scipy import stats
 from transformer_core.knobs import KNOBS, PAPER_COLUMNS
 from transformer_core.rundir import Status
 
-from .claims import CLAIMS, UNDERTRAINED_KINDS, claim_rows
+from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, claim_rows, claims_for
 from .paper import load_table3
 from .stats import combine_pvalues, paired_bootstrap, read_lines
 from .trajectory import regime, trajectories, trajectory_text, unstable
-from .verdicts import ALPHA, READINGS, pooled_noise, seed_values
+from .verdicts import ALPHA, READINGS, Verdict, pooled_noise, seed_values
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
+LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU
+LM_DROPPED = ("bleu_dev", "bleu_dev_ci", "bleu_test", "bleu_test_ci", "delta_bleu", "p_sentence_test")
+LM_DROPPED += ("paper_bleu_dev", "paper_delta_bleu")
+
+
+def sweep_task(df: pd.DataFrame) -> str:
+    """The sweep's task: lm where its trials' values say so (a language model), else translation."""
+    return "lm" if "task" in df and (df["task"] == "lm").any() else "translation"
 
 
 def _finished(df: pd.DataFrame, row: str) -> pd.DataFrame:
@@ -50,8 +58,9 @@ def significance(df: pd.DataFrame, row: str, other: str, split: str = "test", sa
 
 
 def noise_table(df: pd.DataFrame) -> dict:
-    """{reading: Noise} pooled over the sweep's rows."""
-    return {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS}
+    """{reading: Noise} pooled over the sweep's rows (a language model's readings for a task lm sweep)."""
+    readings = LM_NOISE_READINGS if sweep_task(df) == "lm" else NOISE_READINGS
+    return {r: pooled_noise(seed_values(df, r)) for r in readings}
 
 
 def _mean_ci(values: np.ndarray, noise) -> tuple[float, float | None, int]:
@@ -82,11 +91,14 @@ def knob_value(first: pd.Series, name: str):
 
 
 def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
-    """One line per row in the paper's order: knobs (paper units), ours (mean, 95% CI, n, delta, p), the paper's."""
+    """One line per row in the paper's order: knobs (paper units), ours (mean, 95% CI, n, delta, p), the paper's.
+    A language-model sweep (task lm) has bits per byte and test perplexity instead of BLEU."""
     paper = {r["row"]: r for r in load_table3()}
-    noise = noise_table(df)
-    vals = {r: seed_values(df, r) for r in NOISE_READINGS}
-    base = {r: _mean_ci(vals[r].get("base", np.array([])), noise[r]) for r in NOISE_READINGS}
+    lm = sweep_task(df) == "lm"
+    readings = NOISE_READINGS + (("dev_bpb", "test_bpb") if lm else ())
+    noise = {r: pooled_noise(seed_values(df, r)) for r in readings}
+    vals = {r: seed_values(df, r) for r in readings}
+    base = {r: _mean_ci(vals[r].get("base", np.array([])), noise[r]) for r in readings}
     pb = paper.get("base", {})
     knobs = knob_columns(df)
     lines = []
@@ -95,7 +107,7 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
         first = sub.iloc[0]
         bleu, ce, test = (_mean_ci(vals[r].get(row, np.array([])), noise[r]) for r in NOISE_READINGS)
         fin = _finished(df, row)
-        p = significance(df, row, "base", "test", samples) if row != "base" and len(fin) else None
+        p = significance(df, row, "base", "test", samples) if row != "base" and len(fin) and not lm else None
         pr = paper.get(row, {})
         statuses = sub["status"].value_counts().to_dict()
         lines.append(
@@ -127,9 +139,32 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
                 "paper_delta_ce": math.log(pr["ppl_dev"] / pb["ppl_dev"]) if pr and pb else None,
             }
         )
+        if lm:  # bits per byte and test perplexity in place of BLEU, after the dev perplexity columns
+            bpb = {r: _mean_ci(vals[r].get(row, np.array([])), noise[r]) for r in ("dev_bpb", "test_bpb")}
+            extra = {"bpb_dev": bpb["dev_bpb"][0], "bpb_dev_ci": bpb["dev_bpb"][1], "bpb_test": bpb["test_bpb"][0],
+                     "bpb_test_ci": bpb["test_bpb"][1], "ppl_test": _mean(fin, "test_ppl")}  # fmt: skip
+            lines[-1] = _insert_after({k: v for k, v in lines[-1].items() if k not in LM_DROPPED}, "delta_ce", extra)
     out = pd.DataFrame(lines)
     out.attrs["knobs"] = knobs
     return out
+
+
+def _insert_after(d: dict, key: str, extra: dict) -> dict:
+    items = list(d.items())
+    at = [k for k, _ in items].index(key) + 1
+    return dict(items[:at] + list(extra.items()) + items[at:])
+
+
+def _mean(fin: pd.DataFrame, column: str) -> float:
+    v = pd.to_numeric(fin[column], errors="coerce") if column in fin else pd.Series(dtype=float)
+    return float(v.mean()) if v.notna().any() else float("nan")
+
+
+def not_measured_record(claim: dict, rows: list[str], why: str) -> dict:
+    """A claims-table line for a claim this sweep cannot judge (e.g. a BLEU-only claim in an LM sweep)."""
+    return {"claim": claim["id"], "text": claim["text"], "reading": READINGS[claim["readings"][0]].label,
+            "verdict": Verdict.NOT_MEASURED.value, "symbol": Verdict.NOT_MEASURED.symbol, "trajectory": "",
+            "unstable": False, "rows": ",".join(rows), "summary": why, "evidence": "", "caveat": ""}  # fmt: skip
 
 
 def claim_record(res, claim: dict, rows: list[str], undertrained: bool, path: list | None = None) -> dict:
@@ -154,10 +189,13 @@ def claim_record(res, claim: dict, rows: list[str], undertrained: bool, path: li
 
 def judge_claims(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA, reg: dict | None = None) -> pd.DataFrame:
     """One line per claim and reading: verdict, trajectory over the budget, stability, evidence, caveat.
-    ``reg`` is trajectory.regime(df) when the caller has it already."""
-    final, traj = trajectories(df, CLAIMS, looks, alpha)
+    ``reg`` is trajectory.regime(df) when the caller has it already.  A language-model sweep judges the
+    claims on perplexity (claims.claims_for); those stated only in BLEU get a "not measured" line."""
+    claims, apart = claims_for(sweep_task(df), CLAIMS)
+    final, traj = trajectories(df, claims, looks, alpha)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
-    rows_of, by_id = claim_rows(CLAIMS), {c["id"]: c for c in CLAIMS}
+    rows_of, by_id = claim_rows(CLAIMS), {c["id"]: c for c in claims}
     return pd.DataFrame(
         [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)]) for r in final]
+        + [not_measured_record(c, rows_of[c["id"]], BLEU_ONLY) for c in apart]
     )

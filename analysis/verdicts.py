@@ -79,6 +79,8 @@ READINGS = {
     "dev_bleu": Reading("dev_bleu", "dev BLEU", True, "dev_bleu"),
     "dev_ce": Reading("dev_ce", "dev cross-entropy (nats, ln PPL)", False, "dev_ppl"),
     "test_bleu": Reading("test_bleu", "test BLEU", True, "test_bleu"),
+    "dev_bpb": Reading("dev_bpb", "dev bits per byte", False, "dev_bpb"),  # task lm
+    "test_bpb": Reading("test_bpb", "test bits per byte", False, "test_bpb"),
 }
 
 
