@@ -37,6 +37,8 @@ METRICS = (
     "chrf_signature",
     "session_seconds",
     "time_split",
+    "dev_bpb",  # task lm: bits per byte (and no BLEU)
+    "test_bpb",
 )
 
 
@@ -116,6 +118,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         rec.update({k: result.get(k) for k in METRICS})
         if not result:  # metrics so far
             rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))
+            rec.update(dev_bpb=last_eval.get("dev_bpb"))
         records.append(rec)
     return pd.DataFrame.from_records(records)
 

@@ -24,11 +24,13 @@ def cmd_train(args) -> int:
 
     from transformer_core import train_and_evaluate
     from transformer_core.run_config import make_run_config, parse_assignments
+    from transformer_core.train import task_for
 
     values = {**profile_values(args.preset, args.profile), "corpus": args.corpus, **parse_assignments(args.set or [])}
     if args.data_dir:
         values["data_dir"] = args.data_dir
     config = make_run_config(values, preset=args.preset)
+    task_for(config)  # a setting the task cannot use: its one line before the progress bar appears
     bar = tqdm(total=config.train.steps, unit="step", dynamic_ncols=True, disable=args.quiet)
 
     def progress(p: dict) -> None:

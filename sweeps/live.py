@@ -34,6 +34,7 @@ class TrialState:
     loss: Optional[float] = None
     dev_bleu: Optional[float] = None
     dev_ppl: Optional[float] = None
+    dev_bpb: Optional[float] = None  # task lm: bits per byte (no BLEU)
     tokens_per_second: Optional[float] = None
     evals: int = 0
     attempts: int = 0
@@ -80,12 +81,13 @@ def snapshot(sweep_dir: Path) -> list[TrialState]:
                 t.loss, t.tokens_per_second = rec.get("loss"), rec.get("tokens_per_second")
             elif rec.get("kind") == "eval":
                 t.evals += 1
-                t.dev_ppl = rec.get("dev_ppl")
+                t.dev_ppl, t.dev_bpb = rec.get("dev_ppl"), rec.get("dev_bpb")
                 t.dev_bleu = rec.get("dev_bleu") if rec.get("dev_bleu") is not None else t.dev_bleu
         result = _json(wd / rundir.RESULT)
         if result.get("status"):
             t.status, t.seconds = result["status"], result.get("session_seconds") or result.get("wall_seconds")
             t.dev_bleu, t.dev_ppl = result.get("dev_bleu", t.dev_bleu), result.get("dev_ppl", t.dev_ppl)
+            t.dev_bpb = result.get("dev_bpb", t.dev_bpb)
         elif t.attempts:
             t.status = Status.RUNNING.value
         out.append(t)
@@ -114,7 +116,10 @@ def trial_line(t: TrialState) -> str:
     parts = [f"{t.name:<8}", f"step {t.step}/{t.steps}"]
     if t.loss is not None:
         parts.append(f"loss {t.loss:.3f}")
-    parts.append(f"dev BLEU {t.dev_bleu:.2f}" if t.dev_bleu is not None else "dev BLEU -")
+    if t.dev_bpb is not None:  # a language model
+        parts.append(f"bits/byte {t.dev_bpb:.3f}")
+    else:
+        parts.append(f"dev BLEU {t.dev_bleu:.2f}" if t.dev_bleu is not None else "dev BLEU -")
     parts.append(f"PPL {t.dev_ppl:.1f}" if t.dev_ppl is not None else "PPL -")
     if t.tokens_per_second:
         parts.append(f"{t.tokens_per_second:,.0f} tok/s")
@@ -132,10 +137,12 @@ def events(before: dict[str, TrialState], now: list[TrialState]) -> list[str]:
             out.append(f"{t.name}: retried (attempt {t.attempts}, from its checkpoint)")
         if b is not None and t.evals > b.evals and t.status == "running":
             bleu = f"dev BLEU {t.dev_bleu:.2f}, " if t.dev_bleu is not None else ""
+            bleu += f"dev bits/byte {t.dev_bpb:.3f}, " if t.dev_bpb is not None else ""
             out.append(f"{t.name}: eval at step {t.step}/{t.steps}: {bleu}dev PPL {t.dev_ppl:.2f}")
         if t.status in TERMINAL + ("failed",) and (b is None or b.status != t.status):
             if t.status == "finished":
-                out.append(f"{t.name}: finished: dev BLEU {t.dev_bleu:.2f}, dev PPL {t.dev_ppl:.2f}"
+                first = f"dev bits/byte {t.dev_bpb:.3f}" if t.dev_bpb is not None else f"dev BLEU {t.dev_bleu:.2f}"
+                out.append(f"{t.name}: finished: {first}, dev PPL {t.dev_ppl:.2f}"
                            + (f" in {_dur(t.seconds)}" if t.seconds else ""))  # fmt: skip
             else:
                 out.append(f"{t.name}: {t.status}")

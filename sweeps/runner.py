@@ -170,10 +170,16 @@ class SweepContext:
 
 def _final_metrics(result: dict) -> dict:
     diverged = result.get("status") != "finished"
+    if result.get("task") == "lm":  # a language model: perplexity and bits per byte, no BLEU
+        scores = {k: float("inf") if diverged else result[k] for k in ("dev_ppl", "dev_bpb", "test_ppl", "test_bpb")}
+    else:
+        scores = {
+            "dev_bleu": 0.0 if diverged else result["dev_bleu"],
+            "dev_ppl": float("inf") if diverged else result["dev_ppl"],
+            "test_bleu": 0.0 if diverged else result["test_bleu"],
+        }
     return {
-        "dev_bleu": 0.0 if diverged else result["dev_bleu"],
-        "dev_ppl": float("inf") if diverged else result["dev_ppl"],
-        "test_bleu": 0.0 if diverged else result["test_bleu"],
+        **scores,
         "status": result.get("status"),
         "done": True,
         "step": result.get("steps"),

@@ -16,8 +16,11 @@ import yaml
 
 from transformer_core import knobs
 from transformer_core.config import MODEL_KEYS, paper_values
+from transformer_core.data.monolingual import lm_language
+from transformer_core.data.prepare import check_direction
 from transformer_core.errors import ConfigError, UserError
-from transformer_core.run_config import TRAIN_KEYS, make_run_config
+from transformer_core.lm_task import check as check_lm
+from transformer_core.run_config import TASKS, TRAIN_KEYS, make_run_config
 
 from .lock import SAFE_ALLOWED, SAFE_NAME
 from .profiles import Profile, get_profile
@@ -32,6 +35,7 @@ TOP_KEYS = (
     "description",
     "base",
     "corpus",
+    "task",
     "seeds",
     "rows",
     "search",
@@ -50,6 +54,7 @@ RUN_KNOBS = tuple(k for k in knobs.ROW_KNOBS if k not in PAPER_KNOBS)  # taken a
 ROW_KNOBS = PAPER_KNOBS + RUN_KNOBS
 BASE_KEYS = ("preset",) + ROW_KNOBS
 METRICS = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl")
+LM_METRICS = ("dev_ppl", "dev_bpb", "test_ppl", "test_bpb")  # task: lm (a language model has no BLEU)
 SEARCH_TYPES = ("uniform", "loguniform", "int", "choice")
 SCHEDULERS = ("none", "asha")
 
@@ -121,6 +126,7 @@ class Spec:
     source: Optional[str] = None
     adaptive: Optional[dict] = None  # {"min": m, "max": M}: seeds added where a verdict is undecided
     budget: Optional[float] = None  # wall-clock seconds for adaptive rounds
+    task: str = "translation"  # or lm: a decoder-only language model on one side of the corpus (N: its layers)
 
     def row(self, label: str) -> Row:
         return next(r for r in self.rows if r.label == label)
@@ -147,12 +153,16 @@ def expand_row(spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = N
         **run_knobs,
         "corpus": spec.corpus["name"],
         "vocab": profile.data.get("vocab", spec.corpus.get("vocab", 8000)),
+        **({"task": spec.task} if spec.task != "translation" else {}),  # translation trials keep their values
+        **({"direction": spec.corpus["direction"]} if "direction" in spec.corpus else {}),
     }
     trials = []
     for seed in spec.seeds if seeds is None else seeds:
         v = {**values, "seed": seed}
         try:
             cfg = make_run_config(v, preset)
+            if spec.task == "lm":
+                check_lm(cfg)
         except ConfigError as exc:
             raise SpecError(f"rows.{row.group}.{row.label}: at profile {profile.name!r}: {exc}") from None
         trials.append(Trial(row.group, row.label, seed, paper, v, cfg.content_hash(), profile.rules()))
@@ -289,7 +299,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     corpus = doc.get("corpus", {"name": "bible-en-de"})
     if isinstance(corpus, str):
         corpus = {"name": corpus}
-    corpus = _mapping(corpus, "corpus", ("name", "vocab"))
+    corpus = _mapping(corpus, "corpus", ("name", "vocab", "direction"))
     from transformer_core.data.prepare import parse_corpus_name
     from transformer_core.data.recipes import get_recipe
 
@@ -298,6 +308,15 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
             get_recipe(part)
     except UserError as exc:
         raise SpecError(f"corpus.name: {exc}") from None
+    if "direction" in corpus:  # translation: A-B of the corpus's languages; task lm: the one language modelled
+        name, options = parse_corpus_name(str(corpus.get("name", "bible-en-de")))
+        try:
+            if doc.get("task") == "lm":
+                lm_language(str(corpus.get("name", "bible-en-de")), corpus["direction"])
+            else:
+                check_direction(name, corpus["direction"], options)
+        except UserError as exc:
+            raise SpecError(f"corpus.direction: {exc}") from None
     if "vocab" in corpus:
         _number(corpus["vocab"], "corpus.vocab", 16, integer=True)
     seeds, adaptive = _parse_seeds(doc.get("seeds", [1]))
@@ -308,10 +327,15 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     _number(resources["cpus"], "resources.cpus", 0.01)
     _number(resources["gpus"], "resources.gpus", 0)
     _number(resources["workers"], "resources.workers", 1, integer=True)
-    metric = doc.get("metric", "dev_bleu")
-    if metric not in METRICS:
-        raise SpecError(f"metric: {metric!r} is invalid; allowed {', '.join(METRICS)}")
-    mode = doc.get("mode", "min" if metric.endswith("ppl") else "max")
+    task = doc.get("task", "translation")
+    if task not in TASKS:
+        raise SpecError(f"task: {task!r} is invalid; allowed {', '.join(TASKS)}")
+    metrics = LM_METRICS if task == "lm" else METRICS
+    metric = doc.get("metric", metrics[0])
+    if metric not in metrics:
+        at = " with task lm" if task == "lm" else ""
+        raise SpecError(f"metric: {metric!r} is invalid{at}; allowed {', '.join(metrics)}")
+    mode = doc.get("mode", "min" if metric.endswith(("ppl", "bpb")) else "max")
     if mode not in ("max", "min"):
         raise SpecError(f"mode: {mode!r} is invalid; allowed max, min")
     train = _mapping(doc.get("train"), "train", TRAIN_KEYS)
@@ -340,6 +364,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         source=source,
         adaptive=adaptive,
         budget=parse_budget(doc.get("budget")),
+        task=task,
     )
     return spec
 

@@ -104,6 +104,8 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
             # reported result to carry the sweep's metric as a number
             if report and p.get("dev_bleu") is not None:
                 report({"step": p["step"], "dev_bleu": p["dev_bleu"], "dev_ppl": p["dev_ppl"], "done": False})
+            elif report and p.get("dev_bpb") is not None:  # task lm: perplexity and bits per byte at every eval
+                report({"step": p["step"], "dev_ppl": p["dev_ppl"], "dev_bpb": p["dev_bpb"], "done": False})
 
     result = train_and_evaluate(config, workdir, tracker, progress)
     if tracker and result.get("status") == "finished":
