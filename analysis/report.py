@@ -56,13 +56,28 @@ def _ci(m, h, digits=2):
 
 
 def display_table(t: pd.DataFrame) -> pd.DataFrame:
-    """The reproduction table as strings: knobs (paper units), ours beside the paper's."""
-    if "bpb_dev" in t:
-        return _display_lm(t)
+    """The reproduction table as strings: knobs (paper units), ours beside the paper's.  A language-model
+    sweep (task lm) shows bits per byte and test perplexity where a translation sweep shows BLEU; its paper
+    columns are the paper's translation (MT) numbers: the direction of each effect, not comparable values."""
     knobs = t.attrs.get("knobs", [])
+    lm = "bpb_dev" in t
+    mt = " (MT)" if lm else ""  # a language model's paper columns are the paper's translation numbers
     rows = []
     for _, r in t.iterrows():
         base = r["row"] == "base"
+        lm_columns = {
+            "bits/byte dev": _ci(r["bpb_dev"], r["bpb_dev_ci"], 3),
+            "bits/byte test": _ci(r["bpb_test"], r["bpb_test_ci"], 3),
+            "PPL test": _num(r["ppl_test"]),
+        } if lm else {}  # fmt: skip
+        bleu_columns = {} if lm else {
+            "BLEU dev (ours)": _ci(r["bleu_dev"], r["bleu_dev_ci"]),
+            "ΔBLEU": "" if base else _num(r["delta_bleu"], signed=True),
+            "BLEU dev (paper)": _num(r["paper_bleu_dev"], 1),
+            "ΔBLEU paper": "" if base else _num(r["paper_delta_bleu"], 1, signed=True),
+            "BLEU test": _ci(r["bleu_test"], r["bleu_test_ci"]),
+            "sentence-sampling p (test)": _num(r["p_sentence_test"], 3),
+        }  # fmt: skip
         rows.append(
             {
                 "row": r["row"],
@@ -70,42 +85,10 @@ def display_table(t: pd.DataFrame) -> pd.DataFrame:
                 "PPL dev (ours)": _num(r["ppl_dev"]),
                 "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
                 "Δ ln PPL": "" if base else _num(r["delta_ce"], 3, signed=True),
-                "PPL dev (paper)": _num(r["paper_ppl_dev"]),
-                "Δ ln PPL paper": "" if base else _num(r["paper_delta_ce"], 3, signed=True),
-                "BLEU dev (ours)": _ci(r["bleu_dev"], r["bleu_dev_ci"]),
-                "ΔBLEU": "" if base else _num(r["delta_bleu"], signed=True),
-                "BLEU dev (paper)": _num(r["paper_bleu_dev"], 1),
-                "ΔBLEU paper": "" if base else _num(r["paper_delta_bleu"], 1, signed=True),
-                "BLEU test": _ci(r["bleu_test"], r["bleu_test_ci"]),
-                "sentence-sampling p (test)": _num(r["p_sentence_test"], 3),
-                "params ours (M)": _num(r["params_M"]),
-                "params paper (M)": _num(r["paper_params_M"]),
-                "n": f"{r['n']}/{r['seeds']}",
-                "status": r["status"],
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def _display_lm(t: pd.DataFrame) -> pd.DataFrame:
-    """A language-model sweep's table: perplexity and bits per byte, no BLEU; the paper's columns are its
-    translation numbers (the direction of each effect, not comparable values)."""
-    knobs = t.attrs.get("knobs", [])
-    rows = []
-    for _, r in t.iterrows():
-        base = r["row"] == "base"
-        rows.append(
-            {
-                "row": r["row"],
-                **{BY_NAME[k].label: BY_NAME[k].format(r[k]) for k in knobs},
-                "PPL dev (ours)": _num(r["ppl_dev"]),
-                "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
-                "Δ ln PPL": "" if base else _num(r["delta_ce"], 3, signed=True),
-                "bits/byte dev": _ci(r["bpb_dev"], r["bpb_dev_ci"], 3),
-                "bits/byte test": _ci(r["bpb_test"], r["bpb_test_ci"], 3),
-                "PPL test": _num(r["ppl_test"]),
-                "PPL dev (paper, MT)": _num(r["paper_ppl_dev"]),
-                "Δ ln PPL paper (MT)": "" if base else _num(r["paper_delta_ce"], 3, signed=True),
+                **lm_columns,
+                "PPL dev (paper)" + mt: _num(r["paper_ppl_dev"]),
+                "Δ ln PPL paper" + mt: "" if base else _num(r["paper_delta_ce"], 3, signed=True),
+                **bleu_columns,
                 "params ours (M)": _num(r["params_M"]),
                 "params paper (M)": _num(r["paper_params_M"]),
                 "n": f"{r['n']}/{r['seeds']}",
