@@ -199,7 +199,7 @@ def samples(
     out: list[str] = []
     for line in lines[:n]:
         prompt = " ".join(line.split()[:words])
-        cont = greedy(model, processor.encode(prompt), device, max_new)
-        full = processor.decode(processor.encode(prompt) + cont)
+        ids = processor.encode(prompt)
+        full = processor.decode(ids + greedy(model, ids, device, max_new))
         out.append(f"[{prompt}]{full[len(prompt) :] if full.startswith(prompt) else ' ' + full}")
     return out

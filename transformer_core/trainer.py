@@ -8,7 +8,8 @@ result's common keys.  What a task adds (its corpus, model, evaluation and final
     tracked                   the evaluation keys logged to the tracker and handed to progress
     evaluate(trainer)         (eval record, files to write) at an evaluation step
     final(trainer, averaged)  (result keys, tracker metrics, files to write) on the averaged model
-    result_keys(), artifacts  the task's own identity keys in every result.json; the files logged at the end
+    versions(), result_keys() its library versions and identity keys in every result.json
+    artifacts                 the files logged to the tracker at the end
 
 translation_task.TranslationTask and lm_task.LMTask are the two; ``task_for(config)`` picks one.
 """
