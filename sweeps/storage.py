@@ -12,7 +12,10 @@ each process works in a local scratch directory:
   trial that Ray moves to another node resumes from the checkpoint it pushed
   there), pushes what changed after every checkpoint and at the end, then
   deletes its scratch copy;
-- ``status`` and ``report`` read a pulled view without checkpoints.
+- ``status`` and ``report`` read a pulled view without checkpoints;
+- ``evaluate`` reads the same view, and each of its tasks pulls one trial's
+  config, result and averaged checkpoints into its node's scratch, pushes
+  ``evals/NAME.{hyp,json}`` back (``put``) and deletes its scratch copy.
 
 Only changed files travel: each push records size and mtime per file, and a
 checkpoint the trainer prunes locally is deleted remotely too.
