@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 
@@ -11,6 +13,8 @@ from transformer_core import rundir
 from transformer_core.errors import UserError
 from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
 from transformer_core.rundir import Status
+
+log = logging.getLogger(__name__)
 
 PAPER_KNOBS = SCALED_BY_PROFILE  # recorded in the paper's units by the spec (trial.json "paper")
 RUN_KNOBS = tuple(k.name for k in KNOBS if k.where != "spec" and k.name != "seed")  # as run ("values")
@@ -60,6 +64,13 @@ def _read_json(path: Path) -> dict:
     return value if isinstance(value, dict) else Corrupt(path.name)
 
 
+def _record(raw, trial_id: str) -> Optional[rundir.TrialRecord]:
+    try:
+        return rundir.TrialRecord.from_json(raw, trial_id) if raw and not isinstance(raw, Corrupt) else None
+    except (TypeError, ValueError):
+        return None
+
+
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
     """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
     sweep_dir = Path(sweep_dir).resolve()  # a local path (the CLI pulls a URI sweep to a view); workdirs absolute
@@ -70,22 +81,22 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         )
     if not state:
         raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
+    plan = state.get("plan") or {}
     ids = list(state.get("trials") or [])
-    ids += sorted(p.name for p in (sweep_dir / "trials").glob("*") if p.name not in ids)
+    # a search's trials are not planned ahead: each wrote its trial.json when it started
+    ids += sorted(p.name for p in (sweep_dir / "trials").glob("*") if p.name not in ids and p.name not in plan)
     summary = _read_json(sweep_dir / "tune_summary.json")
     records = []
     for tid in ids:
         wd = sweep_dir / "trials" / tid
-        trial, result = _read_json(wd / "trial.json"), _read_json(wd / rundir.RESULT)
-        corrupt = [x.name for x in (trial, result) if isinstance(x, Corrupt)]
-        if not trial:  # planned but never started (or its trial.json is unreadable)
-            trial = (state.get("plan") or {}).get(tid) or {
-                "row": tid.rsplit("-", 2)[0],
-                "seed": int(tid.rsplit("-", 2)[1][1:]),
-                "group": None,
-                "paper": {},
-                "values": {},
-            }
+        raw, result = _read_json(wd / rundir.TRIAL), _read_json(wd / rundir.RESULT)
+        corrupt = [x.name for x in (raw, result) if isinstance(x, Corrupt)]
+        trial = _record(raw, tid) or _record(plan.get(tid), tid)  # never started: the plan says what it is
+        if trial is None:  # not planned and no readable trial.json: not a trial of this sweep
+            log.warning("%s: no readable %s and not in sweep.json's plan: left out", wd, rundir.TRIAL)
+            continue
+        if raw and not isinstance(raw, Corrupt) and _record(raw, tid) is None:
+            corrupt = corrupt or [rundir.TRIAL]
         attempts = len((wd / rundir.ATTEMPTS).read_text().splitlines()) if (wd / rundir.ATTEMPTS).exists() else 0
         err = (summary.get(tid) or {}).get("error")
         status = f"corrupt: {corrupt[0]}" if corrupt else result.get("status")
@@ -103,9 +114,9 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         step, last_eval = _progress(wd / rundir.METRICS)
         rec = {
             "trial_id": tid,
-            "group": trial.get("group"),
-            "row": trial["row"],
-            "seed": trial["seed"],
+            "group": trial.group,
+            "row": trial.row,
+            "seed": trial.seed,
             "profile": state.get("profile"),
             "status": status,
             "workdir": str(wd),
@@ -113,8 +124,8 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             "step": result.get("steps", step),
             "error": err,
         }
-        rec.update({f"paper_{k}": (trial.get("paper") or {}).get(k) for k in PAPER_KNOBS})
-        rec.update({k: (trial.get("values") or {}).get(k) for k in RUN_KNOBS})
+        rec.update({f"paper_{k}": trial.paper.get(k) for k in PAPER_KNOBS})
+        rec.update({k: trial.values.get(k) for k in RUN_KNOBS})
         rec.update({k: result.get(k) for k in METRICS})
         if not result:  # metrics so far
             rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))

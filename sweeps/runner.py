@@ -15,6 +15,7 @@ diverged result (a search resumes its Tune run with Tuner.restore, which keeps t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
-from transformer_core.rundir import DONE, RESULT, write_json
+from transformer_core.rundir import DONE, RESULT, TrialRecord, write_json
 
 from .live import LiveView
 from .lock import (
@@ -62,34 +63,6 @@ class SweepInterrupted(Exception):
         self.finished, self.total = finished, total
 
 
-def trial_payload(t: Trial, sweep_dir: str | Path, tracking: Optional[dict], preset: str) -> dict:
-    return {
-        "id": t.trial_id,
-        "group": t.group,
-        "row": t.row,
-        "seed": t.seed,
-        "values": t.values,
-        "paper": t.paper,
-        "profile": t.profile,
-        "config_hash": t.config_hash,
-        "preset": preset,
-        "sweep_dir": str(sweep_dir),
-        "tracking": tracking,
-    }
-
-
-def plan_entry(t: Trial) -> dict:
-    """A trial as sweep.json's ``plan`` holds it (the trial's identity; the profile is sweep.json's)."""
-    return {
-        "group": t.group,
-        "row": t.row,
-        "seed": t.seed,
-        "paper": t.paper,
-        "values": t.values,
-        "config_hash": t.config_hash,
-    }
-
-
 @dataclass
 class SweepContext:
     """An open sweep: what ``run_trials`` and ``close_sweep`` need, and sweep.json's state.
@@ -120,17 +93,14 @@ class SweepContext:
         """The trials of sweep.json's plan, in plan order."""
         rules = self.state["profile_rules"]
         plan = self.state["plan"]
-        return [
-            Trial(p["group"], p["row"], p["seed"], p["paper"], p["values"], p["config_hash"], rules)
-            for p in (plan[tid] for tid in self.state["trials"])
-        ]
+        return [Trial.from_record(TrialRecord.from_json(plan[tid], tid), rules) for tid in self.state["trials"]]
 
     def add_trials(self, trials: list[Trial]) -> list[Trial]:
         """Append trials to sweep.json's plan (written atomically); returns those that were new."""
         new = [t for t in trials if t.trial_id not in self.state["plan"]]
         for t in new:
             trial_workdir(self.sweep_dir, t.trial_id)
-            self.state["plan"][t.trial_id] = plan_entry(t)
+            self.state["plan"][t.trial_id] = t.record().plan_entry()
             self.state["trials"].append(t.trial_id)
         if new:
             self.write_state()
@@ -146,8 +116,8 @@ class SweepContext:
         if self.store:
             self.store.push(self.sweep_dir, "", top_level_only=True)
 
-    def payload(self, t: Trial) -> dict:
-        return trial_payload(t, self.location, self.tracking, self.preset)
+    def payload(self, t: Trial) -> TrialRecord:
+        return t.record(self.location, self.tracking, self.preset)
 
     def result(self, trial_id: str, config_hash: str) -> Optional[dict]:
         """The trial's result if it finished or diverged (for this config), else None."""
@@ -194,17 +164,17 @@ def _trainable(
 
     if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
         sampled = {k: config[k] for k in search_keys}
-        t = search_trial(spec, get_profile(profile), sampled)
-        trial = {**payloads[0], **trial_payload(t, payloads[0]["sweep_dir"], payloads[0]["tracking"],
-                                                payloads[0]["preset"]), "search": sampled}  # fmt: skip
+        first = payloads[0]
+        trial = search_trial(spec, get_profile(profile), sampled).record(first.sweep_dir, first.tracking, first.preset,
+                                                                         sampled)  # fmt: skip
     else:
         trial = payloads[config["trial_index"]]
     if workers > 1:
         metrics = _data_parallel(trial, workers, gpus)
     else:
-        result = run_trial(trial, report=lambda m: tune.report({**m, "tsweep_trial": trial["id"]}))
+        result = run_trial(trial, report=lambda m: tune.report({**m, "tsweep_trial": trial.id}))
         metrics = _final_metrics(result)
-    tune.report({**metrics, "tsweep_trial": trial["id"]})
+    tune.report({**metrics, "tsweep_trial": trial.id})
 
 
 def _ddp_worker(loop_config: dict) -> None:
@@ -212,13 +182,11 @@ def _ddp_worker(loop_config: dict) -> None:
     import ray.train
 
     rank = ray.train.get_context().get_world_rank()
-    trial = dict(loop_config["trial"])
-    if rank:
-        trial["tracking"] = None
-    run_trial(trial)
+    trial = loop_config["trial"]
+    run_trial(dataclasses.replace(trial, tracking=None) if rank else trial)
 
 
-def _data_parallel(trial: dict, workers: int, gpus: float) -> dict:
+def _data_parallel(trial: TrialRecord, workers: int, gpus: float) -> dict:
     """Train one trial with Ray Train's TorchTrainer (DDP-style gradient sums; gloo on CPU, NCCL on GPU)."""
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
@@ -229,7 +197,7 @@ def _data_parallel(trial: dict, workers: int, gpus: float) -> dict:
         scaling_config=ScalingConfig(
             num_workers=workers, use_gpu=gpus > 0, resources_per_worker={"CPU": 1, "GPU": 1} if gpus > 0 else {"CPU": 1}
         ),
-        run_config=RunConfig(name=f"ddp-{trial['id']}", storage_path=_join(trial["sweep_dir"], "ddp")),
+        run_config=RunConfig(name=f"ddp-{trial.id}", storage_path=_join(trial.sweep_dir, "ddp")),
     )
     trainer.fit()
     return _final_metrics(read_result(trial))
@@ -626,7 +594,7 @@ def _tune_config(spec: Spec, sweep_dir: Path, payloads: list):
 
 def _trial_namer(payloads: list) -> Callable:
     """Tune's name for a trial: its row and seed (A1-s1), not _trainable_xxxxx."""
-    names = {i: f"{p['row']}-s{p['seed']}" for i, p in enumerate(payloads)}
+    names = {i: f"{p.row}-s{p.seed}" for i, p in enumerate(payloads)}
     return lambda trial: names.get((trial.config or {}).get("trial_index")) or f"search-{trial.trial_id}"
 
 
@@ -634,7 +602,7 @@ def _summarise(grid, payloads: list) -> dict:
     out = {}
     for r in grid:
         m, index = r.metrics or {}, (r.config or {}).get("trial_index")
-        key = m.get("tsweep_trial") or (payloads[index]["id"] if index is not None else Path(r.path).name)
+        key = m.get("tsweep_trial") or (payloads[index].id if index is not None else Path(r.path).name)
         out[key] = {
             "error": _one_line(r.error) if r.error else None,
             "status": m.get("status"),

@@ -21,6 +21,7 @@ from transformer_core.data.prepare import check_direction
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.lm_task import check as check_lm
 from transformer_core.run_config import TASKS, TRAIN_KEYS, make_run_config
+from transformer_core.rundir import TrialRecord
 
 from .lock import SAFE_ALLOWED, SAFE_NAME
 from .profiles import Profile, get_profile
@@ -104,6 +105,16 @@ class Trial:
     @property
     def trial_id(self) -> str:
         return f"{self.row}-s{self.seed}-{self.config_hash[:8]}"
+
+    def record(self, sweep_dir: str | Path = "", tracking: Optional[dict] = None, preset: str = "base",
+               search: Optional[dict] = None) -> TrialRecord:  # fmt: skip
+        """This trial as the payload a worker runs and keeps as trial.json (one definition: rundir)."""
+        return TrialRecord(self.trial_id, self.group, self.row, self.seed, self.values, self.config_hash,
+                           self.paper, self.profile, preset, str(sweep_dir), tracking, search)  # fmt: skip
+
+    @classmethod
+    def from_record(cls, r: TrialRecord, profile: dict) -> "Trial":
+        return cls(r.group, r.row, r.seed, r.paper, r.values, r.config_hash, profile)
 
 
 @dataclass

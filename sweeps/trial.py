@@ -14,7 +14,7 @@ from typing import Callable, Optional
 
 from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
-from transformer_core.rundir import DONE, RESULT, Status, write_json
+from transformer_core.rundir import DONE, RESULT, TRIAL, Status, TrialRecord, write_json
 
 from .lock import SAFE_ALLOWED, SAFE_NAME, check_inside
 from .storage import open_storage
@@ -27,12 +27,12 @@ def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:
     return check_inside(sweep_dir, Path(sweep_dir) / "trials" / trial_id)
 
 
-def read_result(trial: dict) -> dict:
+def read_result(trial: TrialRecord) -> dict:
     """A trial's result.json, wherever the sweep lives."""
-    store = open_storage(trial["sweep_dir"])
+    store = open_storage(trial.sweep_dir)
     if store:
-        return json.loads(store.read_text(f"trials/{trial['id']}/{RESULT}"))
-    return json.loads((trial_workdir(trial["sweep_dir"], trial["id"]) / RESULT).read_text())
+        return json.loads(store.read_text(f"trials/{trial.id}/{RESULT}"))
+    return json.loads((trial_workdir(trial.sweep_dir, trial.id) / RESULT).read_text())
 
 
 def done_result(done, config_hash: str) -> Optional[dict]:
@@ -49,28 +49,26 @@ def finished_result(workdir: Path, config_hash: str) -> Optional[dict]:
         return None
 
 
-def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> dict:
-    """Run one trial described by the sweep (see runner.trial_payload).
+def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = None) -> dict:
+    """Run one trial of the sweep (a TrialRecord: the run keys, where the sweep lives, its MLflow parent).
 
-    ``trial`` holds: id, group, row, seed, values (flat run keys), profile,
-    sweep_dir, tracking {uri, experiment_id, parent_run_id}; search
-    suggestions arrive as extra keys in ``values``.
-    """
+    It writes the record as trial.json, trains (resuming from its own checkpoint), and returns result.json's
+    content; a trial that already finished for this config returns its result without training."""
     from transformer_core import train_and_evaluate
     from transformer_core.distributed import world
 
-    store, rank = open_storage(trial["sweep_dir"]), world()[0]
-    remote = f"trials/{trial['id']}"
-    if not SAFE_NAME.match(trial["id"]):
-        raise UserError(f"trial id {trial['id']!r} is invalid; allowed {SAFE_ALLOWED}")
+    store, rank = open_storage(trial.sweep_dir), world()[0]
+    remote = f"trials/{trial.id}"
+    if not SAFE_NAME.match(trial.id):
+        raise UserError(f"trial id {trial.id!r} is invalid; allowed {SAFE_ALLOWED}")
     if store:  # a URI: work in this node's scratch, starting from what the trial pushed before (on any node)
-        workdir = store.scratch / _node()[:12] / "trials" / (trial["id"] + (f".rank{rank}" if rank else ""))
+        workdir = store.scratch / _node()[:12] / "trials" / (trial.id + (f".rank{rank}" if rank else ""))
         store.pull(remote, workdir)
     else:
-        workdir = trial_workdir(trial["sweep_dir"], trial["id"])
+        workdir = trial_workdir(trial.sweep_dir, trial.id)
     workdir.mkdir(parents=True, exist_ok=True)
     push = (lambda: store.push(workdir, remote)) if store and rank == 0 else (lambda: 0)
-    config = make_run_config(trial["values"], trial.get("preset", "base"))
+    config = make_run_config(trial.values, trial.preset)
     done = finished_result(workdir, config.content_hash())
     if done:  # re-dispatched after it ended (a resume): its MLflow run stays as it ended
         if store:
@@ -79,23 +77,23 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
     if rank == 0:
         with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial, and on which node
             f.write(json.dumps({"time": time.time(), "node": _node(), "workdir": str(workdir)}) + "\n")
-        write_json(workdir / "trial.json", {k: v for k, v in trial.items() if k != "tracking"})
+        write_json(workdir / TRIAL, trial.to_json())
         push()
     tracker = None
-    tr = trial.get("tracking")
+    tr = trial.tracking
     if tr:
         from .tracking import MlflowTracker
 
         tags = {
-            "group": trial["group"],
-            "row": trial["row"],
-            "seed": trial["seed"],
+            "group": trial.group,
+            "row": trial.row,
+            "seed": trial.seed,
             "config_hash": config.content_hash(),
-            "profile": trial["profile"]["profile"],
-            "trial_id": trial["id"],
+            "profile": trial.profile.get("profile"),
+            "trial_id": trial.id,
             "node": _node(),
         }
-        tracker = MlflowTracker(tr["uri"], tr["experiment_id"], tr["parent_run_id"], workdir, trial["id"], tags)
+        tracker = MlflowTracker(tr["uri"], tr["experiment_id"], tr["parent_run_id"], workdir, trial.id, tags)
 
     def progress(p: dict) -> None:
         if p.get("evaluated"):  # a checkpoint was just written
@@ -109,7 +107,7 @@ def run_trial(trial: dict, report: Optional[Callable[[dict], None]] = None) -> d
 
     result = train_and_evaluate(config, workdir, tracker, progress)
     if tracker and result.get("status") == "finished":
-        tracker.log_params({"profile_rules": json.dumps(trial["profile"])})
+        tracker.log_params({"profile_rules": json.dumps(trial.profile)})
     push()
     if store and result.get("status") in (*DONE, Status.WORKER):
         shutil.rmtree(workdir, ignore_errors=True)  # everything is at the URI now; scratch is not an archive

@@ -58,6 +58,7 @@ def make_sweep(root: Path) -> Path:
                         "seed": seed,
                         "paper": paper,
                         "values": {"steps": 250, "corpus": "fixture"},
+                        "config_hash": "0000abcd" + "0" * 4,
                     }
                 )
             )

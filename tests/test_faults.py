@@ -230,7 +230,6 @@ def test_paths_in_sweep_json_are_relative_to_the_sweep(tmp_path):
 def test_a_finished_trial_dispatched_again_leaves_its_mlflow_run_ended(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from sweeps.runner import trial_payload
     from sweeps.spec import load_spec, plan
     from sweeps.tracking import MlflowTracker, default_uri, ensure_parent_run
     from sweeps.trial import run_trial, trial_workdir
@@ -243,7 +242,7 @@ def test_a_finished_trial_dispatched_again_leaves_its_mlflow_run_ended(tmp_path)
     tracker.set_status("FINISHED")
     done = {"status": "finished", "config_hash": trial.config_hash, "dev_bleu": 1.0}
     (workdir / "result.json").write_text(json.dumps(done))
-    payload = trial_payload(trial, tmp_path, {"uri": uri, "experiment_id": exp, "parent_run_id": parent}, "base")
+    payload = trial.record(tmp_path, {"uri": uri, "experiment_id": exp, "parent_run_id": parent}, "base")
     assert run_trial(payload) == done
     assert MlflowClient(uri).get_run(tracker.run_id).info.status == "FINISHED"
     assert not (workdir / "sessions.jsonl").exists()  # not started again

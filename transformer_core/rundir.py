@@ -23,6 +23,7 @@ import json
 import logging
 import os
 from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import IO, Callable, Optional, TypeVar
@@ -183,3 +184,56 @@ def append_json(path: Path, record: dict) -> None:
     with disk_full_is_user_error(path, len(line)):
         with open(path, "a", encoding="utf-8") as f:
             f.write(line)
+
+
+TRIAL = "trial.json"
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial of a sweep: what the sweep hands a worker, and what the worker keeps as trial.json.
+
+    The single definition of that payload: the sweep builds it (``sweeps.spec.Trial.record``), the
+    worker runs it (``sweeps.trial.run_trial``), and analysis reads it back (``from_json``) without parsing
+    the trial id.  It lives in the run-directory contract because analysis reads it and must not import
+    sweeps.  ``tracking`` ({uri, experiment_id, parent_run_id}) travels to the worker but is never written.
+    """
+
+    id: str
+    group: Optional[str]
+    row: str
+    seed: int
+    values: dict  # flat run keys at the profile's scale
+    config_hash: str
+    paper: dict = field(default_factory=dict)  # the row's knobs in the paper's units
+    profile: dict = field(default_factory=dict)  # the profile's rules (name, scaling, train, data, exclude)
+    preset: str = "base"
+    sweep_dir: str = ""
+    tracking: Optional[dict] = None
+    search: Optional[dict] = None  # the sampled knobs, for a trial suggested by a search
+
+    def to_json(self) -> dict:
+        """trial.json's content (no tracking: where the sweep's database is is not the trial's business)."""
+        d = asdict(self)
+        d.pop("tracking")
+        if d["search"] is None:
+            d.pop("search")
+        return d
+
+    def plan_entry(self) -> dict:
+        """What sweep.json's ``plan`` keeps of it (its identity; the profile is sweep.json's own)."""
+        return {k: getattr(self, k) for k in ("group", "row", "seed", "paper", "values", "config_hash")}
+
+    @classmethod
+    def from_json(cls, d, trial_id: Optional[str] = None) -> "TrialRecord":
+        """A trial.json (or a plan entry with ``trial_id``); ValueError naming what is missing or wrong."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a trial record is a JSON object, not {type(d).__name__}")
+        d = {**d, "id": d.get("id", trial_id)}
+        missing = [k for k in ("id", "row", "seed", "values", "config_hash") if d.get(k) is None]
+        if missing:
+            raise ValueError(f"trial record without {', '.join(missing)}")
+        if not isinstance(d["seed"], int) or not isinstance(d["values"], dict):
+            raise ValueError("trial record: seed must be an integer and values an object")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known and (v is not None or k == "group")})
