@@ -1,6 +1,6 @@
 """Ray Tune runs a sweep: a fresh local Ray bound to 127.0.0.1 by default, an existing cluster with an address.
 
-The only module that imports Ray.  A sweep is three calls (``run_sweep`` makes them; adaptive rounds
+The sweep's life; what Tune sees of one round is tune_adapter.py.  A sweep is three calls (``run_sweep`` makes them; adaptive rounds
 call ``run_trials`` more than once):
 
     ctx = open_sweep(spec, "cpu", out)    # validate, lock, sweep.json, MLflow parent run, Ray
@@ -15,7 +15,6 @@ diverged result (a search resumes its Tune run with Tuner.restore, which keeps t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -40,18 +39,17 @@ from .lock import (
     no_space,
     no_space_message,
     read_state,
-    root_cause,
 )
 from .profiles import get_profile
-from .spec import Spec, SpecError, Trial, search_trial
-from .storage import Storage, is_uri
+from .spec import Spec, SpecError, Trial
+from .storage import Storage
 from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
-from .trial import done_result, finished_result, read_result, run_trial, trial_workdir
+from .trial import done_result, finished_result, trial_workdir
+from .tune_adapter import EchoCallback, join_location, param_space, round_config, summarise, trial_function
 
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
 _ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5})$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _END_STATE = {"FINISHED": "finished", "KILLED": "interrupted", "FAILED": "failed"}
 
 
@@ -136,86 +134,6 @@ class SweepContext:
             return done, self.spec.search["samples"]
         plan = self.planned()
         return sum(1 for t in plan if self.result(t.trial_id, t.config_hash)), len(plan)
-
-
-def _final_metrics(result: dict) -> dict:
-    diverged = result.get("status") != "finished"
-    if result.get("task") == "lm":  # a language model: perplexity and bits per byte, no BLEU
-        scores = {k: float("inf") if diverged else result[k] for k in ("dev_ppl", "dev_bpb", "test_ppl", "test_bpb")}
-    else:
-        scores = {
-            "dev_bleu": 0.0 if diverged else result["dev_bleu"],
-            "dev_ppl": float("inf") if diverged else result["dev_ppl"],
-            "test_bleu": 0.0 if diverged else result["test_bleu"],
-        }
-    return {
-        **scores,
-        "status": result.get("status"),
-        "done": True,
-        "step": result.get("steps"),
-    }
-
-
-def _trainable(
-    config: dict, payloads: list, search_keys: tuple = (), workers: int = 1, gpus: float = 0, spec=None, profile=None
-):
-    """Ray Tune function trainable: one trial, intermediate dev metrics reported for schedulers."""
-    from ray import tune
-
-    if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
-        sampled = {k: config[k] for k in search_keys}
-        first = payloads[0]
-        trial = search_trial(spec, get_profile(profile), sampled).record(first.sweep_dir, first.tracking, first.preset,
-                                                                         sampled)  # fmt: skip
-    else:
-        trial = payloads[config["trial_index"]]
-    if workers > 1:
-        metrics = _data_parallel(trial, workers, gpus)
-    else:
-        result = run_trial(trial, report=lambda m: tune.report({**m, "tsweep_trial": trial.id}))
-        metrics = _final_metrics(result)
-    tune.report({**metrics, "tsweep_trial": trial.id})
-
-
-def _ddp_worker(loop_config: dict) -> None:
-    """One Ray Train worker of a data-parallel trial; rank 0 tracks, evaluates and writes the result."""
-    import ray.train
-
-    rank = ray.train.get_context().get_world_rank()
-    trial = loop_config["trial"]
-    run_trial(dataclasses.replace(trial, tracking=None) if rank else trial)
-
-
-def _data_parallel(trial: TrialRecord, workers: int, gpus: float) -> dict:
-    """Train one trial with Ray Train's TorchTrainer (DDP-style gradient sums; gloo on CPU, NCCL on GPU)."""
-    from ray.train import RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
-    trainer = TorchTrainer(
-        _ddp_worker,
-        train_loop_config={"trial": trial},
-        scaling_config=ScalingConfig(
-            num_workers=workers, use_gpu=gpus > 0, resources_per_worker={"CPU": 1, "GPU": 1} if gpus > 0 else {"CPU": 1}
-        ),
-        run_config=RunConfig(name=f"ddp-{trial.id}", storage_path=_join(trial.sweep_dir, "ddp")),
-    )
-    trainer.fit()
-    return _final_metrics(read_result(trial))
-
-
-def _join(location: str, name: str) -> str:
-    return f"{location.rstrip('/')}/{name}" if is_uri(location) else str(Path(location) / name)
-
-
-def _search_domain(dist: dict):
-    from ray import tune
-
-    kind = dist["type"]
-    if kind == "choice":
-        return tune.choice(dist["values"])
-    if kind == "int":
-        return tune.randint(dist["low"], dist["high"] + 1)
-    return (tune.loguniform if kind == "loguniform" else tune.uniform)(dist["low"], dist["high"])
 
 
 def check_address(address: Optional[str]) -> None:
@@ -436,7 +354,7 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
     resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
     trainable = tune.with_resources(
         tune.with_parameters(
-            _trainable,
+            trial_function,
             payloads=payloads,
             search_keys=search_keys,
             workers=workers,
@@ -446,7 +364,7 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
         ),
         resources,
     )
-    restore = _join(ctx.location, round_name)
+    restore = join_location(ctx.location, round_name)
     total = spec.search["samples"] if spec.search else len(payloads)
     if spec.search and ctx.resume and Tuner.can_restore(restore):
         echo(f"resuming {spec.name} from {restore}")
@@ -455,14 +373,14 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
         name = round_name if spec.search else _round_name(ctx, round_name)
         tuner = Tuner(
             trainable,
-            param_space=_param_space(spec, payloads),
-            tune_config=_tune_config(spec, ctx.sweep_dir, payloads),
+            param_space=param_space(spec, payloads),
+            tune_config=round_config(spec, ctx.sweep_dir, payloads),
             run_config=RunConfig(
                 name=name,
                 storage_path=ctx.location,
                 verbose=1 if ctx.verbose else 0,
                 failure_config=FailureConfig(max_failures=2),
-                callbacks=[_EchoCallback(echo if ctx.verbose else None, total, ctx.sync)],
+                callbacks=[EchoCallback(echo if ctx.verbose else None, total, ctx.sync)],
             ),
         )
     ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": len(payloads)})
@@ -480,7 +398,7 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
         if handler is not None:
             signal.signal(signal.SIGINT, handler)  # Tune leaves its own handler installed
     unfinished = len(grid) - grid.num_terminated - grid.num_errors
-    return _summarise(grid, payloads), unfinished > 0 or len(grid) < total
+    return summarise(grid, payloads), unfinished > 0 or len(grid) < total
 
 
 def _live_view(ctx: SweepContext, trials: list[Trial]) -> LiveView:
@@ -548,100 +466,3 @@ def run_sweep(
         raise
     close_sweep(ctx, "FINISHED")
     return ctx.summary
-
-
-def _param_space(spec: Spec, payloads: list) -> dict:
-    from ray import tune
-
-    if spec.search:
-        return {k: _search_domain(d) for k, d in spec.search["space"].items()}
-    return {"trial_index": tune.grid_search(list(range(len(payloads))))}
-
-
-def _tune_config(spec: Spec, sweep_dir: Path, payloads: list):
-    from ray.tune import TuneConfig
-
-    scheduler = search_alg = None
-    if spec.scheduler["type"] == "asha":
-        from ray.tune.schedulers import ASHAScheduler
-
-        s = spec.scheduler
-        scheduler = ASHAScheduler(
-            time_attr="training_iteration",
-            max_t=s.get("max_t", 100),
-            grace_period=s["grace_period"],
-            reduction_factor=s["reduction_factor"],
-        )
-    if spec.search:
-        import optuna
-        from ray.tune.search.optuna import OptunaSearch
-
-        storage = optuna.storages.RDBStorage(f"sqlite:///{sweep_dir / 'optuna.db'}")
-        search_alg = OptunaSearch(
-            metric=spec.metric, mode=spec.mode, study_name=spec.name, storage=storage, seed=spec.search["seed"]
-        )
-    return TuneConfig(
-        trial_name_creator=_trial_namer(payloads),
-        trial_dirname_creator=_trial_namer(payloads),
-        metric=spec.metric,
-        mode=spec.mode,
-        scheduler=scheduler,
-        search_alg=search_alg,
-        num_samples=spec.search["samples"] if spec.search else 1,
-        max_concurrent_trials=spec.max_concurrent,
-    )
-
-
-def _trial_namer(payloads: list) -> Callable:
-    """Tune's name for a trial: its row and seed (A1-s1), not _trainable_xxxxx."""
-    names = {i: f"{p.row}-s{p.seed}" for i, p in enumerate(payloads)}
-    return lambda trial: names.get((trial.config or {}).get("trial_index")) or f"search-{trial.trial_id}"
-
-
-def _summarise(grid, payloads: list) -> dict:
-    out = {}
-    for r in grid:
-        m, index = r.metrics or {}, (r.config or {}).get("trial_index")
-        key = m.get("tsweep_trial") or (payloads[index].id if index is not None else Path(r.path).name)
-        out[key] = {
-            "error": _one_line(r.error) if r.error else None,
-            "status": m.get("status"),
-            "dev_bleu": m.get("dev_bleu"),
-            "reports": m.get("training_iteration"),
-            "config": r.config,
-        }
-    return out
-
-
-def _one_line(error: BaseException) -> str:
-    """What went wrong in a trial, in one line: the innermost error, not Ray's wrapper around it."""
-    cause = root_cause(error)
-    first = _ANSI.sub("", next((x for x in str(cause).splitlines() if x.strip()), ""))
-    return f"{type(cause).__name__}: {first}".strip()
-
-
-class _EchoCallback:
-    """One line per trial that ends, beside Tune's own status table."""
-
-    def __new__(cls, echo, total, sync=lambda: 0):
-        from ray.tune import Callback
-
-        class Echo(Callback):
-            ended = 0
-
-            def on_trial_complete(self, iteration, trials, trial, **info):
-                m = trial.last_result or {}
-                self.ended += 1
-                sync()
-                if echo is None:  # the live view prints trial events
-                    return
-                echo(
-                    f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
-                    f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}"
-                )
-
-            def on_trial_error(self, iteration, trials, trial, **info):
-                if echo is not None:
-                    echo(f"trial {trial.trial_id} failed (Ray retries it from its checkpoint up to 2 times)")
-
-        return Echo()

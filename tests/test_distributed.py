@@ -43,7 +43,7 @@ def _losses(workdir):
 def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fixture_data_dir, tmp_path, storage):
     import ray
 
-    from sweeps.runner import _data_parallel
+    from sweeps.tune_adapter import data_parallel
     from transformer_core import train_and_evaluate
 
     values = {**TINY, "data_dir": str(fixture_data_dir), "accumulate": 2}
@@ -62,7 +62,7 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
     ray.shutdown()  # a Ray an earlier test started in this process
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # not a Ray running here
     try:
-        metrics = _data_parallel(trial, workers=2, gpus=0)
+        metrics = data_parallel(trial, workers=2, gpus=0)
     finally:
         ray.shutdown()
     assert metrics["status"] == "finished"
