@@ -62,6 +62,10 @@ def trial_function(
     tune.report({**metrics, "tsweep_trial": trial.id})
 
 
+# the name Tune records with an experiment: a search started before this module existed restores only with it
+trial_function.__name__ = trial_function.__qualname__ = "_trainable"
+
+
 def _ddp_worker(loop_config: dict) -> None:
     """One Ray Train worker of a data-parallel trial; rank 0 tracks, evaluates and writes the result."""
     import ray.train
