@@ -5,7 +5,10 @@ is added to each row of a claim comparison that is within noise and that one mor
 (analysis.verdicts.undecided_rows).  At most M - m rounds, so a comparison is looked at no more than
 L = M - m + 1 times, and every look (the report's too) tests at alpha / L: the Bonferroni bound keeps
 the error rate over the sequence of looks.  The loop stops when nothing is undecided, at M, or when the
-wall-clock budget would be exceeded by the next round (estimated from measured trial times).
+wall-clock budget would be exceeded by the next round (estimated from measured trial times).  The budget
+bounds the minimum seeds too: when it runs out there, Tune stops the running trials (they keep their
+checkpoints) and the rows left incomplete say so in the report; a larger ``--budget`` with ``--resume`` goes
+on.  The budget counts every session of the sweep (sweep.json's ``spent_seconds``).
 
 Every round is a Tune run of its own (runner.run_trials); a finished trial is never dispatched again,
 so ``--resume`` after a kill mid-round completes that round and goes on.
@@ -21,7 +24,7 @@ from analysis.collect import collect
 from analysis.verdicts import undecided_rows
 
 from .profiles import get_profile
-from .runner import SweepContext, SweepInterrupted, close_sweep, open_sweep, run_trials
+from .runner import BudgetSpent, SweepContext, SweepInterrupted, close_sweep, open_sweep, run_trials
 from .spec import Spec, Trial, expand_row
 
 
@@ -63,7 +66,14 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
     ad = ctx.state.setdefault("adaptive", {**spec.adaptive, "looks": looks(spec.adaptive), "rounds": []})
     ad.setdefault("spent_seconds", 0.0)
     started, spent0 = time.time(), ad["spent_seconds"]
-    run_trials(ctx, ctx.planned(), round_name="round-0", echo=echo)  # the minimum (and a resumed round)
+    left = None if budget is None else budget - spent0
+    if left is not None and left <= 0:
+        return _budget_spent(ctx, budget, "before the minimum seeds were complete")
+    try:  # the minimum (and a resumed round), stopped where the budget runs out
+        run_trials(ctx, ctx.planned(), round_name="round-0", echo=echo, time_budget=left)
+    except BudgetSpent:
+        ad["spent_seconds"] = spent0 + time.time() - started
+        return _budget_spent(ctx, budget, "during the minimum seeds")
     while True:
         ad["spent_seconds"] = spent0 + time.time() - started
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:
@@ -79,6 +89,14 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
         ctx.write_state()
         echo(f"round {k}: one more seed for {', '.join(t.row for t in new)} (undecided verdicts)")
         run_trials(ctx, new, round_name=f"round-{k}", echo=echo)
+
+
+def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:
+    done, total = ctx.finished_count()
+    return (
+        f"wall-clock budget ({budget / 60:.0f} min) spent {when}: {done} of {total} trials finished; the rest "
+        "are not in the table (their rows are incomplete); a larger --budget with --resume goes on"
+    )
 
 
 def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False, num_cpus=None,

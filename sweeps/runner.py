@@ -1,7 +1,7 @@
 """Ray Tune runs a sweep: a fresh local Ray bound to 127.0.0.1 by default, an existing cluster with an address.
 
-The sweep's life; what Tune sees of one round is tune_adapter.py.  A sweep is three calls (``run_sweep`` makes them; adaptive rounds
-call ``run_trials`` more than once):
+The sweep's life (what Tune sees of one round is tune_adapter.py).  A sweep is three calls (``run_sweep``
+makes them; adaptive rounds call ``run_trials`` more than once):
 
     ctx = open_sweep(spec, "cpu", out)    # validate, lock, sweep.json, MLflow parent run, Ray
     run_trials(ctx, trials)               # one Tune run over exactly these trials; done ones cost nothing
@@ -51,6 +51,14 @@ log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
 _ADDRESS = re.compile(r"^(auto|(ray://)?(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5})$")
 _END_STATE = {"FINISHED": "finished", "KILLED": "interrupted", "FAILED": "failed"}
+
+
+class BudgetSpent(Exception):
+    """The wall-clock budget ran out during a Tune run: ``finished`` of ``total`` trials have a result."""
+
+    def __init__(self, finished: int, total: int):
+        super().__init__(f"budget spent: {finished} of {total} trials finished")
+        self.finished, self.total = finished, total
 
 
 class SweepInterrupted(Exception):
@@ -284,12 +292,14 @@ def _read_summary(sweep_dir: Path) -> dict:
     return summary if isinstance(summary, dict) else {}
 
 
-def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NAME, echo=print) -> dict:
+def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NAME, echo=print,
+               time_budget: Optional[float] = None) -> dict:  # fmt: skip
     """One Ray Tune run over exactly ``trials`` (added to the plan); returns {trial_id: final state}.
 
     A trial whose result.json says finished or diverged is not dispatched.  For a search spec, ``trials``
     is the base trial and Tune samples the spec's ``search.samples`` variants of it.  Raises
-    SweepInterrupted when SIGINT ended the run early, UserError when trials ran out of disk space."""
+    SweepInterrupted when SIGINT ended the run early, BudgetSpent when ``time_budget`` seconds ran out
+    first (running trials are stopped and keep their checkpoints), UserError when trials ran out of disk."""
     if not ctx.spec.search:
         ctx.add_trials(trials)
     summary, todo = {}, []
@@ -301,16 +311,20 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
             todo.append(t)
     if summary:
         echo(f"{len(summary)} of {len(trials)} trials already have a result: not run again")
-    interrupted = False
+    interrupted = out_of_time = False
     if todo or ctx.spec.search:
+        started = time.time()
         try:
-            ran, interrupted = _fit(ctx, trials if ctx.spec.search else todo, round_name, echo)
+            ran, interrupted = _fit(ctx, trials if ctx.spec.search else todo, round_name, echo, time_budget)
         except KeyboardInterrupt:
             ran, interrupted = {}, True
+        out_of_time = interrupted and time_budget is not None and time.time() - started >= time_budget
         summary.update(ran)
     ctx.summary.update(summary)
     write_json(ctx.sweep_dir / "tune_summary.json", ctx.summary)
     ctx.sync()
+    if out_of_time:
+        raise BudgetSpent(*ctx.finished_count())
     if interrupted:
         raise SweepInterrupted(*ctx.finished_count())
     full = [tid for tid, s in summary.items() if s.get("error") and no_space(Exception(s["error"]))]
@@ -339,8 +353,9 @@ def _round_name(ctx: SweepContext, round_name: str) -> str:
     return name
 
 
-def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple[dict, bool]:
-    """Tuner.fit over ``trials``; returns (summary, whether SIGINT cut it short)."""
+def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo,
+         time_budget: Optional[float] = None) -> tuple[dict, bool]:  # fmt: skip
+    """Tuner.fit over ``trials``; returns (summary, whether SIGINT or the time budget cut it short)."""
     import signal
 
     from ray import tune
@@ -374,7 +389,7 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo) -> tuple
         tuner = Tuner(
             trainable,
             param_space=param_space(spec, payloads),
-            tune_config=round_config(spec, ctx.sweep_dir, payloads),
+            tune_config=round_config(spec, ctx.sweep_dir, payloads, time_budget),
             run_config=RunConfig(
                 name=name,
                 storage_path=ctx.location,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from transformer_core.rundir import TrialRecord
 
@@ -115,7 +115,9 @@ def param_space(spec: Spec, payloads: list) -> dict:
     return {"trial_index": tune.grid_search(list(range(len(payloads))))}
 
 
-def round_config(spec: Spec, sweep_dir: Path, payloads: list):
+def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optional[float] = None):
+    """TuneConfig of one round; ``time_budget`` (seconds) stops every trial when it is spent (Tune's
+    TimeoutStopper): a stopped trial keeps its checkpoints, so ``--resume`` continues it."""
     from ray.tune import TuneConfig
 
     scheduler = search_alg = None
@@ -146,6 +148,7 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list):
         search_alg=search_alg,
         num_samples=spec.search["samples"] if spec.search else 1,
         max_concurrent_trials=spec.max_concurrent,
+        time_budget_s=max(time_budget, 1e-3) if time_budget is not None else None,
     )
 
 
