@@ -29,8 +29,10 @@ def cmd_plan(args) -> int:
         f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
         f" ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus['name']}"
     )
+    labels = {r.label for r in spec.rows}
     for label, why in get_profile(args.profile).exclude.items():
-        print(f"  row {label} left out at this profile: {why}")
+        if label in labels:  # only rows this spec has
+            print(f"  row {label} left out at this profile: {why}")
     head = (
         f"{'group':<6}{'row':<6}{'seed':>5}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}"
         f"{'P_drop':>7}{'eps_ls':>7}{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
@@ -185,9 +187,12 @@ def _print_status(sweep_dir) -> int:
     from .storage import local_view
 
     df = collect(local_view(sweep_dir))  # analysis reads local paths: a URI is pulled to a view first
+    lm = "dev_bpb" in df and df["dev_bpb"].notna().any() and not ("dev_bleu" in df and df["dev_bleu"].notna().any())
+    a, b = ("dev bpb", "test bpb") if lm else ("dev BLEU", "test BLEU")  # a language-model sweep: bits per byte
+    ka, kb = ("dev_bpb", "test_bpb") if lm else ("dev_bleu", "test_bleu")
     print(
         f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5} "
-        f" {'state':<14}{'step':>11}{'dev BLEU':>9}{'dev PPL':>9}{'test BLEU':>10}{'eval %':>7}{'tries':>6}  reason"
+        f" {'state':<14}{'step':>11}{a:>9}{'dev PPL':>9}{b:>10}{'eval %':>7}{'tries':>6}  reason"
     )
     for _, r in df.iterrows():
         steps = f"{r['step']}/{int(r['steps'])}" if r["steps"] == r["steps"] and r["steps"] else str(r["step"])
@@ -195,7 +200,7 @@ def _print_status(sweep_dir) -> int:
         print(
             f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}"
             f"  {r['status']:<14}{steps:>11}"
-            f"{_fmt(r['dev_bleu']):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r['test_bleu']):>10}"
+            f"{_fmt(r.get(ka)):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r.get(kb)):>10}"
             f"{_fmt(_percent(r['eval_fraction']), '.1f'):>7}"
             f"{r['attempts']:>6}  {reason}"
         )

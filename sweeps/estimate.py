@@ -149,7 +149,12 @@ def no_source_message(profile: str) -> str:
 def trial_flops(cfg) -> tuple[int, float]:
     """(parameters, training FLOPs) of a RunConfig: 6 x params x target tokens."""
     tr = cfg.train
-    params = closed_form_parameters(cfg.model, cfg.data.vocab)
+    if cfg.data.task == "lm":
+        from transformer_core.lm import closed_form_lm_parameters
+
+        params = closed_form_lm_parameters(cfg.model, cfg.data.vocab)
+    else:
+        params = closed_form_parameters(cfg.model, cfg.data.vocab)
     tokens = tr.steps * tr.tokens_per_batch * tr.accumulate * FILL
     return params, 6.0 * params * tokens
 

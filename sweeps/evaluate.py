@@ -131,6 +131,9 @@ def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[
             raise UserError(f"--rows {','.join(unknown)}: not in sweep {where!r}; allowed {allowed}")
         df = df[df["row"].isin(rows)]
     fin = df[df["status"] == Status.FINISHED.value]
+    if "task" in fin and (fin["task"] == "lm").any():
+        raise UserError(f"sweep {where!r} is a language-model sweep (task lm): evaluate scores translation; "
+                        "its dev and test bits per byte are in the report")  # fmt: skip
     if fin.empty:
         states = "; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())) or "no trials"
         raise UserError(f"sweep {where!r} has no finished trial ({states}): nothing to evaluate")

@@ -35,6 +35,8 @@ class Profile:
                 out[k] = max(1, int(round(out[k] * self.width)))
         if "d_model" in out and out.get("positional", "sinusoidal") == "sinusoidal" and out["d_model"] % 2:
             out["d_model"] += 1
+        if out.get("positional") == "rope" and out.get("d_k", 2) % 2:  # rope rotates pairs of d_k
+            out["d_k"] += 1
         for k in DEPTH_KNOBS:
             if out.get(k) is not None:
                 out[k] = max(1, math.ceil(out[k] / self.depth_divisor))

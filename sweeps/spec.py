@@ -320,12 +320,12 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     except UserError as exc:
         raise SpecError(f"corpus.name: {exc}") from None
     if "direction" in corpus:  # translation: A-B of the corpus's languages; task lm: the one language modelled
-        name, options = parse_corpus_name(str(corpus.get("name", "bible-en-de")))
+        recipe, options = parse_corpus_name(str(corpus.get("name", "bible-en-de")))
         try:
             if doc.get("task") == "lm":
                 lm_language(str(corpus.get("name", "bible-en-de")), corpus["direction"])
             else:
-                check_direction(name, corpus["direction"], options)
+                check_direction(recipe, corpus["direction"], options)
         except UserError as exc:
             raise SpecError(f"corpus.direction: {exc}") from None
     if "vocab" in corpus:

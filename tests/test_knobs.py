@@ -71,3 +71,13 @@ def test_calibration_spec_plans_at_smoke_and_touches_only_the_base_row():
     assert [t.row for t in trials] == ["base"]
     t = search_trial(spec, get_profile("smoke"), {"schedule": "wsd", "lr_scale": 0.3, "warmup": 100})
     assert t.values["schedule"] == "wsd" and t.values["lr_scale"] == 0.3 and t.values["d_model"] == 32
+
+
+def test_profile_keeps_d_k_even_for_rope():
+    from sweeps.profiles import get_profile
+
+    for name in ("smoke", "cpu"):
+        for d_k in (16, 20, 28, 64):
+            scaled = get_profile(name).scale_model({"d_k": d_k, "positional": "rope"})
+            assert scaled["d_k"] % 2 == 0, (name, d_k, scaled)
+    assert get_profile("cpu").scale_model({"d_k": 20})["d_k"] == 5  # other positions: as scaled

@@ -148,6 +148,7 @@ def test_files_text_corpus_is_one_side_with_held_out_lines(tmp_path):
 def test_lm_spec_plans_at_cpu_and_smoke_and_refuses_what_an_lm_cannot_do():
     spec = load_spec(ROOT / "sweeps" / "specs" / "table3-lm.yaml")
     assert (spec.task, spec.metric, spec.mode, spec.adaptive) == ("lm", "dev_bpb", "min", {"min": 2, "max": 3})
+    assert spec.name == "table3-lm"  # a corpus.direction once overwrote the spec's name with the corpus's
     for profile in ("cpu", "smoke"):
         trials = plan(spec, profile)
         assert len(trials) == (1 + 18) * 2 and {t.values["task"] for t in trials} == {"lm"}

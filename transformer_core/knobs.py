@@ -36,7 +36,7 @@ class Knob:
 _K = Knob
 KNOBS: tuple[Knob, ...] = (
     # the paper's Table 3 columns (model architecture, in the paper's notation)
-    _K("N", "model", "depth", "N", "d", "layers in each of the encoder and decoder stacks", True),
+    _K("N", "model", "depth", "N", "d", "layers of each stack (task lm: decoder layers)", True),
     _K("d_model", "model", "width", "d_model", "d", "model (embedding) width", True),
     _K("d_ff", "model", "width", "d_ff", "d", "inner width of the position-wise feed-forward layer", True),
     _K("h", "model", "none", "h", "d", "attention heads", True),
@@ -82,7 +82,7 @@ KNOBS: tuple[Knob, ...] = (
     _K("task", "data", "none", "task", "", "translation (encoder-decoder) or lm (decoder-only language model)"),
     _K("corpus", "data", "none", "corpus", "", "corpus recipe (tsweep data list) or files:SRC,TGT"),
     _K("vocab", "data", "none", "vocab", "d", "shared sentencepiece BPE vocabulary size"),
-    _K("direction", "data", "none", "direction", "", "translation direction, e.g. de-en (default: the recipe's)"),
+    _K("direction", "data", "none", "direction", "", "translation direction, e.g. de-en (lm: the language)"),
     # run-only: where and how fast, never part of a result's identity
     _K("device", "run", "none", "device", "", "auto, cpu, cuda, cuda:N or mps"),
     _K("precision", "run", "none", "precision", "", "auto, fp32 or bf16"),
