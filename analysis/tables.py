@@ -116,7 +116,7 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
                 "row": row,
                 **{k: knob_value(first, k) for k in knobs},
                 "steps_run": first.get("steps"),
-                "n": bleu[2],
+                "n": ce[2] if lm else bleu[2],  # seeds with the reading the row is judged on
                 "seeds": len(sub),
                 "status": ", ".join(f"{v} {k}" for k, v in sorted(statuses.items())),
                 "ppl_dev": math.exp(ce[0]) if ce[2] else float("nan"),

@@ -72,8 +72,9 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
     try:  # the minimum (and a resumed round), stopped where the budget runs out
         run_trials(ctx, ctx.planned(), round_name="round-0", echo=echo, time_budget=left)
     except BudgetSpent:
-        ad["spent_seconds"] = spent0 + time.time() - started
         return _budget_spent(ctx, budget, "during the minimum seeds")
+    finally:  # an interrupted or failed session's time counts too (written when the sweep closes)
+        ad["spent_seconds"] = spent0 + time.time() - started
     while True:
         ad["spent_seconds"] = spent0 + time.time() - started
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:
@@ -88,7 +89,10 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
         ad["rounds"].append({"round": k, "added": {t.row: why[t.row] for t in new}, "started": time.time()})
         ctx.write_state()
         echo(f"round {k}: one more seed for {', '.join(t.row for t in new)} (undecided verdicts)")
-        run_trials(ctx, new, round_name=f"round-{k}", echo=echo)
+        try:
+            run_trials(ctx, new, round_name=f"round-{k}", echo=echo)
+        finally:
+            ad["spent_seconds"] = spent0 + time.time() - started
 
 
 def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:

@@ -48,8 +48,10 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
             if row.label in profile.exclude:
                 continue
             values = expand_row(spec, row, profile, spec.seeds[:1])[0].values
-            cfg = make_run_config({**values, **sets}, preset).model
-            rows.append((row.label, cfg, model_config(preset), args.vocab or values["vocab"], None))
+            run = make_run_config({**values, **sets}, preset)
+            rows.append(
+                (row.label, run.model, model_config(preset), args.vocab or values["vocab"], None, run.data.task)
+            )
         title = f"{spec.name} rows at profile {args.profile!r}"
     else:
         from analysis.paper import load_table3, row_overrides
@@ -57,7 +59,9 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
         for row in load_table3():
             preset = "big" if row["row"] == "big" else "base"
             cfg = make_run_config({**row_overrides(row), **sets}, preset).model
-            rows.append((row["row"], cfg, model_config("base"), args.vocab or 37000, row["params_millions"]))
+            rows.append(
+                (row["row"], cfg, model_config("base"), args.vocab or 37000, row["params_millions"], "translation")
+            )
         title = "Table 3"
     if sets:
         title += " with " + " ".join(f"{k}={v}" for k, v in sets.items())
@@ -65,7 +69,7 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    from transformer_core import closed_form_parameters
+    from transformer_core.lm import closed_form_parameters_for
 
     title, rows = _params_rows(args)
     vocabs = sorted({r[3] for r in rows})
@@ -74,8 +78,8 @@ def cmd_params(args: argparse.Namespace) -> int:
         f"{'row':<8}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}  {'ours (M)':>9}  {'paper (M)':>9}"
         f"  {'exact':>12}  other knobs"
     )
-    for label, cfg, base, vocab, paper in rows:
-        ours = closed_form_parameters(cfg, vocab)
+    for label, cfg, base, vocab, paper, task in rows:
+        ours = closed_form_parameters_for(cfg, vocab, task)
         paper = "" if paper is None else f"{paper:>9}"
         print(
             f"{label:<8}{cfg.N:>3}{cfg.d_model:>8}{cfg.d_ff:>6}{cfg.h:>4}{cfg.d_k:>5}{cfg.d_v:>5}"

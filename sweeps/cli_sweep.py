@@ -183,11 +183,12 @@ def _percent(x):
 
 def _print_status(sweep_dir) -> int:
     from analysis.collect import collect
+    from analysis.tables import sweep_task
 
     from .storage import local_view
 
     df = collect(local_view(sweep_dir))  # analysis reads local paths: a URI is pulled to a view first
-    lm = "dev_bpb" in df and df["dev_bpb"].notna().any() and not ("dev_bleu" in df and df["dev_bleu"].notna().any())
+    lm = sweep_task(df) == "lm"
     a, b = ("dev bpb", "test bpb") if lm else ("dev BLEU", "test BLEU")  # a language-model sweep: bits per byte
     ka, kb = ("dev_bpb", "test_bpb") if lm else ("dev_bleu", "test_bleu")
     print(

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from transformer_core import closed_form_parameters
 from transformer_core.errors import ConfigError
 
 BENCH_FILE = "device-bench.json"
@@ -149,12 +148,9 @@ def no_source_message(profile: str) -> str:
 def trial_flops(cfg) -> tuple[int, float]:
     """(parameters, training FLOPs) of a RunConfig: 6 x params x target tokens."""
     tr = cfg.train
-    if cfg.data.task == "lm":
-        from transformer_core.lm import closed_form_lm_parameters
+    from transformer_core.lm import closed_form_parameters_for
 
-        params = closed_form_lm_parameters(cfg.model, cfg.data.vocab)
-    else:
-        params = closed_form_parameters(cfg.model, cfg.data.vocab)
+    params = closed_form_parameters_for(cfg.model, cfg.data.vocab, cfg.data.task)
     tokens = tr.steps * tr.tokens_per_batch * tr.accumulate * FILL
     return params, 6.0 * params * tokens
 

@@ -132,8 +132,8 @@ def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[
         df = df[df["row"].isin(rows)]
     fin = df[df["status"] == Status.FINISHED.value]
     if "task" in fin and (fin["task"] == "lm").any():
-        raise UserError(f"sweep {where!r} is a language-model sweep (task lm): evaluate scores translation; "
-                        "its dev and test bits per byte are in the report")  # fmt: skip
+        raise UserError(f"sweep {where!r} is a language-model sweep (task lm): it does not translate; "
+                        "its dev and test perplexity and bits per byte are in the report")  # fmt: skip
     if fin.empty:
         states = "; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())) or "no trials"
         raise UserError(f"sweep {where!r} has no finished trial ({states}): nothing to evaluate")

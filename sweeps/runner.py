@@ -318,7 +318,10 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
             ran, interrupted = _fit(ctx, trials if ctx.spec.search else todo, round_name, echo, time_budget)
         except KeyboardInterrupt:
             ran, interrupted = {}, True
-        out_of_time = interrupted and time_budget is not None and time.time() - started >= time_budget
+        # Tune's time budget ends the trials it has started as TERMINATED, not unfinished: what decides is
+        # whether a trial of this round still has no result once the budget is spent
+        spent = time_budget is not None and time.time() - started >= time_budget
+        out_of_time = spent and any(not ctx.result(t.trial_id, t.config_hash) for t in todo)
         summary.update(ran)
     ctx.summary.update(summary)
     write_json(ctx.sweep_dir / "tune_summary.json", ctx.summary)

@@ -62,8 +62,10 @@ def trial_function(
     tune.report({**metrics, "tsweep_trial": trial.id})
 
 
-# the name Tune records with an experiment: a search started before this module existed restores only with it
+# the name Tune records with an experiment: a search started before this module existed restores only with it;
+# the module-level alias lets pickle find the function by that name
 trial_function.__name__ = trial_function.__qualname__ = "_trainable"
+_trainable = trial_function
 
 
 def _ddp_worker(loop_config: dict) -> None:
@@ -197,7 +199,12 @@ class EchoCallback:
                     return
                 echo(
                     f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
-                    f"dev_bleu={m.get('dev_bleu', float('nan')):.2f} step={m.get('step')}"
+                    + (
+                        f"dev_bpb={m['dev_bpb']:.3f}"
+                        if m.get("dev_bpb") is not None
+                        else f"dev_bleu={m.get('dev_bleu', float('nan')):.2f}"
+                    )  # fmt: skip
+                    + f" step={m.get('step')}"
                 )
 
             def on_trial_error(self, iteration, trials, trial, **info):

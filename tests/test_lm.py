@@ -123,6 +123,10 @@ def test_tsweep_train_task_lm_at_smoke_size(tmp_path, fixture_data_dir, capsys):
     samples = (work / "samples.txt").read_text(encoding="utf-8").splitlines()
     assert len(samples) == 4 and all(s.startswith("[") for s in samples)
     assert not (work / "dev.hyp").exists()
+    for cmd in (["translate", str(work)], ["evaluate", "--run", str(work), "--corpus", "bible-en-de:test"]):
+        rc = tsweep_main(cmd)  # a language model does not translate: one line, before any data is prepared
+        err = capsys.readouterr().err
+        assert rc == 2 and "is a language model (task lm)" in err and len(err.strip().splitlines()) == 1
     for bad, message in (
         (["task=lm", "N_enc=2"], "N_enc=2 is invalid with task=lm: a decoder-only model has no encoder"),
         (["task=lm", "direction=de-en"], "direction='de-en' is invalid with task=lm: allowed one language of"),
@@ -215,6 +219,8 @@ def _check_lm_report(report: Path) -> None:
     assert "BLEU dev" not in html and "bits/byte dev" in html
     table = (report / "table.csv").read_text().splitlines()[0].split(",")
     assert {"bpb_dev", "bpb_test", "ppl_test"} <= set(table) and not [c for c in table if "bleu" in c]
+    rows = {r["row"]: r for r in csv.DictReader((report / "table.csv").open())}
+    assert all(int(float(r["n"])) >= 1 for r in rows.values())  # seeds counted on the reading judged, not BLEU
 
 
 def test_lm_trials_without_ray_make_a_report_without_bleu(tmp_path, fixture_data_dir):

@@ -67,6 +67,11 @@ def read_run(run_dir) -> tuple[RunConfig, dict]:
         result = json.loads(paths[rundir.RESULT].read_text())
     except (ValueError, TypeError, KeyError) as exc:
         raise RunNotUsable(f"{str(run_dir)!r}: config.json or result.json is unreadable ({exc})") from None
+    if config.data.task == "lm":
+        raise RunNotUsable(
+            f"run {str(run_dir)!r} is a language model (task lm): it does not translate; its dev and test "
+            "perplexity and bits per byte are in result.json"
+        )
     if result.get("status") != Status.FINISHED.value or not result.get("averaged_checkpoints"):
         raise RunNotUsable(f"run {str(run_dir)!r} has not finished (status {result.get('status')!r}): nothing to use")
     return config, result

@@ -203,3 +203,13 @@ def samples(
         full = processor.decode(ids + greedy(model, ids, device, max_new))
         out.append(f"[{prompt}]{full[len(prompt) :] if full.startswith(prompt) else ' ' + full}")
     return out
+
+
+def closed_form_parameters_for(cfg: ModelConfig, vocab_size: int, task: str = "translation") -> int:
+    """Parameters of the model ``task`` builds from ``cfg``: the decoder-only stack for lm, else the
+    encoder-decoder (the one place that choice is made, for tsweep plan and tsweep params)."""
+    if task == "lm":
+        return closed_form_lm_parameters(cfg, vocab_size)
+    from .model import closed_form_parameters
+
+    return closed_form_parameters(cfg, vocab_size)

@@ -244,7 +244,9 @@ def train_bpe(corpus_dir: Path, vocab: int, sides: tuple[str, ...] = SIDES, norm
             shuffle_input_sentence=True,
             num_threads=os.cpu_count() or 1,
             minloglevel=2,
+            # identity (a language model): also keep repeated and edge spaces, so pieces spell every byte
             **({} if normalization == "nmt_nfkc" else {"normalization_rule_name": normalization}),
+            **({"remove_extra_whitespaces": False} if normalization == "identity" else {}),
         )
     except (RuntimeError, OSError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
