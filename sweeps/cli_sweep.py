@@ -86,7 +86,7 @@ def cmd_run(args) -> int:
     from transformer_core.errors import UserError
     from transformer_core.rundir import DiskFullError
 
-    from .lock import no_space, no_space_message
+    from .lock import disk_full_at, no_space, no_space_message
     from .runner import SweepInterrupted, check_address, run_sweep
     from .spec import load_spec, parse_budget, plan
     from .storage import is_uri
@@ -114,7 +114,7 @@ def cmd_run(args) -> int:
             raise UserError(no_space_message(str(out), exc, _has_state(out))) from None
         raise
     except Exception as exc:  # a full disk anywhere (driver, MLflow, Tune's state): one line, not a traceback
-        if no_space(exc):
+        if no_space(exc) or (not is_uri(str(out)) and disk_full_at(out)):  # e.g. Tune's EOFError on an empty file
             raise UserError(no_space_message(str(out), exc, _has_state(out))) from None
         raise
     print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")

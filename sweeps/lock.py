@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import socket
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -270,6 +271,24 @@ def no_space(exc: BaseException) -> bool:
         text = str(e).lower()
         if any(m in text for m in ("no space left on", "database or disk is full", "disk quota exceeded")):
             return True
+    return False
+
+
+def disk_full_at(where) -> bool:
+    """Whether the device of ``where`` (a local path) cannot take a small write now: the probe behind an error
+    that a full disk caused but does not name (e.g. Tune reading a trial's error file written empty)."""
+    probe = Path(str(where))
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        return False
+    try:
+        with tempfile.NamedTemporaryFile(dir=probe, prefix=".space-probe-") as f:
+            f.write(b"\0" * 65536)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
     return False
 
 

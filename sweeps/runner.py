@@ -408,9 +408,17 @@ def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo,
     os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if ctx.verbose else "0"
     handler = signal.getsignal(signal.SIGINT)
     view = None if ctx.verbose else _live_view(ctx, trials).start()
+    # without --verbose the live view and the summary speak: Ray's own loggers would print a traceback for
+    # every failed or killed trial and every failed sync (a full disk gives dozens); their errors are kept in
+    # tune_summary.json and shown by `tsweep status` as one line per trial
+    quiet = {} if ctx.verbose else {n: logging.getLogger(n).level for n in ("ray.tune", "ray.train", "ray.air")}
+    for name in quiet:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     try:
         grid = tuner.fit()  # Tune turns the first SIGINT into a graceful stop and returns
     finally:
+        for name, level in quiet.items():
+            logging.getLogger(name).setLevel(level)
         if view:
             view.stop()
         if handler is not None:

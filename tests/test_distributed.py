@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from transformer_core.run_config import make_run_config
+from transformer_core.rundir import TrialRecord
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(
@@ -48,17 +49,8 @@ def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fi
 
     values = {**TINY, "data_dir": str(fixture_data_dir), "accumulate": 2}
     single = train_and_evaluate(make_run_config(values), tmp_path / "one")
-    trial = {
-        "id": "two",
-        "group": "base",
-        "row": "base",
-        "seed": 1,
-        "values": values,
-        "preset": "base",
-        "profile": {"profile": "test"},
-        "sweep_dir": tmp_path.as_uri() if storage == "uri" else str(tmp_path),
-        "tracking": None,
-    }
+    where = tmp_path.as_uri() if storage == "uri" else str(tmp_path)
+    trial = TrialRecord("two", "base", "base", 1, values, "0" * 12, profile={"profile": "test"}, sweep_dir=where)
     ray.shutdown()  # a Ray an earlier test started in this process
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # not a Ray running here
     try:
@@ -147,6 +139,7 @@ def test_sweep_on_a_two_node_loopback_cluster_uses_both_nodes(two_node_cluster, 
     assert worker.node_id in nodes and len(nodes) == 2
 
 
+@pytest.mark.slow  # ~100 s idle, 250 s loaded; the two-node test in the default run covers the cluster path
 @pytest.mark.parametrize(
     "storage",
     ["shared path", pytest.param("uri", marks=pytest.mark.slow)],  # uri: ~100 s; s3 test covers URIs

@@ -188,6 +188,32 @@ def test_a_full_disk_at_the_start_is_one_line_and_leaves_out_as_it_was(tiny_disk
     assert not out.exists()  # the lock and the half-made MLflow store are removed
 
 
+def test_a_full_disk_is_found_by_a_probe_when_the_error_does_not_name_it(tmp_path):
+    """Tune can die of an EOFError reading a trial's error file that a full disk left empty: the CLI then
+    probes the sweep's device (a real 256 KiB tmpfs here) and still says 'no space' in one line."""
+    from sweeps.lock import disk_full_at
+
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        assert not disk_full_at(disk / "sweep")  # a path not made yet: its nearest existing parent is probed
+        ballast = disk / "ballast"
+        with open(ballast, "wb") as f:
+            try:
+                while True:
+                    f.write(b"\0" * 65536)
+                    f.flush()
+            except OSError:
+                pass
+        assert disk_full_at(disk / "sweep") and not list(disk.glob(".space-probe-*"))
+        ballast.unlink()
+        assert not disk_full_at(disk)
+    finally:
+        subprocess.run(["umount", str(disk)])
+
+
 @pytest.mark.slow
 def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_resume_completes_the_table(fixture_corpus, tmp_path):
     """Item 1 end to end: trials hit ENOSPC at their checkpoints (3-6 min with Ray's retries), the
@@ -202,6 +228,7 @@ def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_resume_completes_the_t
         r = tsweep(*run)
         line = next(x for x in r.stderr.splitlines() if x.startswith("tsweep run: error:"))
         assert r.returncode == 2 and f"no space left on the device of {out}" in line and "--resume" in line
+        assert "Traceback" not in r.stderr, r.stderr[-3000:]  # Ray's loggers too: one line, no tracebacks
         ours = [
             "sweep.json",
             "tune_summary.json",
