@@ -202,7 +202,7 @@ def measured(claims: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     absent = claims[claims["verdict"] == "not measured"]
     bleu_only = absent["summary"] == BLEU_ONLY
     missing, bleu = (list(dict.fromkeys(absent.loc[m, "claim"])) for m in (~bleu_only, bleu_only))
-    lines = [f"Claims not measured (rows not in this sweep): {', '.join(missing)}."] if missing else []
+    lines = [f"Claims not measured (no finished trial of their rows): {', '.join(missing)}."] if missing else []
     lines += [f"Claims not measured ({BLEU_ONLY}): {', '.join(bleu)}."] if bleu else []
     return out, " ".join(lines)
 
