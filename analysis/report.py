@@ -256,7 +256,10 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     t.to_csv(out / "table.csv", index=False)
     claims.to_csv(out / "claims.csv", index=False)
     (out / "table.tex").write_text(_latex(d))
-    problems = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]]
+    problems = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]].copy()
+    stopped = (h.get("adaptive") or {}).get("stopped") or ""
+    why = "the wall-clock budget was spent before it finished" if "budget" in stopped and "spent" in stopped else ""
+    problems["reason"] = [r if isinstance(r, str) and r else why for r in problems["reason"]]
     budget = _budget_lines(h, noise, reg, df)
     notes = (
         "Ours: mean over finished seeds ± half-width of its 95% interval from the pooled seed noise. "
