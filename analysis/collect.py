@@ -91,11 +91,12 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         wd = sweep_dir / "trials" / tid
         raw, result = _read_json(wd / rundir.TRIAL), _read_json(wd / rundir.RESULT)
         corrupt = [x.name for x in (raw, result) if isinstance(x, Corrupt)]
-        trial = _record(raw, tid) or _record(plan.get(tid), tid)  # never started: the plan says what it is
+        record = _record(raw, tid)
+        trial = record or _record(plan.get(tid), tid)  # never started: the plan says what it is
         if trial is None:  # not planned and no readable trial.json: not a trial of this sweep
             log.warning("%s: no readable %s and not in sweep.json's plan: left out", wd, rundir.TRIAL)
             continue
-        if raw and not isinstance(raw, Corrupt) and _record(raw, tid) is None:
+        if raw and not isinstance(raw, Corrupt) and record is None:
             corrupt = corrupt or [rundir.TRIAL]
         attempts = len((wd / rundir.ATTEMPTS).read_text().splitlines()) if (wd / rundir.ATTEMPTS).exists() else 0
         err = (summary.get(tid) or {}).get("error")

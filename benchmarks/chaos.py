@@ -227,15 +227,19 @@ class Round:
                         self.log(f"  no trial worker to kill at {at:.0f}s")
                 elif fault == "disk":
                     return self.disk_fault(proc, at, err)
-                try:
-                    proc.wait(timeout=900)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    self.problems.append(f"attempt {attempt}: the driver was still running 900 s after the {fault}")
+                self.wait_or_kill(proc, f"attempt {attempt}: the driver was still running 900 s after the {fault}")
             finally:
                 _reap(proc.pid)
         return proc.returncode == 0
+
+    def wait_or_kill(self, proc: subprocess.Popen, problem: str) -> None:
+        """Wait for the driver; one still running after 900 s is killed and ``problem`` recorded."""
+        try:
+            proc.wait(timeout=900)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            self.problems.append(problem)
 
     def note(self, kind: str, event: str) -> None:
         self.injected.append(kind)
@@ -249,12 +253,7 @@ class Round:
         kept = {k: v for k, v in finished(self.out).items() if isinstance(v, tuple)}
         self.note("disk", f"filled the disk at {at:.0f}s ({ballast / 2**20:.1f} MiB of ballast, {len(kept)} trials "
                           "finished then)")  # fmt: skip
-        try:
-            proc.wait(timeout=900)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            self.problems.append(f"disk full at {at:.0f}s: the driver was still running 900 s later (killed)")
+        self.wait_or_kill(proc, f"disk full at {at:.0f}s: the driver was still running 900 s later (killed)")
         took = time.time() - filled
         text = err.read_text(errors="replace")
         errors = [x for x in text.splitlines() if x.startswith("tsweep run: error:")]

@@ -29,6 +29,7 @@ from typing import Callable, Optional
 import pandas as pd
 
 from analysis.collect import collect
+from analysis.tables import sweep_task
 from transformer_core.data import get_recipe
 from transformer_core.data.prepare import parse_corpus_name
 from transformer_core.errors import UserError
@@ -131,7 +132,7 @@ def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[
             raise UserError(f"--rows {','.join(unknown)}: not in sweep {where!r}; allowed {allowed}")
         df = df[df["row"].isin(rows)]
     fin = df[df["status"] == Status.FINISHED.value]
-    if "task" in fin and (fin["task"] == "lm").any():
+    if sweep_task(fin) == "lm":
         raise UserError(f"sweep {where!r} is a language-model sweep (task lm): it does not translate; "
                         "its dev and test perplexity and bits per byte are in the report")  # fmt: skip
     if fin.empty:

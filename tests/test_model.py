@@ -82,7 +82,11 @@ def test_independent_dk_dv_shapes():
     assert att(torch.randn(2, 5, 16)).shape == (2, 5, 16)
 
 
-@pytest.mark.parametrize("kw", [{}, {"positional": "learned", "tie": "none"}, {"norm": "pre"}])
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"positional": "learned", "tie": "none"}, {"norm": "pre"}]
+    + [{"positional": p} for p in ("rope", "alibi", "none")],  # every positional kind (test_variants.py)
+)
 def test_cached_decoding_equals_uncached(kw):
     m = small_model(seed=3, **kw)
     src = torch.randint(3, 40, (4, 8))

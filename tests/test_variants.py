@@ -88,17 +88,7 @@ def test_without_positions_the_encoder_is_permutation_equivariant():
 # cached == uncached decoding ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("positional", POSITIONAL)
-def test_cached_decoding_equals_uncached(positional):
-    m = small_model(3, positional=positional)
-    src = torch.randint(3, VOCAB, (4, 8))
-    src[1, 5:] = 0
-    cached = tc.beam_search(m, src, bos=1, eos=2, beam=3, max_extra=6, use_cache=True)
-    plain = tc.beam_search(m, src, bos=1, eos=2, beam=3, max_extra=6, use_cache=False)
-    for (t1, s1), (t2, s2) in zip(cached, plain):
-        assert t1 == t2
-        assert s1 == pytest.approx(s2, abs=1e-4)
-    assert tc.greedy_decode(m, src, 1, 2, max_extra=6) == tc.greedy_decode(m, src, 1, 2, max_extra=6, use_cache=False)
+# beam and greedy output, cached against uncached, for every positional kind: tests/test_model.py
 
 
 @pytest.mark.parametrize("positional", POSITIONAL)
