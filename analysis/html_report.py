@@ -69,6 +69,24 @@ def _claims_table(claims: pd.DataFrame) -> str:
     return f"<table>{head}{''.join(body)}</table>"
 
 
+VERSUS_CLASS = {"better than base": "v-held", "worse than base": "v-contradicted"}
+
+
+def _versus_section(rule: str, summary: list[str], vb: pd.DataFrame) -> list[str]:
+    """Rows that no claim covers, each against base (report.versus_summary / tables.rows_against_base)."""
+    body = []
+    for _, r in vb.iterrows():
+        badge = f'<span class="v {VERSUS_CLASS.get(r["outcome"], "v-within-noise")}">{html.escape(r["outcome"])}</span>'
+        badge += ' <span class="unstable">⚠ unstable</span>' if r["unstable"] else ""
+        body.append(f'<tr><td><a href="#row-{html.escape(r["row"])}">{html.escape(r["row"])}</a></td>'
+                    f"<td>{html.escape(r['reading'])}</td><td>{badge}</td><td>{html.escape(r['trajectory'])}</td>"
+                    f"<td>{html.escape(r['evidence'])}</td></tr>")  # fmt: skip
+    head = "<tr><th>row</th><th>reading</th><th>vs base</th><th>trajectory over the budget</th><th>evidence</th></tr>"
+    items = "".join(f"<li>{html.escape(x[2:])}</li>" for x in summary)
+    return ["<h2>Each row against base</h2>", f"<p>{html.escape(rule)}</p>", f"<ul>{items}</ul>",
+            f"<table>{head}{''.join(body)}</table>"]  # fmt: skip
+
+
 def _legend(legend) -> str:
     items = "".join(
         f"<span>{_verdict_html(sym, name, False) if name != 'unstable' else '<span class=unstable>⚠ unstable</span>'}"
@@ -78,7 +96,7 @@ def _legend(legend) -> str:
     return f'<div class="legend" id="legend"><b>Legend</b><br>{items}</div>'
 
 
-def render(h, budget, d, t, claims, problems, images, notes, legend, rule) -> str:
+def render(h, budget, d, t, claims, problems, images, notes, legend, rule, versus=None) -> str:
     def md(s: str) -> str:  # the header lines use **bold** and "- " bullets
         s = html.escape(s)
         while "**" in s:
@@ -97,6 +115,7 @@ def render(h, budget, d, t, claims, problems, images, notes, legend, rule) -> st
         _legend(legend),
         f"<p>{html.escape(rule)}</p>",
         _claims_table(claims),
+        *(_versus_section(*versus) if versus else []),
         "<h2>Variations on the Transformer (Table 3 layout)</h2>",
         _main_table(d, t),
         f"<p>{html.escape(notes)} Highlighted: knobs that differ from the base row.</p>",

@@ -20,8 +20,8 @@ from transformer_core.rundir import Status
 from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, claim_rows, claims_for
 from .paper import load_table3
 from .stats import combine_pvalues, paired_bootstrap, read_lines
-from .trajectory import regime, trajectories, trajectory_text, unstable
-from .verdicts import ALPHA, READINGS, Verdict, pooled_noise, seed_values
+from .trajectory import frac_label, points, regime, trajectories, trajectory_text, unstable
+from .verdicts import ALPHA, READINGS, Outcome, Verdict, pooled_noise, seed_values, versus_base
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
 LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU
@@ -199,3 +199,49 @@ def judge_claims(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA, reg: di
         [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)]) for r in final]
         + [not_measured_record(c, rows_of[c["id"]], BLEU_ONLY) for c in apart]
     )
+
+
+VERSUS_LABEL = {Outcome.AGREES: "better than base", Outcome.CONTRADICTS: "worse than base"}
+
+
+def unclaimed_rows(df: pd.DataFrame) -> list[str]:
+    """Rows of the sweep that no claim of the paper covers (a table of modifications), in the table's order."""
+    claimed = {r for rows in claim_rows(CLAIMS).values() for r in rows} | {"base"}
+    return [r for r in row_order(df) if r not in claimed]
+
+
+def rows_against_base(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA) -> pd.DataFrame:
+    """Every row that no claim covers, against base, on each quality reading (dev BLEU and dev cross-entropy;
+    dev bits per byte for a language model): two-sided t on seed means with the pooled seed noise, Holm
+    over the rows of a reading, judged again at every evaluation point the trials share (the trajectory).
+    Empty when every row belongs to a claim (Table 3) or base has no finished trial."""
+    rows = unclaimed_rows(df)
+    if not rows or not ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any():
+        return pd.DataFrame()
+    readings = ("dev_bpb",) if sweep_task(df) == "lm" else ("dev_bleu", "dev_ce")
+    paths: dict[tuple, list] = {}
+    final: dict[tuple, object] = {}
+    for f, frame in points(df).items():
+        for reading in readings:
+            values = seed_values(frame, reading)
+            if not any(len(v) for v in values.values()):
+                continue  # this reading was not measured at this point (BLEU only at the end)
+            for c in versus_base(values, pooled_noise(values), rows, reading, looks, alpha):
+                paths.setdefault((c.a, reading), []).append((f, c.outcome))
+                if f == 1.0:
+                    final[(c.a, reading)] = c
+    out = []
+    for (row, reading), c in final.items():
+        path = paths[(row, reading)]
+        last = path[-1][1]
+        out.append({
+            "row": row, "reading": READINGS[reading].label,
+            "outcome": VERSUS_LABEL.get(c.outcome, c.outcome.value),
+            "trajectory": " → ".join(f"{frac_label(f)} {VERSUS_LABEL.get(o, o.value).replace(' than base', '')}"
+                                     for f, o in path),
+            "unstable": any(o != last for f, o in path[:-1] if f >= 0.5),
+            "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_adjusted_for_looks": c.p,
+            "evidence": c.detail,
+        })  # fmt: skip
+    order = {r: i for i, r in enumerate(rows)}
+    return pd.DataFrame(out).sort_values(["reading", "row"], key=lambda s: s.map(order) if s.name == "row" else s)

@@ -67,6 +67,7 @@ def points(df: pd.DataFrame) -> dict[float, pd.DataFrame]:
         frame = fin.copy()
         frame["dev_bleu"] = [per_trial[t][f].get("dev_bleu") for t in frame["trial_id"]]
         frame["dev_ppl"] = [per_trial[t][f].get("dev_ppl") for t in frame["trial_id"]]
+        frame["dev_bpb"] = [per_trial[t][f].get("dev_bpb") for t in frame["trial_id"]]  # task lm (else None)
         frame["test_bleu"] = np.nan
         out[f] = frame
     out[1.0] = df
@@ -96,10 +97,10 @@ def unstable(path: list[tuple[float, Verdict]]) -> bool:
 
 
 def trajectory_text(path: list[tuple[float, Verdict]]) -> str:
-    return " → ".join(f"{_frac_label(f)} {'·' if v == Verdict.NOT_MEASURED else v.short}" for f, v in path)
+    return " → ".join(f"{frac_label(f)} {'·' if v == Verdict.NOT_MEASURED else v.short}" for f, v in path)
 
 
-def _frac_label(f: float) -> str:
+def frac_label(f: float) -> str:
     for num, den in ((1, 3), (2, 3), (1, 2), (1, 4), (3, 4)):
         if abs(f - num / den) < 0.01:
             return f"{num}/{den}"
@@ -120,7 +121,7 @@ def regime(df: pd.DataFrame, base: str = "base") -> dict:
     drop = mid - end
     under = bool(math.isfinite(drop) and drop > REGIME_DROP_NATS)
     detail = (
-        f"base dev cross-entropy {mid:.3f} at {_frac_label(f)} of the steps, {end:.3f} at the end: "
+        f"base dev cross-entropy {mid:.3f} at {frac_label(f)} of the steps, {end:.3f} at the end: "
         f"fell {drop:.3f} nats over the last third (threshold {REGIME_DROP_NATS})"
     )
     return {"measured": True, "undertrained": under, "drop": drop, "fraction": f, "detail": detail}

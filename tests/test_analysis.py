@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -29,9 +30,9 @@ FIXTURE = {
 GROUPS = {"base": "base", "A1": "A", "A4": "A", "B1": "B", "D1": "D", "D3": "D", "E1": "E"}
 
 
-def make_sweep(root: Path) -> Path:
+def make_sweep(root: Path, fixture: dict = FIXTURE) -> Path:
     trials = []
-    for row, seeds in FIXTURE.items():
+    for row, seeds in fixture.items():
         for seed, value in seeds.items():
             tid = f"{row}-s{seed}-0000abcd"
             trials.append(tid)
@@ -46,14 +47,14 @@ def make_sweep(root: Path) -> Path:
                 "d_v": 64,
                 "P_drop": 0.0 if row == "D1" else 0.1,
                 "eps_ls": 0.0 if row == "D3" else 0.1,
-                "positional": "learned" if row == "E1" else "sinusoidal",
+                "positional": {"E1": "learned", "rope": "rope"}.get(row, "sinusoidal"),
                 "train_steps": 100000,
             }
             (wd / "trial.json").write_text(
                 json.dumps(
                     {
                         "id": tid,
-                        "group": GROUPS[row],
+                        "group": GROUPS.get(row, "mods"),
                         "row": row,
                         "seed": seed,
                         "paper": paper,
@@ -191,3 +192,29 @@ def test_report_files(sweep, tmp_path):
 def test_report_cli_errors_cleanly(tmp_path):
     r = subprocess.run([sys.executable, "-m", "sweeps.cli", "report", str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 2 and "is not a sweep directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_rows_no_claim_covers_are_judged_against_base(tmp_path):
+    """A table of modifications: each row against base, two-sided, Holm over the rows, in report.md/html and a csv;
+    a sweep whose rows all belong to claims (the fixture above) has no such section."""
+    mods = {
+        "base": FIXTURE["base"],
+        "rope": {1: (25.0, 4.0), 2: (26.0, 4.1), 3: (25.5, 4.05)},  # better on both readings
+        "gelu": {1: (20.5, 5.0), 2: (21.5, 5.1), 3: (20.5, 5.0)},  # within noise
+        "nopos": {1: (12.0, 7.0), 2: (13.0, 7.2)},  # worse
+    }
+    out = write_report(make_sweep(tmp_path / "mods", mods))
+    md = (out / "report.md").read_text()
+    assert "## Each row against base" in md
+    assert "- dev BLEU: better than base beyond seed noise: rope; worse than base beyond seed noise: nopos" in md
+    vb = pd.read_csv(out / "versus-base.csv")
+    got = {(r.row, r.reading): r.outcome for r in vb.itertuples()}
+    assert got[("gelu", "dev BLEU")] == "within noise"
+    assert got[("rope", "dev cross-entropy (nats, ln PPL)")] == "better than base"
+    assert got[("nopos", "dev cross-entropy (nats, ln PPL)")] == "worse than base"
+    assert list(vb["row"].unique()) == ["rope", "gelu", "nopos"] or set(vb["row"]) == {"rope", "gelu", "nopos"}
+    html_text = (out / "report.html").read_text()
+    assert "Each row against base" in html_text and 'href="#row-rope"' in html_text
+    plain = write_report(make_sweep(tmp_path / "table3"))
+    assert "Each row against base" not in (plain / "report.md").read_text()
+    assert not (plain / "versus-base.csv").exists()

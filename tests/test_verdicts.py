@@ -21,6 +21,7 @@ from analysis.verdicts import (
     judge_table,
     pooled_noise,
     seed_correlation,
+    versus_base,
 )
 
 ROWS = [f"R{i}" for i in range(1, 10)]
@@ -267,3 +268,30 @@ def test_learning_curves_are_one_panel_per_group_with_base_in_each(tmp_path):
     steps, mean, band = curves["D1"]
     assert list(steps) == [100, 300] and mean[0] == pytest.approx(np.log(31.5), abs=0.02) and band[0, 1] > band[0, 0]
     assert curve_panels(df, t)  # a PNG (base64)
+
+
+def test_rows_against_base_keep_the_family_error():
+    """Nine rows, no real effect, 2-3 seeds: the chance that any row is called better or worse than base
+    (Holm over the rows) is <= 5% (+1.5% Monte Carlo slack, 2,000 tables)."""
+    rng = np.random.default_rng(11)
+    any_decided = 0
+    for _ in range(2000):
+        values = _table(rng, {})
+        comps = versus_base(values, pooled_noise(values), ROWS, "dev_bleu")
+        any_decided += any(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for c in comps)
+    assert any_decided / 2000 <= 0.065, any_decided / 2000
+
+
+def test_rows_against_base_find_a_real_effect_and_its_side():
+    """One row 4 sigma better and one 4 sigma worse at 3 seeds, seven null rows: both found >= 80% of 500 tables,
+    on the right side; a null row is called different in <= 5%."""
+    rng = np.random.default_rng(12)
+    better = worse = null_hits = 0
+    for _ in range(500):
+        values = _table(rng, {"R1": 4.0, "R2": -4.0}, seeds=(3, 3))
+        comps = {c.a: c for c in versus_base(values, pooled_noise(values), ROWS, "dev_bleu")}
+        better += comps["R1"].outcome == Outcome.AGREES
+        worse += comps["R2"].outcome == Outcome.CONTRADICTS
+        null_hits += sum(comps[r].outcome != Outcome.WITHIN_NOISE for r in ROWS[2:])
+    assert better / 500 >= 0.8 and worse / 500 >= 0.8, (better, worse)
+    assert null_hits / (500 * 7) <= 0.05, null_hits
