@@ -146,9 +146,15 @@ class Spec:
         return [t for row in self.rows if row.label not in profile.exclude for t in expand_row(self, row, profile)]
 
 
-def expand_row(spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None) -> list[Trial]:
+def expand_row(
+    spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None, keep_tokens: bool = False
+) -> list[Trial]:
     """The trials of one row (at the spec's seeds, or the seeds given) at a profile: the only place a row's
-    paper-unit knobs become run values; search samples come through here too (search_trial)."""
+    paper-unit knobs become run values; search samples come through here too (search_trial).
+
+    keep_tokens (a search): a row that sets tokens_per_batch but not train_steps keeps the target tokens of a
+    trial fixed: steps, warmup and eval_every (in steps at the batch size the spec would otherwise use) are
+    scaled by old / new batch, so a sampled batch size is compared at the same compute and schedule shape."""
     base = dict(spec.base)
     preset = base.pop("preset", "base")
     knobs = {**base, **row.overrides}
@@ -167,6 +173,12 @@ def expand_row(spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = N
         **({"task": spec.task} if spec.task != "translation" else {}),  # translation trials keep their values
         **({"direction": spec.corpus["direction"]} if "direction" in spec.corpus else {}),
     }
+    if keep_tokens and "tokens_per_batch" in run_knobs and "train_steps" not in row.overrides:
+        before = {**profile.train, **spec.train, **{k: v for k, v in base.items() if k in RUN_KNOBS}}
+        ratio = float(before.get("tokens_per_batch", 4096)) / float(run_knobs["tokens_per_batch"])
+        for key in ("steps", "warmup", "eval_every"):
+            if key in values and isinstance(values[key], int):
+                values[key] = max(1, round(values[key] * ratio))
     trials = []
     for seed in spec.seeds if seeds is None else seeds:
         v = {**values, "seed": seed}
@@ -184,7 +196,8 @@ def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
     """A search suggestion (paper units for paper knobs, e.g. d_model or train_steps) as a trial of the base
     row, scaled by the profile exactly like a row of the spec; its own config hash and trial id."""
     base = spec.row("base")
-    trial = expand_row(spec, Row(base.group, base.label, {**base.overrides, **sampled}), profile, spec.seeds[:1])[0]
+    row = Row(base.group, base.label, {**base.overrides, **sampled})
+    trial = expand_row(spec, row, profile, spec.seeds[:1], keep_tokens=True)[0]
     return trial
 
 

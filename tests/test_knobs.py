@@ -81,3 +81,24 @@ def test_profile_keeps_d_k_even_for_rope():
             scaled = get_profile(name).scale_model({"d_k": d_k, "positional": "rope"})
             assert scaled["d_k"] % 2 == 0, (name, d_k, scaled)
     assert get_profile("cpu").scale_model({"d_k": 20})["d_k"] == 5  # other positions: as scaled
+
+
+def test_a_sampled_batch_size_keeps_the_tokens_of_a_trial():
+    """calibrate-cpu-batch.yaml: a sampled tokens_per_batch scales steps, warmup and eval_every by old / new batch
+    (same target tokens, same schedule shape); rows of a grid spec and samples without it are unchanged."""
+    from pathlib import Path
+
+    from sweeps.spec import plan
+
+    spec = load_spec(Path(__file__).resolve().parent.parent / "sweeps" / "specs" / "calibrate-cpu-batch.yaml")
+    assert [t.row for t in plan(spec, "smoke")] == ["base"]
+    cpu = get_profile("cpu")
+    ref = search_trial(spec, cpu, {"lr_scale": 0.5, "warmup": 200}).values
+    assert (ref["steps"], ref["warmup"], ref["eval_every"], ref["tokens_per_batch"]) == (600, 200, 200, 2048)
+    t = search_trial(spec, cpu, {"tokens_per_batch": 1024, "lr_scale": 0.5, "warmup": 200}).values
+    assert (t["steps"], t["warmup"], t["eval_every"]) == (1200, 400, 400)
+    assert t["steps"] * t["tokens_per_batch"] == ref["steps"] * ref["tokens_per_batch"]
+    small = search_trial(spec, cpu, {"tokens_per_batch": 512, "warmup": 100}).values
+    assert (small["steps"], small["warmup"], small["eval_every"]) == (2400, 400, 800)
+    smoke = search_trial(spec, get_profile("smoke"), {"tokens_per_batch": 256}).values
+    assert (smoke["steps"], smoke["warmup"], smoke["eval_every"]) == (40, 20, 20)
