@@ -78,9 +78,10 @@ def _versus_section(rule: str, summary: list[str], vb: pd.DataFrame) -> list[str
     for _, r in vb.iterrows():
         badge = f'<span class="v {VERSUS_CLASS.get(r["outcome"], "v-within-noise")}">{html.escape(r["outcome"])}</span>'
         badge += ' <span class="unstable">⚠ unstable</span>' if r["unstable"] else ""
-        body.append(f'<tr><td><a href="#row-{html.escape(r["row"])}">{html.escape(r["row"])}</a></td>'
-                    f"<td>{html.escape(r['reading'])}</td><td>{badge}</td><td>{html.escape(r['trajectory'])}</td>"
-                    f"<td>{html.escape(r['evidence'])}</td></tr>")  # fmt: skip
+        row = html.escape(str(r["row"]))
+        body.append(f'<tr><td><a href="#row-{row}">{row}</a></td>'
+                    f"<td>{html.escape(str(r['reading']))}</td><td>{badge}</td><td>{html.escape(str(r['trajectory']))}</td>"
+                    f"<td>{html.escape(str(r['evidence']))}</td></tr>")  # fmt: skip
     head = "<tr><th>row</th><th>reading</th><th>vs base</th><th>trajectory over the budget</th><th>evidence</th></tr>"
     items = "".join(f"<li>{html.escape(x[2:])}</li>" for x in summary)
     return ["<h2>Each row against base</h2>", f"<p>{html.escape(rule)}</p>", f"<ul>{items}</ul>",

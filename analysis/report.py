@@ -230,26 +230,31 @@ def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
 
 
 VERSUS_RULE = (
-    "Rows that no claim of the paper covers, each against base: the difference of seed means with a 95% interval "
-    "from the pooled seed noise, two-sided (no direction was predicted), Holm-corrected over the rows of a reading, "
-    "so with no real effect anywhere the chance that any row is called better or worse stays at or under 5%. "
-    "Judged again at every evaluation point the trials share; only the last is the sweep's answer, at its budget."
+    "Rows that no claim of the paper covers, each against base: the difference of seed means, two-sided (no "
+    "direction was predicted), decided with Holm's correction over the rows of each reading, so with no real "
+    "effect the chance that any row is called better or worse on a reading stays at or under 5%. The interval is "
+    "Bonferroni's over those rows (it excludes 0 only where Holm rejects too). Judged again at every evaluation "
+    "point the trials share; the last is the sweep's answer, at its budget."
 )
 
 
 def versus_summary(vb: pd.DataFrame) -> list[str]:
-    """One line per reading: which rows beat base beyond seed noise, which are worse, how many are within it."""
+    """One line per reading: rows better / worse than base beyond seed noise, within noise, not judged."""
     lines = []
     for reading, part in vb.groupby("reading", sort=False):
-        got = {o: list(part.loc[part["outcome"] == o, "row"]) for o in ("better than base", "worse than base")}
-        rest = len(part) - sum(len(v) for v in got.values())
-        said = [f"{o} beyond seed noise: {', '.join(rs)}" for o, rs in got.items() if rs]
-        lines.append(
-            f"- {reading}: "
-            + ("; ".join(said) if said else "no row differs from base beyond seed noise")
-            + (f"; {rest} within noise or unmeasured" if rest and said else "")
-            + "."
-        )
+        said = []
+        for label, outcomes in (
+            ("better than base beyond seed noise", ("better than base",)),
+            ("worse than base beyond seed noise", ("worse than base",)),
+            ("within seed noise", ("within noise",)),
+            ("diverged", ("diverged",)),
+            ("not judged (no seed replicates)", ("no replicates",)),
+            ("not measured", ("missing",)),
+        ):
+            rs = list(part.loc[part["outcome"].isin(outcomes), "row"])
+            if rs:
+                said.append(f"{label}: {', '.join(rs)}")
+        lines.append(f"- {reading}: " + "; ".join(said) + ".")
     return lines
 
 

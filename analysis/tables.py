@@ -20,7 +20,7 @@ from transformer_core.rundir import Status
 from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, claim_rows, claims_for
 from .paper import load_table3
 from .stats import combine_pvalues, paired_bootstrap, read_lines
-from .trajectory import frac_label, points, regime, trajectories, trajectory_text, unstable
+from .trajectory import UNSTABLE_FROM, frac_label, points, regime, trajectories, trajectory_text, unstable
 from .verdicts import ALPHA, READINGS, Outcome, Verdict, pooled_noise, seed_values, versus_base
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
@@ -214,7 +214,9 @@ def rows_against_base(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA) ->
     """Every row that no claim covers, against base, on each quality reading (dev BLEU and dev cross-entropy;
     dev bits per byte for a language model): two-sided t on seed means with the pooled seed noise, Holm
     over the rows of a reading, judged again at every evaluation point the trials share (the trajectory).
-    Empty when every row belongs to a claim (Table 3) or base has no finished trial."""
+    A row with diverged seeds says so: all diverged is the outcome "diverged", some diverged is compared on
+    the seeds that finished, with the count in the evidence.  Empty when every row belongs to a claim or
+    base has no finished trial."""
     rows = unclaimed_rows(df)
     if not rows or not ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any():
         return pd.DataFrame()
@@ -230,18 +232,31 @@ def rows_against_base(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA) ->
                 paths.setdefault((c.a, reading), []).append((f, c.outcome))
                 if f == 1.0:
                     final[(c.a, reading)] = c
+    diverged = df[df["status"] == Status.DIVERGED].groupby("row").size().to_dict()
+    seeds = df.groupby("row").size().to_dict()
     out = []
-    for (row, reading), c in final.items():
-        path = paths[(row, reading)]
-        last = path[-1][1]
-        out.append({
-            "row": row, "reading": READINGS[reading].label,
-            "outcome": VERSUS_LABEL.get(c.outcome, c.outcome.value),
-            "trajectory": " → ".join(f"{frac_label(f)} {VERSUS_LABEL.get(o, o.value).replace(' than base', '')}"
-                                     for f, o in path),
-            "unstable": any(o != last for f, o in path[:-1] if f >= 0.5),
-            "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_adjusted_for_looks": c.p,
-            "evidence": c.detail,
-        })  # fmt: skip
-    order = {r: i for i, r in enumerate(rows)}
-    return pd.DataFrame(out).sort_values(["reading", "row"], key=lambda s: s.map(order) if s.name == "row" else s)
+    for reading in readings:
+        for row in rows:
+            c = final.get((row, reading))
+            if c is None:
+                continue
+            path, k = paths[(row, reading)], diverged.get(row, 0)
+            outcome = VERSUS_LABEL.get(c.outcome, c.outcome.value)
+            if k and c.outcome == Outcome.MISSING:
+                outcome = "diverged"
+            evidence = c.detail + (f"; {k} of {seeds[row]} seeds diverged" if k else "")
+            out.append({
+                "row": row, "reading": READINGS[reading].label, "outcome": outcome,
+                "trajectory": " → ".join(f"{frac_label(f)} {VERSUS_LABEL.get(o, o.value).replace(' than base', '')}"
+                                         for f, o in path),
+                "unstable": unstable_outcome(path), "diverged": k,
+                "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_looks": c.p, "evidence": evidence,
+            })  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def unstable_outcome(path: list[tuple[float, Outcome]]) -> bool:
+    """The final outcome differs from a tested one (better / worse / within noise) in the last half of the budget."""
+    tested = (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE)
+    last = path[-1][1]
+    return any(o != last and o in tested for f, o in path[:-1] if f >= UNSTABLE_FROM)

@@ -306,10 +306,15 @@ def versus_base(
     values: dict, noise: Noise, rows: list[str], reading: str, looks: int = 1, alpha: float = ALPHA, base: str = "base"
 ) -> list[Comparison]:
     """Each row against base on one reading, for rows that no claim of the paper covers (a table of
-    modifications): two-sided, since nothing predicted a direction, with Holm's correction over the rows
-    (the family is the table: with 8 rows and no real effect, the chance that *any* row is called better
-    or worse stays <= alpha).  Outcome AGREES means better than base, CONTRADICTS worse."""
-    comps = [compare(values, noise, r, ">", base, reading, looks=looks, alpha=alpha) for r in rows if r != base]
+    modifications): two-sided, since nothing predicted a direction, with Holm's correction over the rows of
+    the reading (with 8 rows and no real effect, the chance that *any* row is called better or worse on this
+    reading stays <= alpha).  Outcome AGREES means better than base, CONTRADICTS worse.  The interval printed
+    is Bonferroni's over the rows tested (level alpha / (looks x m)): where it excludes 0, Holm rejects too
+    (Holm, which decides, may also reject where it touches 0).  ``p`` is corrected for looks, not for Holm."""
+    m = sum(1 for r in rows if r != base and len(values.get(r, ())) and len(values.get(base, ())))
+    comps = [
+        compare(values, noise, r, ">", base, reading, looks=looks, alpha=alpha / max(m, 1)) for r in rows if r != base
+    ]
     tested = [c for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
     for c, reject in zip(tested, holm([c.p for c in tested], alpha) if tested else []):
         if not reject:

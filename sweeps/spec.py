@@ -147,14 +147,16 @@ class Spec:
 
 
 def expand_row(
-    spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None, keep_tokens: bool = False
+    spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None, sampled: Optional[dict] = None
 ) -> list[Trial]:
     """The trials of one row (at the spec's seeds, or the seeds given) at a profile: the only place a row's
     paper-unit knobs become run values; search samples come through here too (search_trial).
 
-    keep_tokens (a search): a row that sets tokens_per_batch but not train_steps keeps the target tokens of a
-    trial fixed: steps, warmup and eval_every (in steps at the batch size the spec would otherwise use) are
-    scaled by old / new batch, so a sampled batch size is compared at the same compute and schedule shape."""
+    sampled (a search's suggestion, already merged into row): where it sets tokens_per_batch but not
+    train_steps, a trial keeps its target tokens: steps, warmup and eval_every (in steps at the batch size the
+    spec would otherwise use) are scaled by old / new batch, so a sampled batch size is compared at the same
+    compute and the same schedule shape (under rsqrt the peak rate goes as warmup^-0.5, so a smaller batch also
+    gets a lower peak: search lr_scale beside it)."""
     base = dict(spec.base)
     preset = base.pop("preset", "base")
     knobs = {**base, **row.overrides}
@@ -173,11 +175,12 @@ def expand_row(
         **({"task": spec.task} if spec.task != "translation" else {}),  # translation trials keep their values
         **({"direction": spec.corpus["direction"]} if "direction" in spec.corpus else {}),
     }
-    if keep_tokens and "tokens_per_batch" in run_knobs and "train_steps" not in row.overrides:
-        before = {**profile.train, **spec.train, **{k: v for k, v in base.items() if k in RUN_KNOBS}}
-        ratio = float(before.get("tokens_per_batch", 4096)) / float(run_knobs["tokens_per_batch"])
+    if sampled and "tokens_per_batch" in sampled and "train_steps" not in sampled:
+        unsampled = {k: v for k, v in knobs.items() if k in RUN_KNOBS and k not in sampled}
+        before = {**profile.train, **spec.train, **unsampled}
+        ratio = float(before.get("tokens_per_batch", 4096)) / float(sampled["tokens_per_batch"])
         for key in ("steps", "warmup", "eval_every"):
-            if key in values and isinstance(values[key], int):
+            if isinstance(values.get(key), int):  # a sampled warmup too: it is in steps of the unsampled batch
                 values[key] = max(1, round(values[key] * ratio))
     trials = []
     for seed in spec.seeds if seeds is None else seeds:
@@ -197,7 +200,7 @@ def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
     row, scaled by the profile exactly like a row of the spec; its own config hash and trial id."""
     base = spec.row("base")
     row = Row(base.group, base.label, {**base.overrides, **sampled})
-    trial = expand_row(spec, row, profile, spec.seeds[:1], keep_tokens=True)[0]
+    trial = expand_row(spec, row, profile, spec.seeds[:1], sampled=sampled)[0]
     return trial
 
 

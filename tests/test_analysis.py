@@ -195,26 +195,53 @@ def test_report_cli_errors_cleanly(tmp_path):
 
 
 def test_rows_no_claim_covers_are_judged_against_base(tmp_path):
-    """A table of modifications: each row against base, two-sided, Holm over the rows, in report.md/html and a csv;
-    a sweep whose rows all belong to claims (the fixture above) has no such section."""
+    """A table of modifications: each row against base, two-sided, Holm over the rows, in report.md/html and a csv,
+    with a trajectory (dev cross-entropy at half the steps; BLEU only at the end) and diverged rows named; a sweep
+    whose rows all belong to claims (the fixture above) has no such section."""
     mods = {
         "base": FIXTURE["base"],
         "rope": {1: (25.0, 4.0), 2: (26.0, 4.1), 3: (25.5, 4.05)},  # better on both readings
         "gelu": {1: (20.5, 5.0), 2: (21.5, 5.1), 3: (20.5, 5.0)},  # within noise
         "nopos": {1: (12.0, 7.0), 2: (13.0, 7.2)},  # worse
+        "prenorm": {1: "diverged", 2: "diverged"},
     }
-    out = write_report(make_sweep(tmp_path / "mods", mods))
+    sweep = make_sweep(tmp_path / "mods", mods)
+    for trial in (sweep / "trials").iterdir():  # half-way evaluations: base and rope alike, so 1/2 is within noise
+        result = json.loads((trial / "result.json").read_text()) if (trial / "result.json").exists() else {}
+        if result.get("status") == "finished":
+            seed = json.loads((trial / "trial.json").read_text())["seed"]
+            half = {"kind": "eval", "step": 125, "steps": 250, "dev_ppl": 10.0 + 0.1 * seed}
+            (trial / "metrics.jsonl").write_text(json.dumps(half) + "\n")
+    out = write_report(sweep)
     md = (out / "report.md").read_text()
     assert "## Each row against base" in md
-    assert "- dev BLEU: better than base beyond seed noise: rope; worse than base beyond seed noise: nopos" in md
+    assert ("- dev BLEU: better than base beyond seed noise: rope; worse than base beyond seed noise: nopos; "
+            "within seed noise: gelu; diverged: prenorm.") in md  # fmt: skip
     vb = pd.read_csv(out / "versus-base.csv")
-    got = {(r.row, r.reading): r.outcome for r in vb.itertuples()}
-    assert got[("gelu", "dev BLEU")] == "within noise"
-    assert got[("rope", "dev cross-entropy (nats, ln PPL)")] == "better than base"
-    assert got[("nopos", "dev cross-entropy (nats, ln PPL)")] == "worse than base"
-    assert list(vb["row"].unique()) == ["rope", "gelu", "nopos"] or set(vb["row"]) == {"rope", "gelu", "nopos"}
+    ce = "dev cross-entropy (nats, ln PPL)"
+    assert list(zip(vb["reading"], vb["row"])) == [
+        (r, row) for r in ("dev BLEU", ce) for row in ("rope", "gelu", "nopos", "prenorm")
+    ]
+    got = {(r.row, r.reading): r for r in vb.itertuples()}
+    assert got[("gelu", "dev BLEU")].outcome == "within noise"
+    assert got[("rope", ce)].outcome == "better than base" and got[("nopos", ce)].outcome == "worse than base"
+    assert got[("prenorm", ce)].outcome == "diverged" and "2 of 2 seeds diverged" in got[("prenorm", ce)].evidence
+    assert got[("rope", ce)].trajectory == "1/2 within noise → 1 better" and got[("rope", ce)].unstable
+    assert got[("rope", "dev BLEU")].trajectory == "1 better" and not got[("rope", "dev BLEU")].unstable
+    # the printed interval is Bonferroni's over the rows tested: it excludes 0 for the rows called different
+    for r in vb.itertuples():
+        if r.outcome in ("better than base", "worse than base"):
+            assert r.ci_low > 0 or r.ci_high < 0
     html_text = (out / "report.html").read_text()
     assert "Each row against base" in html_text and 'href="#row-rope"' in html_text
     plain = write_report(make_sweep(tmp_path / "table3"))
     assert "Each row against base" not in (plain / "report.md").read_text()
     assert not (plain / "versus-base.csv").exists()
+
+
+def test_rows_against_base_without_replicates_are_not_judged(tmp_path):
+    """One seed per row: no noise estimate, so the summary says not judged, never 'no row differs'."""
+    one = {"base": {1: (20.0, 5.0)}, "rope": {1: (25.0, 4.0)}, "gelu": {1: (20.1, 5.0)}}
+    md = (write_report(make_sweep(tmp_path / "one", one)) / "report.md").read_text()
+    assert "- dev BLEU: not judged (no seed replicates): rope, gelu." in md
+    assert "beyond seed noise" not in md.split("## Each row against base")[1].split("## ")[0].split("|")[0]

@@ -102,3 +102,15 @@ def test_a_sampled_batch_size_keeps_the_tokens_of_a_trial():
     assert (small["steps"], small["warmup"], small["eval_every"]) == (2400, 400, 800)
     smoke = search_trial(spec, get_profile("smoke"), {"tokens_per_batch": 256}).values
     assert (smoke["steps"], smoke["warmup"], smoke["eval_every"]) == (40, 20, 20)
+
+
+def test_a_batch_size_set_by_the_spec_is_not_rescaled(tmp_path):
+    """Only a *sampled* tokens_per_batch keeps tokens fixed; one written in the spec's base is taken as written."""
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({"name": "s", "base": {"preset": "base", "tokens_per_batch": 1024},
+                                 "search": {"samples": 2, "space": {"lr_scale": {"type": "uniform", "low": 0.3,
+                                                                                 "high": 1.0}}}}))  # fmt: skip
+    t = search_trial(load_spec(p), get_profile("cpu"), {"lr_scale": 0.5}).values
+    assert (t["tokens_per_batch"], t["steps"], t["warmup"]) == (1024, 600, 200)
+    t = search_trial(load_spec(p), get_profile("cpu"), {"tokens_per_batch": 512}).values
+    assert (t["steps"], t["warmup"]) == (1200, 400)  # relative to the spec's own 1,024
