@@ -147,16 +147,12 @@ class Spec:
 
 
 def expand_row(
-    spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None, sampled: Optional[dict] = None
+    spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None, rescale: Optional[float] = None
 ) -> list[Trial]:
     """The trials of one row (at the spec's seeds, or the seeds given) at a profile: the only place a row's
     paper-unit knobs become run values; search samples come through here too (search_trial).
 
-    sampled (a search's suggestion, already merged into row): where it sets tokens_per_batch but not
-    train_steps, a trial keeps its target tokens: steps, warmup and eval_every (in steps at the batch size the
-    spec would otherwise use) are scaled by old / new batch, so a sampled batch size is compared at the same
-    compute and the same schedule shape (under rsqrt the peak rate goes as warmup^-0.5, so a smaller batch also
-    gets a lower peak: search lr_scale beside it)."""
+    rescale (search_trial, for a sampled batch size): steps, warmup and eval_every are multiplied by it."""
     base = dict(spec.base)
     preset = base.pop("preset", "base")
     knobs = {**base, **row.overrides}
@@ -175,13 +171,10 @@ def expand_row(
         **({"task": spec.task} if spec.task != "translation" else {}),  # translation trials keep their values
         **({"direction": spec.corpus["direction"]} if "direction" in spec.corpus else {}),
     }
-    if sampled and "tokens_per_batch" in sampled and "train_steps" not in sampled:
-        unsampled = {k: v for k, v in knobs.items() if k in RUN_KNOBS and k not in sampled}
-        before = {**profile.train, **spec.train, **unsampled}
-        ratio = float(before.get("tokens_per_batch", 4096)) / float(sampled["tokens_per_batch"])
+    if rescale:
         for key in ("steps", "warmup", "eval_every"):
-            if isinstance(values.get(key), int):  # a sampled warmup too: it is in steps of the unsampled batch
-                values[key] = max(1, round(values[key] * ratio))
+            if isinstance(values.get(key), int):
+                values[key] = max(1, round(values[key] * rescale))
     trials = []
     for seed in spec.seeds if seeds is None else seeds:
         v = {**values, "seed": seed}
@@ -200,7 +193,15 @@ def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
     row, scaled by the profile exactly like a row of the spec; its own config hash and trial id."""
     base = spec.row("base")
     row = Row(base.group, base.label, {**base.overrides, **sampled})
-    trial = expand_row(spec, row, profile, spec.seeds[:1], sampled=sampled)[0]
+    rescale = None
+    if "tokens_per_batch" in sampled and "train_steps" not in sampled:
+        # a sampled batch size keeps the trial's target tokens: steps, warmup and eval_every (in steps of the batch
+        # the spec would otherwise run, a sampled warmup too) scale by old / new batch; the schedule keeps its
+        # shape, and under rsqrt the peak rate goes as warmup^-0.5 (search lr_scale beside it)
+        unsampled = expand_row(spec, base, profile, spec.seeds[:1])[0]
+        batch = make_run_config(unsampled.values).train.tokens_per_batch  # the profile's, else the default
+        rescale = float(batch) / float(sampled["tokens_per_batch"])
+    trial = expand_row(spec, row, profile, spec.seeds[:1], rescale=rescale)[0]
     return trial
 
 
