@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from transformer_core.inference import EVALS
 from transformer_core.rundir import RESULT, Status
@@ -112,15 +111,6 @@ def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
     return out, names, records
 
 
-def _mean_ci(values: np.ndarray, noise) -> tuple[float, float, int]:
-    """Mean and half-width of its 95% interval from the pooled seed noise (NaN without an estimate)."""
-    if not len(values):
-        return float("nan"), float("nan"), 0
-    if not noise.df or not math.isfinite(noise.sigma):
-        return float(values.mean()), float("nan"), len(values)
-    return float(values.mean()), float(stats.t.ppf(0.975, noise.df) * noise.sigma / math.sqrt(len(values))), len(values)
-
-
 def _fmt(mean: float, half: float, digits: int = 2) -> str:
     if not math.isfinite(mean):
         return "-"
@@ -135,7 +125,7 @@ def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> t
     for row in row_order(df):
         text, num = {"row": row}, {"row": row}
         for (s, m), per_row in values.items():
-            mean, half, n = _mean_ci(per_row.get(row, np.array([])), noise[(s, m)])
+            mean, half, n = noise[(s, m)].mean_ci(per_row.get(row, np.array([])), row)
             text[f"{METRICS[m][0]} {s}"] = _fmt(mean, half)
             num.update({f"{s}:{m}": mean, f"{s}:{m}_ci": half, f"{s}:n": n})
         shown.append(text)

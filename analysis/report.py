@@ -159,15 +159,25 @@ def _facts(h: dict) -> str:
     )
 
 
+def _apart(n) -> str:
+    return "".join(f"; {r} set apart: its seed sd {sd:.3f}, F test p = {p:.1g}" for r, sd, _, p in n.apart)
+
+
 def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str]:
     lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
     parts = [
-        f"{READINGS[r].label} σ = {n.sigma:.3f} (df {n.df}, from {n.rows} rows)"
+        f"{READINGS[r].label} σ = {n.sigma:.3f} (df {n.df}, from {n.rows} rows{_apart(n)})"
         if n.df
         else f"{READINGS[r].label}: no replicate, no estimate"
         for r, n in noise.items()
     ]
     lines.append("**Seed noise** (pooled within rows): " + "; ".join(parts) + ".")
+    if any(n.apart for n in noise.values()):
+        lines.append(
+            "A row set apart has a seed spread beyond the others' (F test of its variance against the pool's, "
+            "Bonferroni over the rows): it would inflate every comparison's noise, so it is compared with its own "
+            "spread (Welch) and its mean's interval uses it."
+        )
     rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
     lines.append(
         "**Seed pairing**: correlation of a row's seed-k deviation with base's seed-k deviation: "

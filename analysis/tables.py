@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from transformer_core.knobs import KNOBS, PAPER_COLUMNS
 from transformer_core.rundir import Status
@@ -63,15 +62,6 @@ def noise_table(df: pd.DataFrame) -> dict:
     return {r: pooled_noise(seed_values(df, r)) for r in readings}
 
 
-def _mean_ci(values: np.ndarray, noise) -> tuple[float, float | None, int]:
-    """Mean and half-width of its 95% interval from the pooled seed noise (None without an estimate)."""
-    if not len(values):
-        return float("nan"), None, 0
-    if not noise.df or not math.isfinite(noise.sigma):
-        return float(values.mean()), None, len(values)
-    return float(values.mean()), float(stats.t.ppf(0.975, noise.df) * noise.sigma / math.sqrt(len(values))), len(values)
-
-
 def knob_columns(df: pd.DataFrame) -> list[str]:
     """The paper's Table 3 columns, then every other knob of the table that varies across rows."""
     cols = [k for k in PAPER_COLUMNS if f"paper_{k}" in df]
@@ -98,14 +88,14 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
     readings = NOISE_READINGS + (("dev_bpb", "test_bpb") if lm else ())
     noise = {r: pooled_noise(seed_values(df, r)) for r in readings}
     vals = {r: seed_values(df, r) for r in readings}
-    base = {r: _mean_ci(vals[r].get("base", np.array([])), noise[r]) for r in readings}
+    base = {r: noise[r].mean_ci(vals[r].get("base", np.array([])), "base") for r in readings}
     pb = paper.get("base", {})
     knobs = knob_columns(df)
     lines = []
     for row in row_order(df):
         sub = df[df["row"] == row]
         first = sub.iloc[0]
-        bleu, ce, test = (_mean_ci(vals[r].get(row, np.array([])), noise[r]) for r in NOISE_READINGS)
+        bleu, ce, test = (noise[r].mean_ci(vals[r].get(row, np.array([])), row) for r in NOISE_READINGS)
         fin = _finished(df, row)
         p = significance(df, row, "base", "test", samples) if row != "base" and len(fin) and not lm else None
         pr = paper.get(row, {})
@@ -140,7 +130,7 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
             }
         )
         if lm:  # bits per byte and test perplexity in place of BLEU, after the dev perplexity columns
-            bpb = {r: _mean_ci(vals[r].get(row, np.array([])), noise[r]) for r in ("dev_bpb", "test_bpb")}
+            bpb = {r: noise[r].mean_ci(vals[r].get(row, np.array([])), row) for r in ("dev_bpb", "test_bpb")}
             extra = {"bpb_dev": bpb["dev_bpb"][0], "bpb_dev_ci": bpb["dev_bpb"][1], "bpb_test": bpb["test_bpb"][0],
                      "bpb_test_ci": bpb["test_bpb"][1], "ppl_test": _mean(fin, "test_ppl")}  # fmt: skip
             lines[-1] = _insert_after({k: v for k, v in lines[-1].items() if k not in LM_DROPPED}, "delta_ce", extra)

@@ -96,6 +96,23 @@ class Noise:
     sigma: float  # pooled seed standard deviation (nan when df == 0)
     df: int
     rows: int  # rows that contributed (>= 2 seeds)
+    apart: tuple = ()  # (row, sd, df, p): rows whose seed spread is beyond the pool's, compared with their own
+
+    def spread(self, row: str) -> tuple[float, float]:
+        """(variance, df) of one seed of ``row``: its own where it was set apart, else the pool's."""
+        for r, sd, dof, _ in self.apart:
+            if r == row:
+                return sd * sd, dof
+        return self.sigma * self.sigma, self.df
+
+    def mean_ci(self, values: np.ndarray, row: str = "") -> tuple[float, float | None, int]:
+        """Mean of a row's seeds and the half-width of its 95% interval (None without a noise estimate)."""
+        if not len(values):
+            return float("nan"), None, 0
+        var, dof = self.spread(row)
+        if not dof or not math.isfinite(var):
+            return float(values.mean()), None, len(values)
+        return float(values.mean()), float(stats.t.ppf(0.975, dof) * math.sqrt(var / len(values))), len(values)
 
 
 def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:
@@ -109,14 +126,29 @@ def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:
     return out
 
 
-def pooled_noise(values: dict[str, np.ndarray]) -> Noise:
-    ss, dof, rows = 0.0, 0, 0
-    for v in values.values():
-        if len(v) >= 2:
-            ss += float(((v - v.mean()) ** 2).sum())
-            dof += len(v) - 1
-            rows += 1
-    return Noise(math.sqrt(ss / dof) if dof else float("nan"), dof, rows)
+def pooled_noise(values: dict[str, np.ndarray], alpha: float = ALPHA) -> Noise:
+    """Seed variance pooled over the rows with >= 2 seeds, after setting apart rows whose spread is beyond the
+    others' (a row that trains unstably: one seed fine, one not).  Pooling assumes every row has the same seed
+    variance; one row with a far larger one would inflate every comparison's noise (hiding real effects) and
+    understate its own.  The row with the largest variance is set apart while an F test of its variance
+    against the rest's rejects at alpha / (rows still pooled) (Bonferroni over the rows it could have been),
+    and the rest keep >= MIN_DF_SINGLE df; a row set apart is compared with its own variance (Welch)."""
+    pool = {r: (float(((v - v.mean()) ** 2).sum()), len(v) - 1) for r, v in values.items() if len(v) >= 2}
+    apart = []
+    while len(pool) >= 3:
+        row = max(pool, key=lambda r: pool[r][0] / pool[r][1])
+        ss, dof = pool[row]
+        rest_ss = sum(x for r, (x, _) in pool.items() if r != row)
+        rest_df = sum(d for r, (_, d) in pool.items() if r != row)
+        if rest_df < MIN_DF_SINGLE or rest_ss <= 0:
+            break
+        p = float(stats.f.sf((ss / dof) / (rest_ss / rest_df), dof, rest_df))
+        if p >= alpha / len(pool):
+            break
+        apart.append((row, math.sqrt(ss / dof), dof, p))
+        del pool[row]
+    ss, dof = sum(x for x, _ in pool.values()), sum(d for _, d in pool.values())
+    return Noise(math.sqrt(ss / dof) if dof else float("nan"), dof, len(pool), tuple(apart))
 
 
 def seed_correlation(df: pd.DataFrame, reading: str, base: str = "base") -> tuple[float, int]:
@@ -190,15 +222,15 @@ def compare(
         return c
     factor = max(len(cands), 1) * looks
     c.level = alpha / factor
-    se = noise.sigma * math.sqrt(1 / len(va) + 1 / len(vb))
+    se, dof = standard_error(noise, a, len(va), b_name, len(vb))
     # the interval that decides: two-sided 1 - level for a difference, 1 - 2 level for TOST's equivalence
-    t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, noise.df)
+    t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, dof)
     c.ci = (c.diff - t_crit * se, c.diff + t_crit * se)
     sign = 1 if READINGS[reading].higher_is_better else -1  # quality = sign * value
     if relation == "~":
-        c.p, agrees = _equivalence(c.diff, se, noise.df, margin)
+        c.p, agrees = _equivalence(c.diff, se, dof, margin)
     else:
-        c.p = float(2 * stats.t.sf(abs(c.diff) / se, noise.df)) if se > 0 else (0.0 if c.diff else 1.0)
+        c.p = float(2 * stats.t.sf(abs(c.diff) / se, dof)) if se > 0 else (0.0 if c.diff else 1.0)
         better = sign * c.diff > 0
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
@@ -210,6 +242,18 @@ def compare(
         + (f", best of {len(cands)} (Bonferroni)" if cands else "")
     )
     return c
+
+
+def standard_error(noise: Noise, a: str, na: int, b: str, nb: int) -> tuple[float, float]:
+    """(se of mean_a - mean_b, its df): the pooled t-test's sigma * sqrt(1/na + 1/nb) with the pool's df, or,
+    where a row was set apart from the pool, Welch's se with the Welch-Satterthwaite df."""
+    (var_a, df_a), (var_b, df_b) = noise.spread(a), noise.spread(b)
+    if (df_a, var_a) == (df_b, var_b) == (noise.df, noise.sigma**2):
+        return noise.sigma * math.sqrt(1 / na + 1 / nb), noise.df
+    ua, ub = var_a / na, var_b / nb
+    if ua + ub <= 0:
+        return 0.0, noise.df
+    return math.sqrt(ua + ub), (ua + ub) ** 2 / ((ua * ua / df_a if df_a else 0) + (ub * ub / df_b if df_b else 0))
 
 
 def _equivalence(diff: float, se: float, dof: int, margin: float | None) -> tuple[float, bool]:
@@ -355,8 +399,8 @@ def _could_decide(c: Comparison, noise: Noise, na: int, nb: int) -> bool:
     """Would the test be decisive with na and nb seeds, if the observed difference and sigma were the truth?"""
     if noise.df == 0 or not math.isfinite(noise.sigma):
         return True  # no noise estimate yet: replicates are what is missing
-    se = noise.sigma * math.sqrt(1 / na + 1 / nb)
-    dof = noise.df + 2
+    se, dof = standard_error(noise, c.a, na, c.b, nb)
+    dof += 2
     if c.relation == "~":
         return abs(c.diff) + stats.t.ppf(1 - c.level, dof) * se < c.margin or abs(c.diff) > c.margin
     return abs(c.diff) > stats.t.ppf(1 - c.level / 2, dof) * se

@@ -77,6 +77,8 @@ def beam_search(
     seqs = torch.empty(B * K, 0, dtype=torch.long, device=device)
     last = torch.full((B * K,), bos, dtype=torch.long, device=device)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+    best_fin = [float("-inf")] * B  # best finished score per source
+    final_lp = [length_penalty(m, alpha) for m in max_len]
     t = 0
     while alive:
         n = len(alive)
@@ -88,25 +90,28 @@ def beam_search(
         t += 1
         is_eos = tok == eos
         lp = length_penalty(t, alpha)
-        for r, c in is_eos[:, :K].nonzero().tolist():  # an EOS ranked among the top K ends a hypothesis
-            sid = alive[r]
-            if top_s[r, c] > float("-inf"):
-                finished[sid].append((float(top_s[r, c]) / lp, seqs[r * K + int(from_beam[r, c])].tolist()))
+        ended = is_eos[:, :K].nonzero().tolist()  # an EOS ranked among the top K ends a hypothesis
+        if ended:
+            top_list, beam_list = top_s.tolist(), from_beam.tolist()
+            for r, c in ended:
+                if top_list[r][c] > float("-inf"):
+                    score = top_list[r][c] / lp
+                    finished[alive[r]].append((score, seqs[r * K + beam_list[r][c]].tolist()))
+                    best_fin[alive[r]] = max(best_fin[alive[r]], score)
         sel_s, sel_j = top_s.masked_fill(is_eos, float("-inf")).topk(K, dim=1)
         rows = (torch.arange(n, device=device).unsqueeze(1) * K + from_beam.gather(1, sel_j)).view(-1)
         seqs = torch.cat([seqs.index_select(0, rows), tok.gather(1, sel_j).view(-1, 1)], dim=1)
         scores, last = sel_s, tok.gather(1, sel_j).view(-1)
-        state = state.select(rows)
+        state = state.reorder(rows)  # rows stay within their source's beam (from_beam < K)
         keep = []
+        row_best = scores.max(dim=1).values.tolist()  # one read per step, not one per sentence
         for r, sid in enumerate(alive):
-            fin = finished[sid]
             # an active hypothesis can at best keep its score and reach the longest length
             # (log-probabilities only fall, the penalty only grows): stop when no active one can win
-            best_possible = float(scores[r].max()) / length_penalty(max_len[sid], alpha)
-            if fin and max(f[0] for f in fin) >= best_possible:
+            if finished[sid] and best_fin[sid] >= row_best[r] / final_lp[sid]:
                 continue
             if t >= max_len[sid]:
-                fin.extend((float(scores[r, k]) / lp, seqs[r * K + k].tolist()) for k in range(K))
+                finished[sid].extend((v / lp, seqs[r * K + k].tolist()) for k, v in enumerate(scores[r].tolist()))
                 continue
             keep.append(r)
         if len(keep) < n:

@@ -34,6 +34,18 @@ class DecoderState:
             step=self.step,
         )
 
+    def reorder(self, index: torch.Tensor) -> "DecoderState":
+        """Reorder rows within each source's beam (beam search's step): every beam of a source holds the same
+        encoder keys/values and source mask, so only the self-attention caches (and the prefix) move; the
+        encoder's tensors, the largest part of the state, are not copied at every step."""
+        return DecoderState(
+            memory_kv=self.memory_kv,
+            src_mask=self.src_mask,
+            caches=[{n: t.index_select(0, index) for n, t in c.items()} for c in self.caches],
+            prefix=None if self.prefix is None else self.prefix.index_select(0, index),
+            step=self.step,
+        )
+
 
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, vocab_size: int, pad_id: int = 0):
