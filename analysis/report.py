@@ -174,9 +174,10 @@ def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str
     lines.append("**Seed noise** (pooled within rows): " + "; ".join(parts) + ".")
     if any(n.apart for n in noise.values()):
         lines.append(
-            "A row set apart has a seed spread beyond the others' (F test of its variance against the pool's, "
-            "Bonferroni over the rows): it would inflate every comparison's noise, so it is compared with its own "
-            "spread (Welch) and its mean's interval uses it."
+            "A row set apart has a seed spread beyond the rest's (F test of its variance against the rest's; the "
+            "p shown is compared with α / the rows still pooled, a step-down over the rows): pooled, it would "
+            "inflate every comparison's noise, so it is compared with its own spread (Welch) and its mean's "
+            "interval uses it. With two seeds its own spread has 1 df, so its comparisons are rarely decisive."
         )
     rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
     lines.append(
@@ -315,7 +316,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     problems["reason"] = [r if isinstance(r, str) and r else why for r in problems["reason"]]
     budget = _budget_lines(h, noise, reg, df)
     notes = (
-        "Ours: mean over finished seeds ± half-width of its 95% interval from the pooled seed noise. "
+        "Ours: mean over finished seeds ± half-width of its 95% interval from the pooled seed noise (its own "
+        "for a row set apart). "
         "Δ: against the base row of the same column; perplexity differences are in ln PPL (nats), "
         "which is what the verdicts test. Knobs are in the paper's units; the profile's rules say how they were "
         "scaled. Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."

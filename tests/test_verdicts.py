@@ -349,3 +349,17 @@ def test_a_row_set_apart_is_compared_with_welch():
     assert c.p == pytest.approx(2 * stats.t.sf(abs(c.diff) / np.sqrt(ua + ub), dof), rel=1e-9)
     mean, half, n = noise.mean_ci(values["R3"], "R3")
     assert half == pytest.approx(stats.t.ppf(0.975, 2) * values["R3"].std(ddof=1) / np.sqrt(3))
+
+
+def test_two_pooled_rows_keep_the_pooled_df_whatever_the_rounding():
+    """sigma * sigma and sigma ** 2 differ in the last bit for some sigmas: rows in the pool must still get the
+    pooled t-test's df (not Welch's, about twice as many)."""
+    from analysis.verdicts import standard_error
+
+    noise = Noise(0.9503546630566793, 18, 18)
+    assert noise.sigma * noise.sigma != noise.sigma**2
+    se, dof = standard_error(noise, "a", 2, "b", 2)
+    assert dof == 18 and se == pytest.approx(noise.sigma)
+    apart = Noise(0.5, 18, 18, (("a", 4.0, 1, 1e-6), ("b", 3.0, 1, 1e-5)))
+    se, dof = standard_error(apart, "a", 2, "b", 2)  # both set apart: Welch on their own spreads
+    assert se == pytest.approx(np.sqrt((16 + 9) / 2)) and dof == pytest.approx((12.5**2) / (8**2 + 4.5**2))
