@@ -19,7 +19,7 @@ from transformer_core.rundir import Status
 from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, claim_rows, claims_for
 from .paper import load_table3
 from .stats import combine_pvalues, paired_bootstrap, read_lines
-from .trajectory import UNSTABLE_FROM, frac_label, points, regime, trajectories, trajectory_text, unstable
+from .trajectory import frac_label, points, regime, trajectories, trajectory_text, unstable
 from .verdicts import ALPHA, READINGS, Outcome, Verdict, pooled_noise, seed_values, versus_base
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
@@ -239,14 +239,7 @@ def rows_against_base(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA) ->
                 "row": row, "reading": READINGS[reading].label, "outcome": outcome,
                 "trajectory": " → ".join(f"{frac_label(f)} {VERSUS_LABEL.get(o, o.value).replace(' than base', '')}"
                                          for f, o in path),
-                "unstable": unstable_outcome(path), "diverged": k,
+                "unstable": unstable(path, (Outcome.MISSING, Outcome.NO_REPLICATES)), "diverged": k,
                 "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_looks": c.p, "evidence": evidence,
             })  # fmt: skip
     return pd.DataFrame(out)
-
-
-def unstable_outcome(path: list[tuple[float, Outcome]]) -> bool:
-    """The final outcome differs from a tested one (better / worse / within noise) in the last half of the budget."""
-    tested = (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE)
-    last = path[-1][1]
-    return any(o != last and o in tested for f, o in path[:-1] if f >= UNSTABLE_FROM)

@@ -88,12 +88,13 @@ def trajectories(df: pd.DataFrame, claims: list[dict], looks: int = 1, alpha: fl
     return final, traj
 
 
-def unstable(path: list[tuple[float, Verdict]]) -> bool:
-    """The final verdict differs from one measured in the last half of the budget."""
+def unstable(path: list[tuple[float, object]], unmeasured: tuple = (Verdict.NOT_MEASURED,)) -> bool:
+    """The final verdict (or outcome) differs from one measured in the last half of the budget; points whose
+    value is in ``unmeasured`` do not count."""
     if not path:
         return False
     last = path[-1][1]
-    return any(v != last and v != Verdict.NOT_MEASURED for f, v in path[:-1] if f >= UNSTABLE_FROM)
+    return any(v != last and v not in unmeasured for f, v in path[:-1] if f >= UNSTABLE_FROM)
 
 
 def trajectory_text(path: list[tuple[float, Verdict]]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional
 
 import torch
@@ -25,13 +25,11 @@ class DecoderState:
     step: int = 0
 
     def select(self, index: torch.Tensor) -> "DecoderState":
-        """Keep/reorder batch rows (beam reordering, dropping finished sentences)."""
-        return DecoderState(
+        """Keep/reorder batch rows of every tensor (dropping finished sentences, expanding sources to beams)."""
+        return replace(
+            self.reorder(index),
             memory_kv=[(k.index_select(0, index), v.index_select(0, index)) for k, v in self.memory_kv],
             src_mask=self.src_mask.index_select(0, index),
-            caches=[{n: t.index_select(0, index) for n, t in c.items()} for c in self.caches],
-            prefix=None if self.prefix is None else self.prefix.index_select(0, index),
-            step=self.step,
         )
 
     def reorder(self, index: torch.Tensor) -> "DecoderState":
