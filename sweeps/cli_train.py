@@ -92,7 +92,7 @@ def register(sub) -> None:
         "  (N_dec when given; N_enc is refused) on one side of the corpus: direction=LANG picks the side\n"
         "  (default the recipe's first language, e.g. en), or --corpus files:TEXT (one plain text file,\n"
         "  a sentence or document per line).  Scored by dev/test perplexity and bits per byte; beam,\n"
-        "  alpha, max_extra, eval_sentences and eval_bleu are not used.",
+        "  alpha, max_extra, beam_stop, eval_sentences and eval_bleu are not used.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")

@@ -99,6 +99,43 @@ def test_cached_decoding_equals_uncached(kw):
     assert tc.greedy_decode(m, src, 1, 2, max_extra=6) == tc.greedy_decode(m, src, 1, 2, max_extra=6, use_cache=False)
 
 
+def test_length_stop_ends_sooner_and_never_finds_a_better_hypothesis():
+    """beam_stop length stops a sentence once no live hypothesis beats its best finished one at the current
+    length; exact (the paper's) searches on while one could win at the longest length.  So length decodes
+    at most as many rows x steps, and what it returns is one of the hypotheses exact also finished, never a
+    better-scored one; on most sentences the two agree."""
+    rows = {"exact": 0, "length": 0}
+    same = total = 0
+    for seed in range(6):
+        m = small_model(seed=seed)
+        with torch.no_grad():
+            m.generator.weight[2] *= 5.0  # an untrained model seldom ends a sentence: make EOS likelier
+        src = torch.randint(3, 40, (6, 7), generator=torch.Generator().manual_seed(seed))
+        src[2, 4:] = 0
+        out, counted = {}, {}
+        for stop in ("exact", "length"):
+            counted[stop] = [0]
+            step = m.decode_step
+
+            def counting(tokens, state, step=step, n=counted[stop]):
+                n[0] += tokens.shape[0]
+                return step(tokens, state)
+
+            m.decode_step = counting
+            out[stop] = tc.beam_search(m, src, 1, 2, beam=3, max_extra=12, stop=stop)
+            del m.decode_step
+            rows[stop] += counted[stop][0]
+        assert counted["length"][0] <= counted["exact"][0]
+        for (t_exact, s_exact), (t_length, s_length) in zip(out["exact"], out["length"]):
+            assert s_length <= s_exact + 1e-5
+            same += t_exact == t_length
+            total += 1
+    assert rows["length"] < rows["exact"]
+    assert same >= total // 2
+    with pytest.raises(ValueError, match="allowed exact or length"):
+        tc.beam_search(small_model(seed=0), src, 1, 2, stop="early")
+
+
 def test_beam_output_respects_max_length():
     m = small_model(seed=1)
     src = torch.randint(3, 40, (3, 5))

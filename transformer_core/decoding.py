@@ -66,8 +66,15 @@ def beam_search(
     alpha: float = 0.6,
     max_extra: int = 50,
     use_cache: bool = True,
+    stop: str = "exact",
 ) -> list[tuple[list[int], float]]:
-    """Batched beam search; returns (tokens without BOS/EOS, length-normalised log-probability) per source."""
+    """Batched beam search; returns (tokens without BOS/EOS, length-normalised log-probability) per source.
+
+    ``stop``: when a source's search ends before its length limit.  ``exact`` (tensor2tensor's rule, the
+    paper's): once no live hypothesis could beat the best finished one even at the longest length (scores
+    only fall, the length penalty only grows): the result is that of searching to the limit.  ``length``:
+    once none beats it at the current length (no further growth of the penalty assumed), which ends
+    searches sooner and can miss a longer hypothesis that a larger penalty would have ranked first."""
     B, K, device = src.shape[0], beam, src.device
     max_len = _max_lengths(model, src, max_extra)
     state = model.start_state(src, use_cache).select(torch.arange(B, device=device).repeat_interleave(K))
@@ -78,6 +85,8 @@ def beam_search(
     last = torch.full((B * K,), bos, dtype=torch.long, device=device)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
     best_fin = [float("-inf")] * B  # best finished score per source
+    if stop not in ("exact", "length"):
+        raise ValueError(f"stop={stop!r}: allowed exact or length")
     final_lp = [length_penalty(m, alpha) for m in max_len]
     t = 0
     while alive:
@@ -108,7 +117,7 @@ def beam_search(
         for r, sid in enumerate(alive):
             # an active hypothesis can at best keep its score and reach the longest length
             # (log-probabilities only fall, the penalty only grows): stop when no active one can win
-            if finished[sid] and best_fin[sid] >= row_best[r] / final_lp[sid]:
+            if finished[sid] and best_fin[sid] >= row_best[r] / (final_lp[sid] if stop == "exact" else lp):
                 continue
             if t >= max_len[sid]:
                 finished[sid].extend((v / lp, seqs[r * K + k].tolist()) for k, v in enumerate(scores[r].tolist()))

@@ -55,6 +55,7 @@ def translate(
     max_extra: int = 50,
     limit: int = 0,
     budget: int = 2048,
+    stop: str = "exact",
 ) -> list[str]:
     """Detokenised beam-search translations of the first ``limit`` sources (all if 0), in order."""
     model.eval()
@@ -65,7 +66,14 @@ def translate(
         b = collate(split, index)
         with autocast(device, precision):
             results = beam_search(
-                model, b.src[:, : model.cfg.max_len].to(device), BOS, EOS, beam=beam, alpha=alpha, max_extra=max_extra
+                model,
+                b.src[:, : model.cfg.max_len].to(device),
+                BOS,
+                EOS,
+                beam=beam,
+                alpha=alpha,
+                max_extra=max_extra,
+                stop=stop,
             )
         for i, (tokens, _) in zip(index, results):
             hyps[int(i)] = processor.decode(tokens)

@@ -124,7 +124,17 @@ class TrainedModel:
     def _decode(self, src: list[np.ndarray]) -> list[str]:
         t = self.config.train
         split = EncodedSplit(src, [_NO_IDS] * len(src), [""] * len(src), [""] * len(src))
-        return translate(self.model, split, self.processor, self.device, self.precision, t.beam, t.alpha, t.max_extra)
+        return translate(
+            self.model,
+            split,
+            self.processor,
+            self.device,
+            self.precision,
+            t.beam,
+            t.alpha,
+            t.max_extra,
+            stop=t.beam_stop,
+        )
 
     def translate(self, lines: list[str], first_line: int = 1, what: str = "input") -> list[str]:
         """Detokenised beam-search translations in order; an empty line stays empty, a long one is truncated."""
@@ -254,6 +264,7 @@ def evaluate_run(run_dir, es: EvalSet, tracker: Optional[Tracker] = None, device
         "averaged_checkpoints": tm.result["averaged_checkpoints"],
         "beam": tm.config.train.beam,
         "alpha": tm.config.train.alpha,
+        "beam_stop": tm.config.train.beam_stop,
         "device": str(tm.device),
         "precision": tm.precision,
         "seconds": round(time.perf_counter() - start, 2),

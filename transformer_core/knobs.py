@@ -78,6 +78,7 @@ KNOBS: tuple[Knob, ...] = (
     _K("beam", "recipe", "none", "beam", "d", "beam size"),
     _K("alpha", "recipe", "none", "α", ".2f", "length penalty"),
     _K("max_extra", "recipe", "none", "max extra", "d", "decode at most source length + this many tokens"),
+    _K("beam_stop", "recipe", "none", "beam stop", "", "exact: search as if to the length limit; length: stop sooner"),
     # data
     _K("task", "data", "none", "task", "", "translation (encoder-decoder) or lm (decoder-only language model)"),
     _K("corpus", "data", "none", "corpus", "", "corpus recipe (tsweep data list) or files:SRC,TGT"),

@@ -2,7 +2,7 @@
 (data/monolingual.py), scored by per-token perplexity and bits per byte on dev and test; greedy samples
 from test prompts in samples.txt.  A Task of trainer.py.
 
-The translation settings beam, alpha, max_extra, eval_sentences and eval_bleu are not used: every
+The translation settings beam, alpha, max_extra, beam_stop, eval_sentences and eval_bleu are not used: every
 evaluation scores the whole dev set.
 """
 

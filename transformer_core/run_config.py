@@ -18,6 +18,7 @@ from .config import MODEL_KEYS, ModelConfig, _check_choice, _check_int, _fail, m
 from .errors import ConfigError
 
 SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learning_rate)
+BEAM_STOPS = ("exact", "length")  # when a beam search ends early: see decoding.beam_search
 EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, or only at the last step
 TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only language model on one side
 
@@ -49,6 +50,7 @@ class TrainConfig:
     beam: int = 4
     alpha: float = 0.6
     max_extra: int = 50  # decode at most source length + this many tokens
+    beam_stop: str = "exact"  # exact: tensor2tensor's bound (the paper's); length: the bound at the current length
     # run-only: where and how fast, not what
     device: str = "auto"
     precision: str = "auto"
@@ -92,6 +94,7 @@ class TrainConfig:
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not (0.0 < c <= 1.0):
             _fail("cooldown", c, "a number in (0, 1]")
         _check_choice("eval_bleu", self.eval_bleu, EVAL_BLEU)
+        _check_choice("beam_stop", self.beam_stop, BEAM_STOPS)
         if self.precision not in ("auto", "fp32", "bf16"):
             _fail("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
 
@@ -138,8 +141,9 @@ class RunConfig:
         content = {k: v for k, v in self.flat().items() if k not in RUN_ONLY}
         if content["task"] == "translation":  # the default before there was a task key: ids stay as they were
             del content["task"]
-        for key in ("norm_type", "activation"):  # model fields added later (issue 17): at their default, ids stay
-            if key in content and content[key] == getattr(ModelConfig, key):
+        for key, cls in (("norm_type", ModelConfig), ("activation", ModelConfig), ("beam_stop", TrainConfig)):
+            # fields added later (issue 17, beam_stop): at their default, ids stay as they were
+            if key in content and content[key] == getattr(cls, key):
                 del content[key]
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 

@@ -54,7 +54,9 @@ class TranslationTask:
     def _translate(self, tr, split, limit: int = 0) -> list[str]:
         t = tr.cfg.train
         processor = tr.corpus.processor()
-        return translate(tr.model, split, processor, tr.device, tr.precision, t.beam, t.alpha, t.max_extra, limit)
+        return translate(
+            tr.model, split, processor, tr.device, tr.precision, t.beam, t.alpha, t.max_extra, limit, stop=t.beam_stop
+        )
 
     def final(self, tr, averaged: list[int]) -> tuple[dict, dict, dict[str, list[str]]]:
         """Test BLEU, chrF and perplexity of the averaged model; dev chrF of the final model's dev.hyp."""
