@@ -125,7 +125,8 @@ def cmd_translate(args) -> int:
     run = pick_run(args.target, args.row, args.seed)
     lines = read_text_lines(args.input, "input") if args.input else None  # checked before the model loads
     tm = load_trained(run, args.device, args.data_dir)
-    log.info("translating with %s (beam %d, alpha %g)", run, tm.config.train.beam, tm.config.train.alpha)
+    t = tm.config.train
+    log.info("translating with %s (beam %d, alpha %g, beam_stop %s)", run, t.beam, t.alpha, t.beam_stop)
     what = args.input or "stdin"
     first = 1
     for chunk in _chunks(lines if lines is not None else _stdin_lines(), args.batch_lines):

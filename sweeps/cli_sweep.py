@@ -212,7 +212,7 @@ def _print_status(sweep_dir) -> int:
 def register(sub) -> None:
     p = sub.add_parser("plan", help="the expanded trial table of a spec, without running anything")
     p.add_argument("spec")
-    p.add_argument("--profile", default="cpu", help="paper, gpu, gpu-small, gpu-8x, cpu or smoke")
+    p.add_argument("--profile", default="cpu", help="paper, gpu, gpu-small, gpu-8x, cpu, cpu-2048 or smoke")
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
     p.add_argument(
         "--device-flops",

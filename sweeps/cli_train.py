@@ -58,7 +58,8 @@ def cmd_train(args) -> int:
         print(f"test PPL {result['test_ppl']:.2f}  bits/byte {result['test_bpb']:.4f}   {averaged}")
     else:
         print(
-            f"dev  BLEU {result['dev_bleu']:.2f}  PPL {result['dev_ppl']:.2f}   (final model, beam {config.train.beam})"
+            f"dev  BLEU {result['dev_bleu']:.2f}  PPL {result['dev_ppl']:.2f}"
+            f"   (final model, beam {config.train.beam}, stop {config.train.beam_stop})"
         )
         print(
             f"test BLEU {result['test_bleu']:.2f}  PPL {result['test_ppl']:.2f}"

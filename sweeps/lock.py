@@ -177,8 +177,12 @@ def read_sweep_state(location: str | Path) -> dict:
     return state
 
 
-def check_state(state: Optional[dict], name: str, profile: str, resume: bool, where: str) -> dict:
-    """The state of the sweep at --out, if it may be (re)run by this spec and profile (``{}``: a new sweep)."""
+def check_state(
+    state: Optional[dict], name: str, profile: str, resume: bool, where: str, rules: Optional[dict] = None
+) -> dict:
+    """The state of the sweep at --out, if it may be (re)run by this spec and profile (``{}``: a new sweep).
+    ``rules``: the profile's rules now; a sweep planned under other rules of the same profile (the profile was
+    recalibrated since) is refused, since its trials and the new ones would be measured at two budgets."""
     if state is None:
         if resume:
             raise UserError(f"nothing to resume in {where}: it holds no sweep.json (start it without --resume)")
@@ -193,7 +197,36 @@ def check_state(state: Optional[dict], name: str, profile: str, resume: bool, wh
         raise UserError(
             f"{where} was run with profile {state.get('profile')!r}, not {profile!r}: resume with the same profile"
         )
+    before = state.get("profile_rules")
+    if (
+        rules is not None
+        and before is not None
+        and json.dumps(before, sort_keys=True) != json.dumps(rules, sort_keys=True)
+    ):
+        changed = _changed_rules(before, rules)
+        raise UserError(
+            f"{where} was planned with profile {profile!r} as it was then, and the profile has changed since "
+            f"({changed}): its trials and new ones would be measured at two budgets; give another --out "
+            "(or move this one away), or resume it with the code that planned it"
+        )
     return state
+
+
+def _changed_rules(before: dict, now: dict) -> str:
+    """'steps_factor 0.006 -> 0.024, train.tokens_per_batch 2048 -> 512' (at most four, then a count)."""
+
+    def walk(a: dict, b: dict, prefix: str) -> list[str]:
+        out = []
+        for key in sorted(set(a) | set(b)):
+            x, y = a.get(key), b.get(key)
+            if isinstance(x, dict) and isinstance(y, dict):
+                out += walk(x, y, f"{prefix}{key}.")
+            elif x != y:
+                out.append(f"{prefix}{key} {json.dumps(x)} -> {json.dumps(y)}")
+        return out
+
+    out = walk(before, now, "")
+    return ", ".join(out[:4]) + (f" and {len(out) - 4} more" if len(out) > 4 else "")
 
 
 def check_uri_out(store: Storage, where: str) -> None:

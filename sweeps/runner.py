@@ -200,7 +200,7 @@ def open_sweep(
     if spec.search and len(spec.rows) > 1:
         raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
     store, location, local = locate(sweep_dir, address, spec.tracking.get("uri"))
-    check_state(read_state(store, local, location), spec.name, profile_name, resume, location)
+    check_state(read_state(store, local, location), spec.name, profile_name, resume, location, profile.rules())
     for t in trials:  # every workdir a plain name inside the sweep (the spec restricts row labels too)
         trial_workdir(local, t.trial_id)
     if store:
@@ -212,7 +212,9 @@ def open_sweep(
             if not store.exists("sweep.json"):  # a fresh location: scratch left from an earlier sweep there is stale
                 shutil.rmtree(store.scratch, ignore_errors=True)
             store.pull("", local, keep=lambda r: "/" not in r and r != "sweep.lock", overwrite=False)
-        state = check_state(read_state(store, local, location), spec.name, profile_name, resume, location)
+        state = check_state(
+            read_state(store, local, location), spec.name, profile_name, resume, location, profile.rules()
+        )
         local.mkdir(parents=True, exist_ok=True)
         ctx = SweepContext(spec, profile_name, location, local, store, lock, {}, {}, address, resume)
         ctx.summary = _read_summary(local)

@@ -92,6 +92,25 @@ def test_out_must_be_new_empty_or_a_sweep_of_this_spec(tmp_path):
     assert tree(tmp_path) == before and sorted(os.listdir("/")) == root_before
 
 
+def test_a_sweep_planned_under_other_profile_rules_is_not_resumed(tmp_path):
+    """A profile recalibrated since a sweep was planned (cpu: 600 x 2,048 -> 2,400 x 512): resuming would
+    measure the old trials and the new ones at two budgets; one line names what changed, nothing is written."""
+    from sweeps.lock import check_state
+    from sweeps.profiles import get_profile
+
+    now = get_profile("cpu").rules()
+    then = {**get_profile("cpu-2048").rules(), "profile": "cpu"}  # the cpu profile as it was before
+    state = {"name": "table3", "profile": "cpu", "profile_rules": then}
+    with pytest.raises(UserError) as err:
+        check_state(state, "table3", "cpu", True, "sweep_runs/table3-cpu", now)
+    message = str(err.value)
+    assert "\n" not in message and "profile 'cpu' as it was then" in message and "give another --out" in message
+    assert "steps_factor 0.006 -> 0.024" in message and "train.tokens_per_batch 2048 -> 512" in message
+    same = {"name": "table3", "profile": "cpu", "profile_rules": json.loads(json.dumps(now))}  # as sweep.json has it
+    assert check_state(same, "table3", "cpu", True, "w", now) is same
+    assert check_state({"name": "table3", "profile": "cpu"}, "table3", "cpu", True, "w", now)  # older sweep.json
+
+
 def test_trial_workdirs_must_resolve_inside_the_sweep(tmp_path):
     from sweeps.trial import trial_workdir
 

@@ -92,7 +92,7 @@ def test_a_sampled_batch_size_keeps_the_tokens_of_a_trial():
 
     spec = load_spec(Path(__file__).resolve().parent.parent / "sweeps" / "specs" / "calibrate-cpu-batch.yaml")
     assert [t.row for t in plan(spec, "smoke")] == ["base"]
-    cpu = get_profile("cpu")
+    cpu = get_profile("cpu-2048")  # the profile the search started from (the cpu profile took its 512 batch)
     ref = search_trial(spec, cpu, {"lr_scale": 0.5, "warmup": 200}).values
     assert (ref["steps"], ref["warmup"], ref["eval_every"], ref["tokens_per_batch"]) == (600, 200, 200, 2048)
     t = search_trial(spec, cpu, {"tokens_per_batch": 1024, "lr_scale": 0.5, "warmup": 200}).values
@@ -101,8 +101,9 @@ def test_a_sampled_batch_size_keeps_the_tokens_of_a_trial():
     small = search_trial(spec, cpu, {"tokens_per_batch": 512, "warmup": 100}).values
     assert (small["steps"], small["warmup"], small["eval_every"]) == (2400, 400, 800)
     smoke = search_trial(spec, get_profile("smoke"), {"tokens_per_batch": 256}).values
-    # the spec writes the former cpu recipe (2,048 x 600, warmup 200), which the smoke profile takes as written
-    assert (smoke["steps"], smoke["warmup"], smoke["eval_every"]) == (40, 1600, 1600)
+    assert (smoke["steps"], smoke["warmup"], smoke["eval_every"]) == (40, 20, 20)
+    now = search_trial(spec, get_profile("cpu"), {"tokens_per_batch": 1024, "warmup": 800}).values
+    assert (now["steps"], now["warmup"], now["eval_every"]) == (1200, 400, 400)  # relative to cpu's own 512
 
 
 def test_a_batch_size_set_by_the_spec_is_not_rescaled(tmp_path):

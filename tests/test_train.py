@@ -229,6 +229,28 @@ def test_eval_bleu_final_decodes_only_at_the_last_step(fixture_run, fixture_data
     assert result["dev_ppl"] == pytest.approx(full["dev_ppl"], rel=1e-6)
 
 
+def test_beam_stop_reaches_every_decode_of_a_run(fixture_data_dir, tmp_path, monkeypatch):
+    """A run's beam_stop is what its dev and test decoding use (the real search, observed), and what
+    result.json and a later tsweep translate/evaluate of the run use."""
+    from transformer_core import decoding, evaluation
+    from transformer_core.inference import load_trained
+
+    seen = []
+
+    def observed(*args, stop="exact", **kw):
+        seen.append(stop)
+        return decoding.beam_search(*args, stop=stop, **kw)
+
+    monkeypatch.setattr(evaluation, "beam_search", observed)
+    cfg = run_config(fixture_data_dir, steps=10, eval_every=10, eval_bleu="final", beam_stop="length")
+    result = train_and_evaluate(cfg, tmp_path / "run")
+    assert result["status"] == "finished" and result["beam_stop"] == "length"
+    assert seen and set(seen) == {"length"}  # dev at the last step, then test
+    seen.clear()
+    tm = load_trained(tmp_path / "run", data_dir=fixture_data_dir)
+    assert tm.translate(["in the beginning"]) and seen == ["length"]
+
+
 def test_truncated_checkpoint_falls_back_to_the_previous_one(fixture_corpus, fixture_data_dir, tmp_path, caplog):
     cfg = run_config(fixture_data_dir, steps=20, eval_every=10, eval_bleu="final")  # step 10 holds dev_bleu None
     full = train_and_evaluate(cfg, tmp_path / "full")

@@ -251,6 +251,8 @@ def test_rejected_values_and_combinations_are_one_line_naming_the_fields():
 def test_new_fields_at_their_default_keep_the_content_hash():
     assert make_run_config({}).content_hash() == "441bed8605f7"
     assert make_run_config({"norm_type": "layernorm", "activation": "relu"}).content_hash() == "441bed8605f7"
+    assert make_run_config({"beam_stop": "exact"}).content_hash() == "441bed8605f7"  # a recipe field added later
+    assert make_run_config({"beam_stop": "length"}).content_hash() != "441bed8605f7"
     hashes = {make_run_config(kw).content_hash() for kw in VARIANTS[:-1]}
     assert len(hashes) == len(VARIANTS) - 1 and "441bed8605f7" not in hashes
 

@@ -73,8 +73,12 @@ def beam_search(
     ``stop``: when a source's search ends before its length limit.  ``exact`` (tensor2tensor's rule, the
     paper's): once no live hypothesis could beat the best finished one even at the longest length (scores
     only fall, the length penalty only grows): the result is that of searching to the limit.  ``length``:
-    once none beats it at the current length (no further growth of the penalty assumed), which ends
-    searches sooner and can miss a longer hypothesis that a larger penalty would have ranked first."""
+    once none beats it at the current length (no further growth of the penalty assumed; a live hypothesis
+    can end at the next step at the earliest, under a slightly larger penalty), which ends searches sooner
+    and can miss a longer hypothesis that a larger penalty would have ranked first.  Every hypothesis it
+    finishes, exact finishes too, so its result never scores above exact's."""
+    if stop not in ("exact", "length"):
+        raise ValueError(f"stop={stop!r}: allowed exact or length")
     B, K, device = src.shape[0], beam, src.device
     max_len = _max_lengths(model, src, max_extra)
     state = model.start_state(src, use_cache).select(torch.arange(B, device=device).repeat_interleave(K))
@@ -85,8 +89,6 @@ def beam_search(
     last = torch.full((B * K,), bos, dtype=torch.long, device=device)
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
     best_fin = [float("-inf")] * B  # best finished score per source
-    if stop not in ("exact", "length"):
-        raise ValueError(f"stop={stop!r}: allowed exact or length")
     final_lp = [length_penalty(m, alpha) for m in max_len]
     t = 0
     while alive:

@@ -299,6 +299,7 @@ def result_base(tr: Trainer, started: float) -> dict:
         "schedule": t.schedule,
         "cooldown": t.cooldown,
         "eval_bleu": t.eval_bleu,
+        "beam_stop": t.beam_stop,
         "seed": t.seed,
         "device": str(tr.device),
         "precision": tr.precision,
