@@ -198,22 +198,38 @@ def check_state(
             f"{where} was run with profile {state.get('profile')!r}, not {profile!r}: resume with the same profile"
         )
     before = state.get("profile_rules")
-    if (
-        rules is not None
-        and before is not None
-        and json.dumps(before, sort_keys=True) != json.dumps(rules, sort_keys=True)
-    ):
-        changed = _changed_rules(before, rules)
-        raise UserError(
-            f"{where} was planned with profile {profile!r} as it was then, and the profile has changed since "
-            f"({changed}): its trials and new ones would be measured at two budgets; give another --out "
-            "(or move this one away), or resume it with the code that planned it"
-        )
+    if rules is not None and before is not None:
+        changed = _changed_rules(_measured_rules(before), _measured_rules(rules))
+        if changed:
+            raise UserError(
+                f"{where} was planned with profile {profile!r} as it was then, and the profile has changed since "
+                f"({changed}): its trials and new ones would be measured at two budgets; give another --out "
+                "(or move this one away), or resume it with the code that planned it"
+            )
     return state
 
 
+def _measured_rules(rules: dict) -> dict:
+    """What of a profile's rules decides what its trials measure: not run-only settings (threads), not the
+    wording of an exclusion, and a recipe or data setting at its default the same as one left out (a key
+    added to the profiles later, such as beam_stop, does not refuse sweeps planned before it)."""
+    from transformer_core.run_config import RUN_ONLY, DataConfig, TrainConfig
+
+    def kept(values: Optional[dict], cls) -> dict:
+        defaults = {f: getattr(cls, f) for f in cls.__dataclass_fields__}
+        return {
+            k: v for k, v in (values or {}).items() if k not in RUN_ONLY and not (k in defaults and v == defaults[k])
+        }
+
+    out = {k: rules.get(k) for k in ("width", "depth_divisor", "steps_factor")}
+    out["train"] = kept(rules.get("train"), TrainConfig)
+    out["data"] = kept(rules.get("data"), DataConfig)
+    out["exclude"] = sorted(rules.get("exclude") or {})
+    return json.loads(json.dumps(out))  # as sweep.json holds it: tuples as lists
+
+
 def _changed_rules(before: dict, now: dict) -> str:
-    """'steps_factor 0.006 -> 0.024, train.tokens_per_batch 2048 -> 512' (at most four, then a count)."""
+    """'steps_factor 0.006 -> 0.024, train.tokens_per_batch 2048 -> 512' (at most four, then a count); '' if none."""
 
     def walk(a: dict, b: dict, prefix: str) -> list[str]:
         out = []

@@ -109,6 +109,16 @@ def test_a_sweep_planned_under_other_profile_rules_is_not_resumed(tmp_path):
     same = {"name": "table3", "profile": "cpu", "profile_rules": json.loads(json.dumps(now))}  # as sweep.json has it
     assert check_state(same, "table3", "cpu", True, "w", now) is same
     assert check_state({"name": "table3", "profile": "cpu"}, "table3", "cpu", True, "w", now)  # older sweep.json
+    # what does not change a trial: threads, an exclusion's wording, 800.0 for 800, a key added to the profile
+    # later at its default (cpu-2048 planned before beam_stop existed, resumed once its rules say exact)
+    other = json.loads(json.dumps(now))
+    other["train"] = {**other["train"], "threads": 2, "eval_every": 800.0}
+    other["exclude"] = {"big": "reworded"}
+    assert check_state(same, "table3", "cpu", True, "w", other) is same
+    old = {**get_profile("cpu-2048").rules()}
+    later = {**old, "train": {**old["train"], "beam_stop": "exact"}}
+    planned = {"name": "table3", "profile": "cpu-2048", "profile_rules": json.loads(json.dumps(old))}
+    assert check_state(planned, "table3", "cpu-2048", True, "w", later) is planned
 
 
 def test_trial_workdirs_must_resolve_inside_the_sweep(tmp_path):

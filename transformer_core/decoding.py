@@ -76,7 +76,8 @@ def beam_search(
     once none beats it at the current length (no further growth of the penalty assumed; a live hypothesis
     can end at the next step at the earliest, under a slightly larger penalty), which ends searches sooner
     and can miss a longer hypothesis that a larger penalty would have ranked first.  Every hypothesis it
-    finishes, exact finishes too, so its result never scores above exact's."""
+    finishes, exact finishes too, so its result never scores above exact's (up to floating-point differences
+    that a batch of another size can bring)."""
     if stop not in ("exact", "length"):
         raise ValueError(f"stop={stop!r}: allowed exact or length")
     B, K, device = src.shape[0], beam, src.device
