@@ -287,3 +287,23 @@ def test_optuna_search_with_asha_stops_some_trials_and_records_the_study(env, tm
     assert "running" not in status and "pending" not in status
     _, _, runs = _mlflow_children(out)
     assert len(runs) == 3 and all(x.info.status in ("FINISHED", "KILLED") for x in runs)
+
+
+def test_the_batch_calibration_spec_runs_at_smoke_with_the_tokens_of_a_trial_fixed(env, tmp_path):
+    """sweeps/specs/calibrate-cpu-batch.yaml as written (fewer samples), through Ray and Optuna at the smoke
+    profile: every sample finishes, and whatever batch it drew, its steps x batch is the base row's."""
+    doc = yaml.safe_load((ROOT / "sweeps" / "specs" / "calibrate-cpu-batch.yaml").read_text())
+    doc["search"]["samples"] = 3
+    doc["max_concurrent"] = 1
+    spec = tmp_path / "calibrate.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    out = tmp_path / "sweep"
+    r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "1", env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    trials = sorted((out / "trials").iterdir())
+    assert len(trials) == 3
+    base = plan(load_spec(spec), "smoke")[0].values
+    for t in trials:
+        values = json.loads((t / "trial.json").read_text())["values"]
+        assert values["steps"] * values["tokens_per_batch"] == base["steps"] * base["tokens_per_batch"]
+        assert json.loads((t / "result.json").read_text())["status"] == "finished"
