@@ -6,6 +6,8 @@ import sys
 import time
 from pathlib import Path
 
+from .profiles import PROFILES_HELP
+
 
 def _fmt(x, spec=".2f"):
     return "-" if x is None or x != x else format(x, spec)
@@ -212,7 +214,7 @@ def _print_status(sweep_dir) -> int:
 def register(sub) -> None:
     p = sub.add_parser("plan", help="the expanded trial table of a spec, without running anything")
     p.add_argument("spec")
-    p.add_argument("--profile", default="cpu", help="paper, gpu, gpu-small, gpu-8x, cpu, cpu-2048 or smoke")
+    p.add_argument("--profile", default="cpu", help=PROFILES_HELP)
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
     p.add_argument(
         "--device-flops",
@@ -236,7 +238,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
     p.add_argument("spec")
-    p.add_argument("--profile", default="cpu", help="paper, gpu, cpu or smoke")
+    p.add_argument("--profile", default="cpu", help=PROFILES_HELP)
     p.add_argument(
         "--out",
         default=None,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from .profiles import PROFILES_HELP
+
 
 def profile_values(preset: str, profile_name: str | None) -> dict:
     """Flat run keys for a preset at a profile's scale (empty: the preset as published)."""
@@ -99,7 +101,7 @@ def register(sub) -> None:
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")
     p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--preset", default="base", help="base or big (the paper's values)")
-    p.add_argument("--profile", default=None, help="scale the preset onto a budget: paper, gpu, cpu or smoke")
+    p.add_argument("--profile", default=None, help=f"scale the preset onto a budget: {PROFILES_HELP}")
     p.add_argument(
         "--set",
         nargs="+",

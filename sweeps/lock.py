@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import json
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Optional
 
 from transformer_core.errors import UserError
+from transformer_core.run_config import RUN_ONLY, DataConfig, TrainConfig
 from transformer_core.rundir import DiskFullError
 
 from .storage import Storage, open_storage
@@ -213,10 +215,9 @@ def _measured_rules(rules: dict) -> dict:
     """What of a profile's rules decides what its trials measure: not run-only settings (threads), not the
     wording of an exclusion, and a recipe or data setting at its default the same as one left out (a key
     added to the profiles later, such as beam_stop, does not refuse sweeps planned before it)."""
-    from transformer_core.run_config import RUN_ONLY, DataConfig, TrainConfig
 
     def kept(values: Optional[dict], cls) -> dict:
-        defaults = {f: getattr(cls, f) for f in cls.__dataclass_fields__}
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
         return {
             k: v for k, v in (values or {}).items() if k not in RUN_ONLY and not (k in defaults and v == defaults[k])
         }

@@ -57,6 +57,10 @@ class Profile:
         }
 
 
+# the --profile help of every command; tests/test_estimate.py checks it names every profile of profiles.yaml
+PROFILES_HELP = "paper, gpu, gpu-small, gpu-8x, cpu, cpu-2048 or smoke (sweeps/specs/profiles.yaml)"
+
+
 def load_profiles() -> dict[str, Profile]:
     text = resources.files("sweeps").joinpath("specs/profiles.yaml").read_text(encoding="utf-8")
     return {name: Profile(name=name, **body) for name, body in yaml.safe_load(text).items()}

@@ -161,3 +161,10 @@ def test_the_device_hours_table_in_the_docs_is_what_the_script_prints(capsys):
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     docs = (ROOT / "docs" / "cluster.md").read_text().splitlines()
     assert len(printed) == 4 and all(line in docs for line in printed)
+
+
+def test_the_profile_help_of_the_commands_names_every_profile():
+    from sweeps.profiles import PROFILES_HELP, load_profiles
+
+    named = PROFILES_HELP.split(" (")[0].replace(" or ", ", ").split(", ")
+    assert sorted(named) == sorted(load_profiles())  # every profile, and no other

@@ -102,8 +102,8 @@ def test_cached_decoding_equals_uncached(kw):
 def test_length_stop_ends_sooner_and_never_finds_a_better_hypothesis():
     """beam_stop length stops a sentence once no live hypothesis beats its best finished one at the current
     length; exact (the paper's) searches on while one could win at the longest length.  So length decodes
-    at most as many rows x steps, and what it returns is one of the hypotheses exact also finished, never a
-    better-scored one; on most sentences the two agree."""
+    at most as many rows x steps, and (finishing a subset of exact's hypotheses) never returns a better-scored
+    one; on most sentences the two agree."""
     rows = {"exact": 0, "length": 0}
     same = total = 0
     for seed in range(6):

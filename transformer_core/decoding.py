@@ -80,6 +80,7 @@ def beam_search(
     that a batch of another size can bring)."""
     if stop not in ("exact", "length"):
         raise ValueError(f"stop={stop!r}: allowed exact or length")
+    exact = stop == "exact"
     B, K, device = src.shape[0], beam, src.device
     max_len = _max_lengths(model, src, max_extra)
     state = model.start_state(src, use_cache).select(torch.arange(B, device=device).repeat_interleave(K))
@@ -118,9 +119,10 @@ def beam_search(
         keep = []
         row_best = scores.max(dim=1).values.tolist()  # one read per step, not one per sentence
         for r, sid in enumerate(alive):
-            # an active hypothesis can at best keep its score and reach the longest length
-            # (log-probabilities only fall, the penalty only grows): stop when no active one can win
-            if finished[sid] and best_fin[sid] >= row_best[r] / (final_lp[sid] if stop == "exact" else lp):
+            # an active hypothesis can at best keep its score (log-probabilities only fall) and, under exact,
+            # reach the longest length (the penalty only grows); length assumes the current one: stop when no
+            # active one can win
+            if finished[sid] and best_fin[sid] >= row_best[r] / (final_lp[sid] if exact else lp):
                 continue
             if t >= max_len[sid]:
                 finished[sid].extend((v / lp, seqs[r * K + k].tolist()) for k, v in enumerate(scores[r].tolist()))
