@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 import yaml
 
+from analysis.samples import SEARCH_GROUP, sample_label
 from transformer_core import knobs
 from transformer_core.config import MODEL_KEYS, paper_values
 from transformer_core.data.monolingual import lm_language
@@ -189,10 +190,11 @@ def expand_row(
 
 
 def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
-    """A search suggestion (paper units for paper knobs, e.g. d_model or train_steps) as a trial of the base
-    row, scaled by the profile exactly like a row of the spec; its own config hash and trial id."""
+    """A search suggestion (paper units for paper knobs, e.g. d_model or train_steps) as the base row with the
+    sampled knobs, scaled by the profile exactly like a row of the spec; a row of its own (labelled by its
+    sampled values: analysis.samples), its own config hash and trial id."""
     base = spec.row("base")
-    row = Row(base.group, base.label, {**base.overrides, **sampled})
+    row = Row(SEARCH_GROUP, sample_label(sampled), {**base.overrides, **sampled})  # each sample a row of its own
     rescale = None
     if "tokens_per_batch" in sampled and "train_steps" not in sampled:
         # a sampled batch size keeps the trial's target tokens: steps, warmup and eval_every (in steps of the batch
