@@ -14,6 +14,8 @@ from transformer_core.errors import UserError
 from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
 from transformer_core.rundir import Status
 
+from .samples import CONFIRM_GROUP, SEARCH_GROUP, sample_label
+
 log = logging.getLogger(__name__)
 
 PAPER_KNOBS = SCALED_BY_PROFILE  # recorded in the paper's units by the spec (trial.json "paper")
@@ -98,7 +100,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             continue
         if raw and not isinstance(raw, Corrupt) and record is None:
             corrupt = corrupt or [rundir.TRIAL]
-        attempts = len((wd / rundir.ATTEMPTS).read_text().splitlines()) if (wd / rundir.ATTEMPTS).exists() else 0
+        attempts, started = _attempts(wd / rundir.ATTEMPTS)
         err = (summary.get(tid) or {}).get("error")
         status = f"corrupt: {corrupt[0]}" if corrupt else result.get("status")
         if not status:
@@ -113,11 +115,15 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             )
             status = status.value
         step, last_eval = _progress(wd / rundir.METRICS)
+        sample = sample_label(trial.search) if trial.search else None  # a search sample: a row of its own
         rec = {
             "trial_id": tid,
-            "group": trial.group,
-            "row": trial.row,
+            "group": (trial.group if trial.group == CONFIRM_GROUP else SEARCH_GROUP) if sample else trial.group,
+            "row": sample or trial.row,
             "seed": trial.seed,
+            "sample": sample,
+            "sampled": trial.search,  # the sampled knobs as the spec names them (paper units for paper knobs)
+            "started": started,
             "profile": state.get("profile"),
             "status": status,
             "workdir": str(wd),
@@ -133,6 +139,18 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             rec.update(dev_bpb=last_eval.get("dev_bpb"))
         records.append(rec)
     return pd.DataFrame.from_records(records)
+
+
+def _attempts(path: Path) -> tuple[int, Optional[float]]:
+    """How many times a trial was started or resumed, and when it first started (epoch seconds)."""
+    if not path.exists():
+        return 0, None
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:
+        first = json.loads(lines[0]).get("time") if lines else None
+    except (json.JSONDecodeError, AttributeError):
+        first = None
+    return len(lines), first if isinstance(first, (int, float)) else None
 
 
 def _progress(metrics_path: Path) -> tuple[int, dict]:
