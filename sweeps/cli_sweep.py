@@ -265,13 +265,20 @@ def register(sub) -> None:
 
 
 def cmd_report(args) -> int:
-    from analysis.report import write_report
+    from analysis.search_report import is_search_sweep, write_search_report
 
     from .storage import open_storage
 
     store = open_storage(str(args.sweep_dir))  # a URI: read from a pulled view, the report pushed back
-    out = write_report(store.view() if store else args.sweep_dir, args.out, samples=args.bootstrap)
-    print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
+    view = store.view() if store else args.sweep_dir
+    if is_search_sweep(view):  # one row per sampled configuration, not the Table 3 layout
+        out = write_search_report(view, args.out)
+        print(f"search report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'trials.csv'}")
+    else:
+        from analysis.report import write_report
+
+        out = write_report(view, args.out, samples=args.bootstrap)
+        print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
     if store and not args.out:
         store.push(out, "report")
         print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
@@ -279,7 +286,8 @@ def cmd_report(args) -> int:
 
 
 def register_report(sub) -> None:
-    p = sub.add_parser("report", help="Table-3-style report of a sweep: markdown, HTML, CSV, LaTeX")
+    p = sub.add_parser("report", help="report of a sweep: Table 3 layout (markdown, HTML, CSV, "
+                       "LaTeX), or for a search one row per sampled configuration")  # fmt: skip
     p.add_argument("sweep_dir")
     p.add_argument("--out", default=None, help="output directory (default SWEEP_DIR/report)")
     p.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap samples")

@@ -1,0 +1,271 @@
+"""The report of a search sweep: report.md (with its PNGs beside it) and a self-contained report.html, plus
+trials.csv, configurations.csv, expected-best.csv and importance.csv.
+
+Each sampled configuration is its own row (its seeds replicate it alone); the report shows every trial,
+each configuration's mean and seed sd, the best so far against samples and compute, the expected best of
+n random samples (would more samples help?), parameter importance by two of Optuna's evaluators with
+their bootstrap spread, parallel coordinates and a slice per parameter.  Reads a local sweep only.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import platform
+from pathlib import Path
+
+import pandas as pd
+
+from transformer_core.rundir import Status
+
+from . import search_plots as plots
+from .collect import collect
+from .html_report import STYLE
+from .search import (
+    Objective,
+    best_so_far,
+    configurations,
+    expected_best,
+    importance,
+    search_trials,
+    study_distributions,
+)
+from .search_verdicts import confirmation_lines, confirmation_table, pareto_front
+
+EVP_NOTE = (
+    "Expected best of n: the expected maximum (for a minimised objective, minimum) of n samples drawn at "
+    "random from the observed configurations' scores, E[max of n] = sum_i v_(i) [(i/N)^n - ((i-1)/N)^n] over the "
+    "sorted scores v_(1) <= ... <= v_(N) (Dodge et al. 2019, expected validation performance), with its sd. It "
+    "treats the samples as independent draws from the search space: exact for random sampling and for Optuna's "
+    "TPE sampler during its first 10 (random) trials, a rough guide after. A curve still rising at n = N says "
+    "more samples would likely find better; a flat one says the space is exhausted at this budget."
+)
+IMPORTANCE_NOTE = (
+    "Importance: Optuna's FanovaImportanceEvaluator (fANOVA: the share of the objective's variance a random "
+    "forest attributes to each parameter) and PedAnovaImportanceEvaluator (PED-ANOVA: how differently the best "
+    "configurations' values of each parameter are distributed from all of them), each normalised to sum to 1, "
+    "computed on the configuration means; median and 10-90% range over bootstrap resamples of the configurations. "
+    "With few samples the range is wide: read it before the point value."
+)
+
+
+def is_search_sweep(sweep_dir: str | Path, df: pd.DataFrame | None = None) -> bool:
+    """A sweep whose trials a searcher sampled (or one with a search study and nothing run yet)."""
+    if df is not None and "sample" in df and df["sample"].notna().any():
+        return True
+    if (Path(sweep_dir) / "optuna.db").exists():
+        return True
+    for path in (Path(sweep_dir) / "trials").glob("*/trial.json"):
+        try:
+            return bool(json.loads(path.read_text(encoding="utf-8")).get("search"))
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
+def objectives(state: dict) -> list[Objective]:
+    """The search's objectives from sweep.json: ``objectives`` [{metric, mode}, ...] or its metric and mode."""
+    many = state.get("objectives")
+    if many:
+        return [Objective(o["metric"], o["mode"]) for o in many]
+    return [Objective(state.get("metric", "dev_bleu"), state.get("mode", "max"))]
+
+
+def _num(x, digits=3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}" if abs(x) >= 1e4 or (x and abs(x) < 1e-3) else f"{x:.{digits}f}"
+    return str(x)
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} hours" if seconds >= 3600 else f"{seconds:.0f} seconds"
+
+
+def _md_table(d: pd.DataFrame) -> str:
+    lines = ["| " + " | ".join(map(str, d.columns)) + " |", "|" + "---|" * len(d.columns)]
+    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in d.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _value(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def configs_display(configs: pd.DataFrame, objs: list[Objective]) -> pd.DataFrame:
+    out = configs.sort_values("rank", na_position="last", kind="stable")
+    d = {"rank": out["rank"].astype(str).replace("<NA>", "-"), "sample": out["sample"]}
+    d.update({p: out[p].map(_value) for p in configs.attrs.get("params", [])})
+    for o in objs:
+        d[f"{o.metric} (mean)"] = out[o.metric].map(_num)
+        d[f"{o.metric} seed sd"] = out[f"{o.metric}_sd"].map(_num)
+    d["seeds"] = [f"{a}/{b}" for a, b in zip(out["seeds_finished"], out["seeds"])]
+    d["device-s"] = out["wall_seconds"].map(lambda x: f"{x:.1f}")
+    d["FLOPs"] = out["train_flops"].map(lambda x: f"{x:.2e}")
+    d["state"] = out["state"]
+    return pd.DataFrame(d)
+
+
+def trials_display(trials: pd.DataFrame, params: list[str], objs: list[Objective]) -> pd.DataFrame:
+    d = {"trial": trials["trial_id"], "sample": trials["sample"], "seed": trials["seed"]}
+    d.update({p: [_value(s.get(p)) for s in trials["sampled"]] for p in params})
+    for m in dict.fromkeys([o.metric for o in objs] + ["dev_ppl"]):
+        if m in trials:
+            d[m] = trials[m].map(_num)
+    d["device-s"] = trials["wall_seconds"].map(lambda x: _num(x, 1))
+    d["FLOPs"] = trials["train_flops"].map(lambda x: "-" if pd.isna(x) else f"{x:.2e}")
+    d["state"] = trials["status"]
+    d["step"] = trials["step"]
+    return pd.DataFrame(d)
+
+
+def importance_display(imp: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "evaluator": imp["evaluator"], "parameter": imp["param"], "importance (all)": imp["importance"].map(_num),
+        "bootstrap median": imp["median"].map(_num),
+        "10-90% range": [f"{_num(a)} - {_num(b)}" for a, b in zip(imp["lo"], imp["hi"])],
+        "resamples": imp["resamples"], "note": imp["note"],
+    })  # fmt: skip
+
+
+def _facts(state: dict, df: pd.DataFrame, configs: pd.DataFrame, objs: list[Objective]) -> str:
+    fin = df[df["status"] == Status.FINISHED]
+    first = fin.iloc[0] if len(fin) else None
+    hw = f"{platform.machine()}, {first['device'] if first is not None else '?'} "
+    hw += f"{first['precision'] if first is not None else ''}"
+    goal = ", ".join(f"{o.metric} ({o.mode})" for o in objs)
+    return (
+        f"Search **{state.get('name')}** ({state.get('spec')}), profile **{state.get('profile')}**: "
+        f"{len(configs)} sampled configurations, {len(fin)}/{len(df)} trials finished; objective {goal}; "
+        f"{hw}, torch {first['torch_version'] if first is not None else '?'}; "
+        f"{_duration(df['wall_seconds'].fillna(0).sum())} device time, "
+        f"{df['train_flops'].fillna(0).sum():.2e} training FLOPs (6 x params x tokens)."
+    )
+
+
+def _best_line(configs: pd.DataFrame, o: Objective, params: list[str]) -> str:
+    top = configs[configs["rank"] == 1]
+    if not len(top):
+        return "**Best**: no configuration has a finished seed yet."
+    b = top.iloc[0]
+    values = ", ".join(f"{p} = {_value(b[p])}" for p in params)
+    sd = f", seed sd {_num(b[f'{o.metric}_sd'])}" if b["seeds_finished"] > 1 else " (one seed: no seed sd)"
+    return (
+        f"**Best configuration** by {o.metric}: {b['sample']} ({values}): {_num(b[o.metric])} over "
+        f"{b['seeds_finished']} seed(s){sd}. The best of several noisy samples is optimistic: a confirmation "
+        f"with fresh seeds says how much of it holds."
+    )
+
+
+def _evp_line(evp: pd.DataFrame, o: Objective) -> str:
+    if len(evp) < 2:
+        return "Expected best of n: needs two or more configurations with a score."
+    last, before = evp.iloc[-1], evp.iloc[-2]
+    gain = o.sign * (last["expected_best"] - before["expected_best"])
+    return (
+        f"Expected best of n random samples: n = 1: {_num(evp['expected_best'].iloc[0])}, n = {int(before['n'])}: "
+        f"{_num(before['expected_best'])}, n = {int(last['n'])}: {_num(last['expected_best'])} ± {_num(last['sd'])} "
+        f"(the last sample added {_num(gain)} in expectation{'' if gain > 0 else ': the curve is flat'})."
+    )
+
+
+def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None, resamples: int = 30) -> Path:
+    """Write the report of a local search sweep into out_dir (default SWEEP_DIR/report)."""
+    sweep_dir = Path(sweep_dir)
+    df = collect(sweep_dir)
+    state = json.loads((sweep_dir / "sweep.json").read_text())
+    out = Path(out_dir) if out_dir else sweep_dir / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    objs = objectives(state)
+    o = objs[0]
+    trials = search_trials(df) if len(df) else df
+    configs = configurations(df, objs) if len(df) else pd.DataFrame()
+    params = configs.attrs.get("params", [])
+    md = [f"# Search report: {state.get('name')}", "", _facts(state, df, configs, objs), ""]
+    figs: dict[str, bytes] = {}
+    if not len(configs):
+        md += ["No sampled configuration has started yet.", ""]
+        return _write(out, md, figs, state, [])
+    dists = study_distributions(sweep_dir / "optuna.db", str(state.get("name")))
+    curve, evp = best_so_far(configs, o), expected_best(configs, o)
+    imp = importance(configs, o, dists, resamples=resamples)
+    front = pareto_front(configs, objs) if len(objs) > 1 else []
+    confirm = confirmation_table(df, configs, o)
+    trials_display(trials, params, objs).to_csv(out / "trials.csv", index=False)
+    configs.drop(columns=["started"]).to_csv(out / "configurations.csv", index=False)
+    evp.to_csv(out / "expected-best.csv", index=False)
+    imp.to_csv(out / "importance.csv", index=False)
+    sections = [("Best so far and expected best of n", "progress.png")]
+    figs["progress.png"] = plots.progress(curve, evp, o)
+    if len(params) and configs[o.metric].notna().sum() >= 2:
+        figs["parallel-coordinates.png"] = plots.parallel_coordinates(configs, params, dists, o)
+        figs["slices.png"] = plots.slices(trials, configs, params, dists, o)
+        sections += [("Parallel coordinates", "parallel-coordinates.png"), ("Slices", "slices.png")]
+    if front:
+        figs["pareto.png"] = plots.pareto(configs, front, objs)
+        sections.append(("Pareto front", "pareto.png"))
+    md += [_best_line(configs, o, params), "", "## Configurations (one row per sample, best first)", "",
+           "Each sampled configuration is a row: its seeds are replicates of it alone. Mean and seed sd over its "
+           "finished seeds; cost summed over its seeds (device-seconds of training and evaluation, training FLOPs).",
+           "", _md_table(configs_display(configs, objs)), ""]  # fmt: skip
+    if front:
+        md += ["## Pareto front", "", f"Configurations no other beats on both {objs[0].metric} and "
+               f"{objs[1].metric}: {', '.join(front)}.", ""]  # fmt: skip
+    if confirm is not None:
+        md += ["## Confirmation with fresh seeds", "", *confirmation_lines(confirm, o), "",
+               _md_table(confirm.attrs["display"]), ""]  # fmt: skip
+    md += ["## Would more samples help?", "", _evp_line(evp, o), "", EVP_NOTE, "",
+           "## Parameter importance", "", IMPORTANCE_NOTE, "",
+           _md_table(importance_display(imp)) if len(imp) else "Not computed: it needs three or more configurations "
+           "with a score and a parameter that took two or more values.", "",
+           "## Plots", "", *[f"### {title}\n\n![{title}]({name})\n" for title, name in sections],
+           "## Every trial", "", _md_table(trials_display(trials, params, objs)), ""]  # fmt: skip
+    return _write(out, md, figs, state, sections)
+
+
+def _write(out: Path, md: list[str], figs: dict[str, bytes], state: dict, sections: list) -> Path:
+    for name, png in figs.items():
+        (out / name).write_bytes(png)
+    (out / "report.md").write_text("\n".join(md))
+    (out / "report.html").write_text(render_html(md, figs, str(state.get("name"))))
+    return out
+
+
+def render_html(md: list[str], figs: dict[str, bytes], title: str) -> str:
+    """report.md's blocks as HTML, images inline (base64), so the page works offline and alone."""
+    body = []
+    for block in "\n".join(md).split("\n\n"):
+        block = block.strip()
+        if not block:
+            continue
+        if block.startswith("#"):
+            level = len(block) - len(block.lstrip("#"))
+            body.append(f"<h{level}>{html.escape(block[level:].strip())}</h{level}>")
+        elif block.startswith("!["):
+            alt, name = block[2:].split("](", 1)
+            name = name.rstrip(")")
+            if name in figs:
+                body.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{plots.b64(figs[name])}">')
+        elif block.startswith("| "):
+            body.append(_html_table(block))
+        else:
+            text = html.escape(block)
+            while "**" in text:
+                text = text.replace("**", "<b>", 1).replace("**", "</b>", 1)
+            body.append(f"<p>{text}</p>")
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")  # fmt: skip
+
+
+def _html_table(block: str) -> str:
+    lines = [ln for ln in block.splitlines() if ln.startswith("|") and not ln.startswith("|---")]
+
+    def cells(line: str) -> list[str]:
+        parts = line.strip().strip("|").replace("\\|", "\0").split("|")
+        return [html.escape(p.strip().replace("\0", "|")) for p in parts]
+
+    head = "".join(f"<th>{c}</th>" for c in cells(lines[0]))
+    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in cells(ln)) + "</tr>" for ln in lines[1:])
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
