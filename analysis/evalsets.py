@@ -31,7 +31,7 @@ from transformer_core.rundir import RESULT, Status
 from .claims import CLAIMS, claim_rows
 from .tables import claim_record, row_order
 from .trajectory import regime
-from .verdicts import ALPHA, READINGS, Reading, judge_table, pooled_noise, seed_values
+from .verdicts import READINGS, Reading, Rule, judge_table, pooled_noise, seed_values
 
 log = logging.getLogger(__name__)
 METRICS = {  # metric of a set -> (label, higher is better)
@@ -152,14 +152,14 @@ def set_claims(name: str, claims: list[dict] = CLAIMS) -> list[dict]:
     return out
 
 
-def claims_table(df: pd.DataFrame, name: str, looks: int = 1, alpha: float = ALPHA,
-                 reg: dict | None = None) -> pd.DataFrame:  # fmt: skip
-    """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_claims."""
+def claims_table(df: pd.DataFrame, name: str, rule: Rule = Rule(), reg: dict | None = None) -> pd.DataFrame:
+    """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_report; the
+    set's claim-readings are a family of their own."""
     claims = set_claims(name)
     by_id, rows_of = {c["id"]: c for c in claims}, claim_rows(claims)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
     return pd.DataFrame(
-        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained) for r in judge_table(df, claims, looks, alpha)]
+        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained) for r in judge_table(df, claims, rule).claims]
     )
 
 
@@ -175,7 +175,7 @@ def _note(name: str, per_trial: dict, finished: int) -> str:
 
 
 def evaluation_sets(
-    df: pd.DataFrame, sweep_dir=None, looks: int = 1, alpha: float = ALPHA, reg: dict | None = None
+    df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: dict | None = None
 ) -> EvalSetsReport:
     """The extra Table-3 column group (chrF on dev and test; BLEU and chrF on every named set) and one
     claims table per set (test and the named sets; dev's is the main claims table).  ``sweep_dir`` is where
@@ -192,6 +192,6 @@ def evaluation_sets(
         ["test", *names],
         shown,
         numbers,
-        {s: claims_table(full, s, looks, alpha, reg) for s in ["test", *names]},
+        {s: claims_table(full, s, rule, reg) for s in ["test", *names]},
         [_note(n, records[n], finished) for n in names],
     )

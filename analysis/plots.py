@@ -11,6 +11,7 @@ import pandas as pd
 from transformer_core.rundir import Status
 
 from .trajectory import eval_records
+from .verdicts import READINGS, pooled_noise, seed_values, standard_error
 
 
 def _png(fig) -> str:
@@ -102,8 +103,59 @@ def bleu_vs_params(t: pd.DataFrame) -> str:
     return _png(fig)
 
 
+PAPER_DELTA = {"dev_bleu": "paper_delta_bleu", "dev_ce": "paper_delta_ce"}
+
+
+def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...]) -> str | None:
+    """One panel per reading: each row's difference from base (mean, 95% interval from the seed-noise model), its
+    seeds as dots (seed value minus base's mean) and the paper's difference as a marker."""
+    rows = [r for r in t["row"] if r != "base"]
+    panels = []
+    for reading in readings:
+        values = seed_values(df, reading)
+        base = values.get("base", np.array([]))
+        if len(base) and any(len(values.get(r, ())) for r in rows):
+            panels.append((reading, values, base))
+    if not panels:
+        return None
+    from scipy import stats
+
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 0.28 * len(rows) + 1.4), squeeze=False,
+                             sharey=True)  # fmt: skip
+    paper = t.set_index("row")
+    for ax, (reading, values, base) in zip(axes[0], panels):
+        noise = pooled_noise(values)
+        for y, row in enumerate(rows):
+            v = values.get(row, np.array([]))
+            if not len(v):
+                continue
+            d = float(v.mean() - base.mean())
+            ax.scatter(v - base.mean(), [y] * len(v), s=9, color="0.55", zorder=2)
+            if noise.df:
+                se, dof = standard_error(noise, row, len(v), "base", len(base))
+                half = stats.t.ppf(0.975, dof) * se
+                ax.errorbar(d, y, xerr=half, fmt="o", color="C0", ms=4, capsize=2, zorder=3)
+            else:
+                ax.plot(d, y, "o", color="C0", ms=4, zorder=3)
+            col = PAPER_DELTA.get(reading)
+            pv = paper.loc[row, col] if col and col in paper and row in paper.index else None
+            if pv is not None and pv == pv:
+                ax.plot(float(pv), y, "D", color="tab:orange", ms=4, zorder=4)
+        ax.axvline(0, color="black", lw=0.8)
+        better = "right" if READINGS[reading].higher_is_better else "left"
+        ax.set_title(f"{READINGS[reading].label}: row - base ({better} is better)", fontsize=9)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_yticks(range(len(rows)), rows)
+    axes[0][0].invert_yaxis()
+    fig.suptitle("differences from base: mean and 95% interval (blue), seeds (grey), the paper (orange)", fontsize=9)
+    return _png(fig)
+
+
 def figures(t: pd.DataFrame, df: pd.DataFrame) -> dict[str, str]:
-    out = {"learning curves": curve_panels(df, t)}
+    lm = "bleu_dev" not in t
+    out = {"differences from base": forest(df, t, ("dev_bpb",) if lm else ("dev_bleu", "dev_ce"))}
+    out["learning curves"] = curve_panels(df, t)
     if "bleu_dev" in t:  # a language-model sweep (task lm) has no BLEU
         out["BLEU against parameters"] = bleu_vs_params(t)
     return {k: v for k, v in out.items() if v}

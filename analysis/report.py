@@ -10,6 +10,7 @@ import math
 import platform
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from transformer_core.knobs import BY_NAME
@@ -21,23 +22,27 @@ from .evalsets import evaluation_sets
 from .html_report import render
 from .paper import PAPER_FACTS
 from .plots import figures
-from .tables import judge_claims, noise_table, reproduction_table, rows_against_base, sweep_task
+from .tables import judge_report, noise_table, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, regime
-from .verdicts import ALPHA, READINGS, seed_correlation
+from .verdicts import READINGS, Rule, charged_looks, seed_correlation
 
 LEGEND = [
-    ("held", "✓", "the 95% interval of every comparison lies on the paper's side (or, for '~', inside the margin)"),
-    ("contradicted", "✗", "comparisons are significant on the other side, none on the paper's"),
-    ("mixed", "±", "some comparisons agree and some contradict"),
-    ("within noise", "≈", "the differences are within seed noise at this budget"),
-    ("unstable", "⚠", "the verdict changed during the last half of the budget"),
+    ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
+    ("contradicted", "✗", "comparisons are decided on the other side, none on the paper's"),
+    ("mixed", "±", "some comparisons are decided on the paper's side and some on the other"),
+    ("within noise", "≈", "no comparison is decided at this budget: see the difference the table could detect"),
+    ("incomplete", "?", "a row of the claim (or a 'best of' candidate) has no finished trial"),
+    ("unstable", "⚠", "an estimate from the last half of the budget lies outside the final interval"),
 ]
 RULE = (
-    "Seed noise is pooled over every row with two or more finished seeds; each comparison is a t-test "
-    "(or two one-sided tests for '~', against the claim's margin) of the difference of seed means, "
-    "Holm-corrected over a claim's comparisons, Bonferroni over the candidates of a 'best of' and over the "
-    "looks of adaptive seeds. The sentence-sampling p (paired bootstrap of test hypotheses) is test-set "
-    "noise of single models and never decides a verdict."
+    "The multiple-testing procedure decides, not the intervals: each comparison is a t-test of the difference of "
+    "seed means (two one-sided tests for '~', against the claim's margin) with moderated seed variances, its p "
+    "multiplied by the candidates of a 'best of' and by the looks charged; then {procedure}. The interval printed "
+    "with each comparison is at 1 - α/(candidates x looks) (its level is printed with it): it can exclude 0 while "
+    "the procedure, which accounts for the whole family, leaves the comparison within noise. Evidence lists each "
+    "comparison's own outcome. 'Detectable' is the smallest true difference the comparison would detect with 80% "
+    "power at its seeds and the family's threshold. The sentence-sampling p (paired bootstrap of test hypotheses) "
+    "is test-set noise of single models and never decides a verdict."
 )
 
 
@@ -159,32 +164,20 @@ def _facts(h: dict) -> str:
     )
 
 
-def _apart(n) -> str:
-    return "".join(f"; {r} set apart: its seed sd {sd:.3f}, F test p = {p:.1g}" for r, sd, _, p in n.apart)
-
-
-def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str]:
+def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame, rule: Rule) -> list[str]:
     lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
-    parts = [
-        f"{READINGS[r].label} σ = {n.sigma:.3f} (df {n.df}, from {n.rows} rows{_apart(n)})"
-        if n.df
-        else f"{READINGS[r].label}: no replicate, no estimate"
-        for r, n in noise.items()
-    ]
-    lines.append("**Seed noise** (pooled within rows): " + "; ".join(parts) + ".")
-    if any(n.apart for n in noise.values()):
-        lines.append(
-            "A row set apart has a seed spread beyond the rest's (F test of its variance against the rest's; the "
-            "p shown is compared with α / the rows still pooled, a step-down over the rows): pooled, it would "
-            "inflate every comparison's noise, so it is compared with its own spread (Welch) and its mean's "
-            "interval uses it. With two seeds its own spread has 1 df, so its comparisons are rarely decisive."
-        )
+    lines.append(f"**Decision rule**: {rule.describe()}.")
+    parts = [f"{READINGS[r].label}: {n.describe()}" for r, n in noise.items()]
+    lines.append("**Seed noise** (moderated: each row's variance shrunk toward a prior fitted to all rows', never "
+                 "below its own): " + "; ".join(parts) + ".")  # fmt: skip
     rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
     lines.append(
-        "**Seed pairing**: correlation of a row's seed-k deviation with base's seed-k deviation: "
-        + "; ".join(f"{lab} {c:+.2f} ({n} pairs)" if c == c else f"{lab}: too few pairs" for lab, c, n in rho)
-        + ". The tests treat rows as independent (conservative when this is positive)."
-    )
+        "**Seed pairing**: correlation of a row's seed-k deviation with base's at the same seed: "
+        + "; ".join(f"{lab} {c:+.2f} ({n} independent pairs)" if c == c else f"{lab}: too few pairs"
+                    for lab, c, n in rho)
+        + ". The tests treat rows as independent samples: conservative where this is positive, somewhat "
+        "liberal where it is negative."
+    )  # fmt: skip
     if reg.get("measured"):
         flag = "**undertrained regime**" if reg["undertrained"] else "not flagged as undertrained"
         lines.append(
@@ -196,14 +189,26 @@ def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame) -> list[str
     ad = h.get("adaptive")
     if ad:
         lines.append(
-            f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks, each tested at "
-            f"α/{ad['looks']} = {ALPHA / ad['looks']:.4f}; {len(ad.get('rounds', []))} rounds added seeds; stopped: "
-            f"{ad.get('stopped', 'not yet')}."
+            f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks; "
+            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {ad.get('stopped', 'not yet')}. Looks charged: "
+            f"{rule.looks} (each comparison's p multiplied by it). Spending rule: a stop decided by the data (every "
+            "claim decided, or the maximum seeds) keeps the charge of every planned look; a stop by the wall-clock "
+            "budget, which the data did not choose, is charged only the looks taken (Bonferroni over them)."
         )
         for rnd in ad.get("rounds", []):
             added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
             lines.append(f"- round {rnd['round']}: one more seed for {added}")
     return lines
+
+
+def seed_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Every seed of every row with its status and readings (seeds.csv): what the means and verdicts are made of."""
+    cols = [c for c in ("row", "seed", "trial_id", "status", "dev_bleu", "dev_ppl", "test_bleu", "dev_bpb", "test_bpb",
+                        "wall_seconds", "reason") if c in df]  # fmt: skip
+    out = df[cols].copy()
+    if "dev_ppl" in out:
+        out.insert(cols.index("dev_ppl") + 1, "dev_ce", np.log(pd.to_numeric(out["dev_ppl"], errors="coerce")))
+    return out.sort_values(["row", "seed"], kind="stable")
 
 
 def measured(claims: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -234,6 +239,7 @@ def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
             ],
             "trajectory": claims["trajectory"],
             "rows": claims["rows"],
+            "detectable": [_num(x, 3) for x in claims.get("detectable", pd.Series([float("nan")] * len(claims)))],
             "evidence": claims["summary"] + ": " + claims["evidence"],
             "caveat": claims["caveat"],
         }
@@ -242,10 +248,8 @@ def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
 
 VERSUS_RULE = (
     "Rows that no claim of the paper covers, each against base: the difference of seed means, two-sided (no "
-    "direction was predicted), decided with Holm's correction over the rows of each reading, so with no real "
-    "effect the chance that any row is called better or worse on a reading stays at or under 5%. The interval is "
-    "Bonferroni's over those rows (it excludes 0 only where Holm rejects too). Judged again at every evaluation "
-    "point the trials share; the last is the sweep's answer, at its budget."
+    "direction was predicted), decided in the report's family with the claims (see the decision rule above). "
+    "Judged again at every evaluation point the trials share; the last is the sweep's answer, at its budget."
 )
 
 
@@ -280,8 +284,10 @@ def _versus_block(vb: pd.DataFrame) -> list[str]:
     return ["## Each row against base", "", VERSUS_RULE, "", *versus_summary(vb), "", _markdown_table(table), ""]
 
 
-def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000) -> Path:
-    """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report)."""
+def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000,
+                 family: str = "report", method: str = "bh") -> Path:  # fmt: skip
+    """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report); ``family`` and
+    ``method`` choose how verdicts are decided (analysis.verdicts.Rule)."""
     sweep_dir = Path(sweep_dir)
     df = collect(sweep_dir)
     out = Path(out_dir) if out_dir else sweep_dir / "report"
@@ -289,14 +295,13 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     t = reproduction_table(df, samples)
     d = display_table(t)
     h = header(sweep_dir, df)
-    looks = (h.get("adaptive") or {}).get("looks", 1)
+    rule = Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method)
     noise, reg = noise_table(df), regime(df)  # the regime once: the claims tables and the header use it
-    claims = judge_claims(df, looks, reg=reg)
-    vb = rows_against_base(df, looks)  # rows no claim covers (a table of modifications), each against base
+    claims, vb = judge_report(df, rule, reg=reg)  # with the rows no claim covers, each against base
     lm = sweep_task(df) == "lm"  # a language model: no BLEU, chrF or evaluation sets; test PPL is in the table
     set_sections, set_claims = [], {}
     if not lm:
-        sets = evaluation_sets(df, sweep_dir, looks, reg=reg)  # chrF, test and every named set (tsweep evaluate)
+        sets = evaluation_sets(df, sweep_dir, rule, reg=reg)  # chrF, test and every named set (tsweep evaluate)
         d = d.merge(sets.columns, on="row", how="left")
         sets.numbers.to_csv(out / "evalsets.csv", index=False)
         set_claims = sets.claims
@@ -314,10 +319,11 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     stopped = (h.get("adaptive") or {}).get("stopped") or ""
     why = "the wall-clock budget was spent before it finished" if "budget" in stopped and "spent" in stopped else ""
     problems["reason"] = [r if isinstance(r, str) and r else why for r in problems["reason"]]
-    budget = _budget_lines(h, noise, reg, df)
+    budget = _budget_lines(h, noise, reg, df, rule)
+    seed_table(df).to_csv(out / "seeds.csv", index=False)
     notes = (
-        "Ours: mean over finished seeds ± half-width of its 95% interval from the pooled seed noise (its own "
-        "for a row set apart). "
+        "Ours: mean over finished seeds ± half-width of its 95% interval from the seed-noise model (the row's "
+        "moderated variance; every seed's value is in seeds.csv). "
         "Δ: against the base row of the same column; perplexity differences are in ln PPL (nats), "
         "which is what the verdicts test. Knobs are in the paper's units; the profile's rules say how they were "
         "scaled. Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
@@ -333,7 +339,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     md = [f"# Table 3 reproduction: {h['sweep']}", "", _facts(h), "", *budget, "",
           f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
           "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(d), "", notes, "",
-          "## The paper's claims, judged on these results", "", f"Legend: {legend_md}.", "", RULE, "",
+          "## The paper's claims, judged on these results", "", f"Legend: {legend_md}.", "",
+          RULE.format(procedure=rule.describe()), "",
           *_claims_block(claims), *_versus_block(vb), *set_sections,
           "## Failed, stopped or missing trials", "",
           _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
@@ -351,7 +358,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
             figures(t, df),
             notes,
             LEGEND,
-            RULE,
+            RULE.format(procedure=rule.describe()),
             versus=(VERSUS_RULE, versus_summary(vb), vb) if len(vb) else None,
         )
     )

@@ -19,8 +19,8 @@ from transformer_core.rundir import Status
 from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, claim_rows, claims_for
 from .paper import load_table3
 from .stats import combine_pvalues, paired_bootstrap, read_lines
-from .trajectory import frac_label, points, regime, trajectories, trajectory_text, unstable
-from .verdicts import ALPHA, READINGS, Outcome, Verdict, pooled_noise, seed_values, versus_base
+from .trajectory import frac_label, regime, trajectories, trajectory_text, unstable
+from .verdicts import READINGS, Judgement, Outcome, Rule, Verdict, pooled_noise, seed_values, sweep_kind
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
 LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU
@@ -30,7 +30,7 @@ LM_DROPPED += ("paper_bleu_dev", "paper_delta_bleu")
 
 def sweep_task(df: pd.DataFrame) -> str:
     """The sweep's task: lm where its trials' values say so (a language model), else translation."""
-    return "lm" if "task" in df and (df["task"] == "lm").any() else "translation"
+    return sweep_kind(df)
 
 
 def _finished(df: pd.DataFrame, row: str) -> pd.DataFrame:
@@ -56,10 +56,10 @@ def significance(df: pd.DataFrame, row: str, other: str, split: str = "test", sa
     return combine_pvalues(pvalues)
 
 
-def noise_table(df: pd.DataFrame) -> dict:
-    """{reading: Noise} pooled over the sweep's rows (a language model's readings for a task lm sweep)."""
+def noise_table(df: pd.DataFrame, model: str = "moderated") -> dict:
+    """{reading: Noise} over the sweep's rows (a language model's readings for a task lm sweep)."""
     readings = LM_NOISE_READINGS if sweep_task(df) == "lm" else NOISE_READINGS
-    return {r: pooled_noise(seed_values(df, r)) for r in readings}
+    return {r: pooled_noise(seed_values(df, r), model) for r in readings}
 
 
 def knob_columns(df: pd.DataFrame) -> list[str]:
@@ -158,7 +158,8 @@ def not_measured_record(claim: dict, rows: list[str], why: str) -> dict:
 
 
 def claim_record(res, claim: dict, rows: list[str], undertrained: bool, path: list | None = None) -> dict:
-    """One line of a claims table: verdict, trajectory (when judged over the budget), evidence, caveat."""
+    """One line of a claims table: verdict, trajectory (when judged over the budget), each comparison's outcome
+    and numbers, the difference the table could detect, diverged seeds, caveat."""
     caveat = ""
     if undertrained and claim.get("kind") in UNDERTRAINED_KINDS:
         caveat = "undertrained regime: capacity and regularisation effects may invert"
@@ -172,23 +173,28 @@ def claim_record(res, claim: dict, rows: list[str], undertrained: bool, path: li
         "unstable": unstable(path) if path else False,
         "rows": ",".join(rows),
         "summary": res.detail,
-        "evidence": "; ".join(c.detail for c in res.comparisons),
+        "evidence": "; ".join(c.evidence() for c in res.comparisons),
+        "detectable": res.detectable,
+        "diverged": sum(res.diverged.values()),
         "caveat": caveat,
     }
 
 
-def judge_claims(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA, reg: dict | None = None) -> pd.DataFrame:
-    """One line per claim and reading: verdict, trajectory over the budget, stability, evidence, caveat.
-    ``reg`` is trajectory.regime(df) when the caller has it already.  A language-model sweep judges the
-    claims on perplexity (claims.claims_for); those stated only in BLEU get a "not measured" line."""
+def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(claims, rows against base): one line per claim and reading, one per unclaimed row and reading, all decided
+    as one family (``rule``), each judged again at every evaluation point the trials share (the trajectory).
+    ``reg`` is trajectory.regime(df) when the caller has it already.  A language-model sweep judges the claims on
+    perplexity (claims.claims_for); those stated only in BLEU get a "not measured" line."""
     claims, apart = claims_for(sweep_task(df), CLAIMS)
-    final, traj = trajectories(df, claims, looks, alpha)
+    vrows = unclaimed_rows(df) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
+    final, traj, vtraj = trajectories(df, claims, rule, vrows)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
     rows_of, by_id = claim_rows(CLAIMS), {c["id"]: c for c in claims}
-    return pd.DataFrame(
-        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)]) for r in final]
-        + [not_measured_record(c, rows_of[c["id"]], BLEU_ONLY) for c in apart]
-    )
+    table = pd.DataFrame(
+        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)])
+         for r in final.claims] + [not_measured_record(c, rows_of[c["id"]], BLEU_ONLY) for c in apart]
+    )  # fmt: skip
+    return table, _versus_table(df, final, vtraj)
 
 
 VERSUS_LABEL = {Outcome.AGREES: "better than base", Outcome.CONTRADICTS: "worse than base"}
@@ -200,46 +206,26 @@ def unclaimed_rows(df: pd.DataFrame) -> list[str]:
     return [r for r in row_order(df) if r not in claimed]
 
 
-def rows_against_base(df: pd.DataFrame, looks: int = 1, alpha: float = ALPHA) -> pd.DataFrame:
-    """Every row that no claim covers, against base, on each quality reading (dev BLEU and dev cross-entropy;
-    dev bits per byte for a language model): two-sided t on seed means with the pooled seed noise, Holm
-    over the rows of a reading, judged again at every evaluation point the trials share (the trajectory).
+def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict) -> pd.DataFrame:
+    """Every row that no claim covers against base, per reading: outcome, trajectory, stability, evidence.
     A row with diverged seeds says so: all diverged is the outcome "diverged", some diverged is compared on
-    the seeds that finished, with the count in the evidence.  Empty when every row belongs to a claim or
-    base has no finished trial."""
-    rows = unclaimed_rows(df)
-    if not rows or not ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any():
-        return pd.DataFrame()
-    readings = ("dev_bpb",) if sweep_task(df) == "lm" else ("dev_bleu", "dev_ce")
-    paths: dict[tuple, list] = {}
-    final: dict[tuple, object] = {}
-    for f, frame in points(df).items():
-        for reading in readings:
-            values = seed_values(frame, reading)
-            if not any(len(v) for v in values.values()):
-                continue  # this reading was not measured at this point (BLEU only at the end)
-            for c in versus_base(values, pooled_noise(values), rows, reading, looks, alpha):
-                paths.setdefault((c.a, reading), []).append((f, c.outcome))
-                if f == 1.0:
-                    final[(c.a, reading)] = c
+    the seeds that finished, with the count in the evidence."""
     diverged = df[df["status"] == Status.DIVERGED].groupby("row").size().to_dict()
     seeds = df.groupby("row").size().to_dict()
     out = []
-    for reading in readings:
-        for row in rows:
-            c = final.get((row, reading))
-            if c is None:
-                continue
-            path, k = paths[(row, reading)], diverged.get(row, 0)
+    for reading, comps in final.versus.items():
+        for c in comps:
+            path, k = vtraj.get((c.a, reading), [(1.0, c)]), diverged.get(c.a, 0)
             outcome = VERSUS_LABEL.get(c.outcome, c.outcome.value)
             if k and c.outcome == Outcome.MISSING:
                 outcome = "diverged"
-            evidence = c.detail + (f"; {k} of {seeds[row]} seeds diverged" if k else "")
+            evidence = c.detail + (f"; {k} of {seeds[c.a]} seeds diverged" if k else "")
             out.append({
-                "row": row, "reading": READINGS[reading].label, "outcome": outcome,
-                "trajectory": " → ".join(f"{frac_label(f)} {VERSUS_LABEL.get(o, o.value).replace(' than base', '')}"
-                                         for f, o in path),
-                "unstable": unstable(path, (Outcome.MISSING, Outcome.NO_REPLICATES)), "diverged": k,
+                "row": c.a, "reading": READINGS[reading].label, "outcome": outcome,
+                "trajectory": " → ".join(
+                    f"{frac_label(f)} {VERSUS_LABEL.get(x.outcome, x.outcome.value).replace(' than base', '')}"
+                    for f, x in path),
+                "unstable": unstable(path), "diverged": k,
                 "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_looks": c.p, "evidence": evidence,
             })  # fmt: skip
     return pd.DataFrame(out)

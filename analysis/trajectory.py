@@ -18,12 +18,12 @@ import pandas as pd
 from transformer_core import rundir
 from transformer_core.rundir import Status
 
-from .verdicts import ALPHA, ClaimResult, Verdict, judge_table
+from .verdicts import Comparison, Judgement, Rule, Verdict, judge_table
 
 # The base's dev cross-entropy still falling by more than this over the last third of training
 # (0.05 nats: perplexity still dropping by ~5%) marks the table as measured in an undertrained regime.
 REGIME_DROP_NATS = 0.05
-UNSTABLE_FROM = 0.5  # a verdict that changed at or after this fraction of the budget is unstable
+UNSTABLE_FROM = 0.5  # estimates from this fraction of the budget on are checked against the final interval
 
 
 def eval_records(workdir: str | Path) -> list[dict]:
@@ -74,31 +74,51 @@ def points(df: pd.DataFrame) -> dict[float, pd.DataFrame]:
     return out
 
 
-def trajectories(df: pd.DataFrame, claims: list[dict], looks: int = 1, alpha: float = ALPHA):
-    """(final results, {(claim, reading): [(fraction, Verdict)]}) with the final point last."""
-    pts = points(df)
+def trajectories(df: pd.DataFrame, claims: list[dict], rule: Rule = Rule(), versus_rows: list[str] = ()):
+    """(final Judgement, {(claim, reading): [(fraction, ClaimResult)]}, {(row, reading): [(fraction, Comparison)]})
+    with the final point last; every point is judged with the same rule (its own family)."""
     traj: dict[tuple, list] = {}
-    final: list[ClaimResult] = []
-    for f, frame in pts.items():
-        results = judge_table(frame, claims, looks, alpha)
-        for r in results:
-            traj.setdefault((r.claim, r.reading), []).append((f, r.verdict))
-        if f == 1.0:
-            final = results
-    return final, traj
+    vtraj: dict[tuple, list] = {}
+    final: Judgement | None = None
+    for f, frame in points(df).items():
+        j = judge_table(frame, claims, rule, versus_rows)
+        for r in j.claims:
+            traj.setdefault((r.claim, r.reading), []).append((f, r))
+        for reading, comps in j.versus.items():
+            if not any(c.na for c in comps):
+                continue  # not measured at this point (BLEU only at the end)
+            for c in comps:
+                vtraj.setdefault((c.a, reading), []).append((f, c))
+        final = j
+    return final, traj, vtraj
 
 
-def unstable(path: list[tuple[float, object]], unmeasured: tuple = (Verdict.NOT_MEASURED,)) -> bool:
-    """The final verdict (or outcome) differs from one measured in the last half of the budget; points whose
-    value is in ``unmeasured`` do not count."""
-    if not path:
+def unstable(path: list[tuple[float, object]]) -> bool:
+    """The estimated effect moved: an estimate from the last half of the budget lies outside the final interval
+    of the same comparison (so it also changed sign whenever that interval excludes 0).  Judged on effects, not
+    on significance: a constant effect near the threshold crossing it back and forth is not flagged.  ``path``
+    holds ClaimResults (any of their comparisons) or Comparisons."""
+    if len(path) < 2:
         return False
-    last = path[-1][1]
-    return any(v != last and v not in unmeasured for f, v in path[:-1] if f >= UNSTABLE_FROM)
+    finals = _comparisons(path[-1][1])
+    for f, earlier in path[:-1]:
+        if f < UNSTABLE_FROM:
+            continue
+        for now, then in zip(finals, _comparisons(earlier)):
+            lo, hi = now.ci
+            if math.isfinite(lo) and math.isfinite(then.diff) and not lo <= then.diff <= hi:
+                return True
+    return False
 
 
-def trajectory_text(path: list[tuple[float, Verdict]]) -> str:
-    return " → ".join(f"{frac_label(f)} {'·' if v == Verdict.NOT_MEASURED else v.short}" for f, v in path)
+def _comparisons(x) -> list[Comparison]:
+    return [x] if isinstance(x, Comparison) else list(x.comparisons)
+
+
+def trajectory_text(path: list[tuple[float, object]]) -> str:
+    """The verdict at each point: "1/3 within noise → 2/3 agrees → 1 agrees"."""
+    verdicts = [(f, getattr(r, "verdict", r)) for f, r in path]
+    return " → ".join(f"{frac_label(f)} {'·' if v == Verdict.NOT_MEASURED else v.short}" for f, v in verdicts)
 
 
 def frac_label(f: float) -> str:

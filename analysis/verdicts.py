@@ -1,29 +1,22 @@
-"""Claim verdicts as statistics: the seed is the unit of replication.
+"""Claim verdicts as statistics: the seed is the unit of replication, the report is the family.
 
-The rule, in one place:
+The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/verdict_calibration.py measures it):
 
-* **Noise.** For each reading (dev BLEU, dev cross-entropy = ln dev PPL, test BLEU) the seed standard
-  deviation is pooled over every row with >= 2 finished seeds: sigma^2 = sum of within-row squared
-  deviations / df, df = sum(n_i - 1); a row whose spread is far beyond the rest's is set apart and
-  compared with its own (Welch; pooled_noise says when).  A comparison of rows a and b uses d = mean_a - mean_b,
-  se = sigma * sqrt(1/n_a + 1/n_b) and Student's t with the pooled df.  A row with a single seed is
-  compared only when df >= 3; with no replicate anywhere the verdict is "inconclusive: no seed replicates".
-* **Directional** comparisons ("a worse than b", "a better than b") get a two-sided p-value; the
-  comparison agrees when it is significant and on the paper's side, contradicts when significant on
-  the other side, and is within noise otherwise.  Its 95% CI is printed (at the same adjusted level).
-* **"best:R1,R2,.."** compares against the row that scored best on this reading.  Because that row
-  was picked after looking, the test is Bonferroni-corrected for the k candidates (level alpha / k):
-  under "no difference" the chance that a against *any* candidate comes out significant is <= alpha.
-* **"~" (about equal)** uses two one-sided tests (TOST) against the margin written in the claim's data,
-  in the reading's units: it agrees ("shown equal within the margin") when the 1 - 2 alpha interval lies
-  inside (-margin, margin), contradicts when the difference is shown to exceed the margin, and is
-  within noise otherwise.  Absence of a significant difference is never counted as equality.
-* **Adaptive seeds** look at the data several times; each look is tested at alpha / looks
-  (Bonferroni over the planned looks), so the error rate holds over the whole sequence.
-* **Claims** with several comparisons: Holm's correction over the claim's comparisons (family-wise
-  alpha); held when every comparison agrees, contradicted when some contradict and none agree,
-  mixed when both happen, within noise otherwise (the evidence says how many agree); incomplete when
-  rows are missing and nothing contradicts.
+* **Noise** per reading (dev BLEU, dev cross-entropy = ln dev PPL, test BLEU, ...): seed_noise.py, moderated
+  variances (an empirical-Bayes prior fitted to every row's seed variance, each row's shrunk toward it, never
+  below its own), so two or three seeds per row are enough and one unstable row does not decide for the rest.
+* **A comparison** of rows a and b: d = mean_a - mean_b, its standard error from the two rows' variances
+  (Welch-Satterthwaite df, capped at what the table holds), a two-sided p; for "~" (about equal) two one-sided
+  tests (TOST) against the claim's margin.  ``best:R1,R2`` is the row that scored best on the reading, its p
+  multiplied by the k candidates (Bonferroni: it was picked after looking); a candidate without a finished trial
+  makes the comparison missing (the claim is incomplete).  Adaptive seeds: p multiplied by the looks charged.
+* **The family** (default): every comparison of every claim-reading and every row judged against base in the
+  report, decided together by Benjamini-Hochberg at alpha (false discovery rate; under no real effect anywhere,
+  the chance of any false verdict in the report) or Holm (family-wise).  ``family="claim"`` decides each
+  claim-reading alone (Holm over its comparisons), as reports did before; the header names it when used.
+* **A claim-reading** is held when every comparison agrees (significant on the paper's side), contradicted when
+  some contradict and none agree, mixed when both, within noise otherwise; incomplete when a row is missing and
+  nothing contradicts.  Diverged seeds are not in the means and are named and counted in the verdict.
 """
 
 from __future__ import annotations
@@ -38,8 +31,9 @@ from scipy import stats
 
 from transformer_core.rundir import Status
 
+from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
+
 ALPHA = 0.05
-MIN_DF_SINGLE = 3  # pooled df needed before a one-seed row is compared
 
 
 class Verdict(str, Enum):
@@ -91,31 +85,6 @@ def reading_values(df: pd.DataFrame, reading: str) -> pd.Series:
     return np.log(v) if r.column == "dev_ppl" else v
 
 
-# ---------------------------------------------------------------------------------------------- noise
-@dataclass(frozen=True)
-class Noise:
-    sigma: float  # pooled seed standard deviation (nan when df == 0)
-    df: int
-    rows: int  # rows that contributed (>= 2 seeds)
-    apart: tuple = ()  # (row, sd, df, p): rows whose seed spread is beyond the pool's, compared with their own
-
-    def spread(self, row: str) -> tuple[float, float]:
-        """(variance, df) of one seed of ``row``: its own where it was set apart, else the pool's."""
-        for r, sd, dof, _ in self.apart:
-            if r == row:
-                return sd * sd, dof
-        return self.sigma * self.sigma, self.df
-
-    def mean_ci(self, values: np.ndarray, row: str = "") -> tuple[float, float | None, int]:
-        """Mean of a row's seeds and the half-width of its 95% interval (None without a noise estimate)."""
-        if not len(values):
-            return float("nan"), None, 0
-        var, dof = self.spread(row)
-        if not dof or not math.isfinite(var):
-            return float(values.mean()), None, len(values)
-        return float(values.mean()), float(stats.t.ppf(0.975, dof) * math.sqrt(var / len(values))), len(values)
-
-
 def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:
     """Finished seeds' values per row (NaN dropped)."""
     fin = df[df["status"] == Status.FINISHED]
@@ -127,47 +96,55 @@ def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:
     return out
 
 
-def pooled_noise(values: dict[str, np.ndarray], alpha: float = ALPHA) -> Noise:
-    """Seed variance pooled over the rows with >= 2 seeds, after setting apart rows whose spread is beyond the
-    others' (a row that trains unstably: one seed fine, one not).  Pooling assumes every row has the same seed
-    variance; one row with a far larger one would inflate every comparison's noise (hiding real effects) and
-    understate its own.  The row with the largest variance is set apart while an F test of its variance
-    against the rest's rejects at alpha / (rows still pooled) (a step-down: Bonferroni over the rows at the
-    first step) and the rest keep >= MIN_DF_SINGLE df; a row set apart is compared with its own variance
-    (Welch).  With equal spreads a row is set apart in ~5% of tables, which lowers the rest's estimate a
-    little (simulated, 2,000 null tables of 10 rows: 5.0% false calls against 4.6% when nothing is set apart)."""
-    pool = {r: (float(((v - v.mean()) ** 2).sum()), len(v) - 1) for r, v in values.items() if len(v) >= 2}
-    apart = []
-    while len(pool) >= 3:
-        row = max(pool, key=lambda r: pool[r][0] / pool[r][1])
-        ss, dof = pool[row]
-        rest_ss = sum(x for r, (x, _) in pool.items() if r != row)
-        rest_df = sum(d for r, (_, d) in pool.items() if r != row)
-        if rest_df < MIN_DF_SINGLE or rest_ss <= 0:
-            break
-        p = float(stats.f.sf((ss / dof) / (rest_ss / rest_df), dof, rest_df))
-        if p >= alpha / len(pool):
-            break
-        apart.append((row, math.sqrt(ss / dof), dof, p))
-        del pool[row]
-    ss, dof = sum(x for x, _ in pool.values()), sum(d for _, d in pool.values())
-    return Noise(math.sqrt(ss / dof) if dof else float("nan"), dof, len(pool), tuple(apart))
-
-
 def seed_correlation(df: pd.DataFrame, reading: str, base: str = "base") -> tuple[float, int]:
-    """Correlation, over seeds, of a row's deviation from its mean with base's deviation at the same seed
-    (pooled over rows): how much seed k's data order moves every row alike.  (nan, pairs) when too few.
-    Reported beside the noise; the comparisons above treat rows as independent samples (conservative
-    when the correlation is positive)."""
+    """Correlation, over seeds, of a row's deviation from its mean with base's deviation at the same seed (pooled
+    over rows): how much seed k's data order moves every row alike.  Returns (nan, pairs) when too few.  The
+    count is of independent pairs: a row sharing n seeds with base gives n - 1 (its deviations sum to 0)."""
     fin = df[df["status"] == "finished"].assign(v=lambda d: reading_values(d, reading))
     fin = fin[np.isfinite(fin["v"])]
-    fin = fin.assign(dev=fin["v"] - fin.groupby("row")["v"].transform("mean"))
-    b = fin[fin["row"] == base].set_index("seed")["dev"]
-    pairs = [(b[s], d) for r, s, d in zip(fin["row"], fin["seed"], fin["dev"]) if r != base and s in b.index]
-    if len(pairs) < 4 or len(b) < 2:
-        return float("nan"), len(pairs)
-    x, y = np.array(pairs).T
-    return float(np.corrcoef(x, y)[0, 1]), len(pairs)
+    b = fin[fin["row"] == base].set_index("seed")["v"]
+    xs, ys, independent = [], [], 0
+    for row, part in fin[fin["row"] != base].groupby("row"):
+        common = [s for s in part["seed"] if s in b.index]
+        if len(common) < 2:
+            continue
+        mine = part.set_index("seed").loc[common, "v"].to_numpy(dtype=float)
+        theirs = b.loc[common].to_numpy(dtype=float)
+        xs += list(theirs - theirs.mean())
+        ys += list(mine - mine.mean())
+        independent += len(common) - 1
+    if independent < 4:
+        return float("nan"), independent
+    return float(np.corrcoef(xs, ys)[0, 1]), independent
+
+
+# ---------------------------------------------------------------------------------------------- the rule
+@dataclass(frozen=True)
+class Rule:
+    """How a report decides: the error rate, the looks charged, the family, its procedure, the noise model."""
+
+    alpha: float = ALPHA
+    looks: int = 1  # looks charged (adaptive seeds): each comparison is tested at alpha / looks
+    family: str = "report"  # report: every claim-reading and row-vs-base of the report together; claim: each alone
+    method: str = "bh"  # over the family: bh (Benjamini-Hochberg, the false discovery rate) or holm (family-wise)
+    variance: str = "moderated"  # seed_noise.MODELS
+
+    def __post_init__(self):
+        if self.family not in FAMILIES or self.method not in METHODS or self.variance not in MODELS:
+            raise ValueError(f"rule: family {self.family!r} / method {self.method!r} / variance {self.variance!r}; "
+                             f"allowed {sorted(FAMILIES)} / {sorted(METHODS)} / {list(MODELS)}")  # fmt: skip
+
+    def describe(self) -> str:
+        looks = f", each comparison at α/{self.looks} for {self.looks} looks" if self.looks > 1 else ""
+        if self.family == "claim":
+            return (f"per claim: Holm over each claim-reading's comparisons at α = {self.alpha}{looks}; the report as "
+                    "a whole has no error control (more claims, more false verdicts)")  # fmt: skip
+        return (f"{METHODS[self.method]} over the report's family (every claim-reading and every row judged against "
+                f"base) at α = {self.alpha}{looks}")  # fmt: skip
+
+
+FAMILIES = {"report": "the whole report", "claim": "each claim-reading alone"}
+METHODS = {"bh": "Benjamini-Hochberg (false discovery rate)", "holm": "Holm (family-wise error rate)"}
 
 
 # ---------------------------------------------------------------------------------------------- comparisons
@@ -181,83 +158,74 @@ class Comparison:
     outcome: Outcome = Outcome.MISSING
     diff: float = float("nan")  # mean_a - mean_b in the reading's units
     ci: tuple[float, float] = (float("nan"), float("nan"))
-    p: float = float("nan")  # p-value of the decision (before Holm), corrections for best:/looks applied
-    level: float = ALPHA
+    p: float = float("nan")  # p-value before the family's procedure, corrected for best-of and for looks
+    level: float = ALPHA  # the interval's level is 1 - level (two-sided; 1 - 2 level for '~')
     detail: str = ""
     candidates: tuple = field(default_factory=tuple)
+    se: float = float("nan")
+    dof: float = float("nan")
+    threshold: float = float("nan")  # the p the family's procedure rejected at (or would reject the next at)
+    na: int = 0
+    nb: int = 0
+
+    def evidence(self) -> str:
+        """The comparison's own outcome and its numbers: what a reader checks the verdict against."""
+        return f"{self.a} vs {self.b}: {self.outcome.value}" + (f" ({self.detail})" if self.detail else "")
 
 
-def _resolve_best(name: str, values: dict, reading: str) -> tuple[str, tuple]:
+def _resolve_best(name: str, values: dict, reading: str) -> tuple[str, tuple, list[str]]:
+    """(row, candidates, missing candidates) of a 'best:R1,R2' name; a plain name has no candidates."""
     if not name.startswith("best:"):
-        return name, ()
-    cands = tuple(r for r in name[5:].split(",") if len(values.get(r, ())) > 0)
+        return name, (), []
+    names = name[5:].split(",")
+    cands = tuple(r for r in names if len(values.get(r, ())) > 0)
+    missing = [r for r in names if r not in cands]
     if not cands:
-        return name[5:].split(",")[0], tuple(name[5:].split(","))
+        return names[0], tuple(names), missing
     sign = 1 if READINGS[reading].higher_is_better else -1
-    return max(cands, key=lambda r: sign * values[r].mean()), cands
+    return max(cands, key=lambda r: sign * values[r].mean()), cands, missing
 
 
-def compare(
-    values: dict,
-    noise: Noise,
-    a: str,
-    relation: str,
-    b: str,
-    reading: str,
-    margin: float | None = None,
-    looks: int = 1,
-    alpha: float = ALPHA,
-) -> Comparison:
-    """One comparison on one reading; the p-value is corrected for best-of selection and for looks."""
-    b_name, cands = _resolve_best(b, values, reading)
+def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: str, margin: float | None = None,
+            rule: Rule = Rule()) -> Comparison:  # fmt: skip
+    """One comparison on one reading, before the family's procedure: its p (corrected for best-of selection and
+    looks), the side it falls on, and its interval at 1 - level.  A best-of with a candidate missing is MISSING:
+    the best cannot be named without every candidate."""
+    b_name, cands, absent = _resolve_best(b, values, reading)
     c = Comparison(a, relation, b_name, reading, margin, candidates=cands)
     va, vb = values.get(a, np.array([])), values.get(b_name, np.array([]))
-    if not len(va) or not len(vb):
-        c.detail = f"no finished trial of {a if not len(va) else b_name}"
+    c.na, c.nb = len(va), len(vb)
+    if not len(va) or not len(vb) or absent:
+        c.detail = f"no finished trial of {', '.join(absent) if absent else a if not len(va) else b_name}"
         return c
     c.diff = float(va.mean() - vb.mean())
     single = min(len(va), len(vb)) == 1
     if noise.df == 0 or (single and noise.df < MIN_DF_SINGLE):
         c.outcome = Outcome.NO_REPLICATES
-        c.detail = (
-            f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): no seed noise estimate"
-        )
+        c.detail = f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): no seed noise"
         return c
-    factor = max(len(cands), 1) * looks
-    c.level = alpha / factor
-    se, dof = standard_error(noise, a, len(va), b_name, len(vb))
-    # the interval that decides: two-sided 1 - level for a difference, 1 - 2 level for TOST's equivalence
-    t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, dof)
-    c.ci = (c.diff - t_crit * se, c.diff + t_crit * se)
+    factor = max(len(cands), 1) * rule.looks
+    c.level = rule.alpha / factor
+    c.se, c.dof = standard_error(noise, a, len(va), b_name, len(vb))
+    t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, c.dof)
+    c.ci = (c.diff - t_crit * c.se, c.diff + t_crit * c.se)
     sign = 1 if READINGS[reading].higher_is_better else -1  # quality = sign * value
     if relation == "~":
-        c.p, agrees = _equivalence(c.diff, se, dof, margin)
+        c.p, agrees = _equivalence(c.diff, c.se, c.dof, margin)
     else:
-        c.p = float(2 * stats.t.sf(abs(c.diff) / se, dof)) if se > 0 else (0.0 if c.diff else 1.0)
+        c.p = float(2 * stats.t.sf(abs(c.diff) / c.se, c.dof)) if c.se > 0 else (0.0 if c.diff else 1.0)
         better = sign * c.diff > 0
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
-    c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # before Holm; judge_claim decides
+    c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # the side; the family's procedure decides
+    pct = f"{100 * (1 - (2 if relation == '~' else 1) * c.level):.1f}%"
     c.detail = (
-        f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): "
-        f"diff {c.diff:+.3f} [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}]"
+        f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): diff {c.diff:+.3f}, "
+        f"{pct} interval [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}], p {c.p:.2g}"
         + (f", margin ±{margin}" if relation == "~" else "")
         + (f", best of {len(cands)} (Bonferroni)" if cands else "")
     )
     return c
-
-
-def standard_error(noise: Noise, a: str, na: int, b: str, nb: int) -> tuple[float, float]:
-    """(se of mean_a - mean_b, its df): the pooled t-test's sigma * sqrt(1/na + 1/nb) with the pool's df, or,
-    where a row was set apart from the pool, Welch's se with the Welch-Satterthwaite df."""
-    apart = {r for r, *_ in noise.apart}
-    if a not in apart and b not in apart:
-        return noise.sigma * math.sqrt(1 / na + 1 / nb), noise.df
-    (var_a, df_a), (var_b, df_b) = noise.spread(a), noise.spread(b)
-    ua, ub = var_a / na, var_b / nb
-    if ua + ub <= 0:
-        return 0.0, noise.df
-    return math.sqrt(ua + ub), (ua + ub) ** 2 / ((ua * ua / df_a if df_a else 0) + (ub * ub / df_b if df_b else 0))
 
 
 def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tuple[float, bool]:
@@ -272,52 +240,6 @@ def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tu
     return (float(p_tost), True) if p_tost <= p_beyond else (float(min(1.0, p_beyond)), False)
 
 
-# ---------------------------------------------------------------------------------------------- claims
-@dataclass
-class ClaimResult:
-    claim: str
-    reading: str
-    verdict: Verdict
-    comparisons: list[Comparison]
-    detail: str
-
-
-def judge_claim(
-    claim: dict, values: dict, noise: Noise, reading: str, looks: int = 1, alpha: float = ALPHA
-) -> ClaimResult:
-    comps = [
-        compare(values, noise, a, rel, b, reading, _margin(claim, reading), looks, alpha)
-        for a, rel, b in claim["comparisons"]
-    ]
-    tested = [c for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
-    if tested:
-        # for '~' the TOST p is compared with alpha (each one-sided test at alpha), a two-sided p with alpha
-        reject = holm([c.p for c in tested], alpha)
-        for c, r in zip(tested, reject):
-            if not r:
-                c.outcome = Outcome.WITHIN_NOISE
-    outcomes = [c.outcome for c in comps]
-    if all(o == Outcome.MISSING for o in outcomes):
-        verdict = Verdict.NOT_MEASURED
-    elif not tested:
-        verdict = Verdict.NO_REPLICATES if Outcome.NO_REPLICATES in outcomes else Verdict.NOT_MEASURED
-    else:
-        agree, contra = outcomes.count(Outcome.AGREES), outcomes.count(Outcome.CONTRADICTS)
-        if Outcome.MISSING in outcomes and not contra:
-            verdict = Verdict.INCOMPLETE  # a claim is not held on part of its rows
-        elif agree == len(comps):
-            verdict = Verdict.HELD
-        elif contra and not agree:
-            verdict = Verdict.CONTRADICTED
-        elif contra and agree:
-            verdict = Verdict.MIXED
-        else:
-            verdict = Verdict.WITHIN_NOISE
-    counts = ", ".join(f"{outcomes.count(o)} {o.value}" for o in Outcome if outcomes.count(o))
-    detail = f"{counts} (Holm over {len(tested)})" if len(comps) > 1 else outcomes[0].value
-    return ClaimResult(claim["id"], reading, verdict, comps, detail)
-
-
 def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
     """Holm's step-down rejections (the same decisions as statsmodels' multipletests(method="holm"), which
     tests/test_verdicts.py checks; written out because that function runs gc.collect() on every call)."""
@@ -330,86 +252,212 @@ def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
     return reject
 
 
+def decide(comps: list[Comparison], rule: Rule) -> None:
+    """The family's procedure over the comparisons that have a p: a comparison not rejected becomes WITHIN_NOISE.
+    Each gets ``threshold``: the p at or under which it would have been rejected in this family (used for the
+    difference the table could detect)."""
+    tested = [c for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
+    if not tested:
+        return
+    p = [c.p for c in tested]
+    m = len(p)
+    if rule.method == "bh":
+        reject = list(stats.false_discovery_control(p, method="bh") <= rule.alpha)
+        threshold = rule.alpha * max(sum(reject), 1) / m
+    else:
+        reject = holm(p, rule.alpha)
+        threshold = rule.alpha / max(m - sum(reject), 1)
+    for c, r in zip(tested, reject):
+        c.threshold = threshold
+        if not r:
+            c.outcome = Outcome.WITHIN_NOISE
+
+
+def detectable(c: Comparison, power: float = 0.8) -> float:
+    """The smallest true difference this comparison would detect with ``power``, at the family's threshold and
+    its own standard error (nan when it was not tested)."""
+    if not (math.isfinite(c.se) and math.isfinite(c.threshold)):
+        return float("nan")
+    level = min(c.threshold, c.level)  # rejected at p <= threshold, p being corrected for best-of and looks
+    return float((stats.t.ppf(1 - level / 2, c.dof) + stats.t.ppf(power, c.dof)) * c.se)
+
+
+# ---------------------------------------------------------------------------------------------- claims
+@dataclass
+class ClaimResult:
+    claim: str
+    reading: str
+    verdict: Verdict
+    comparisons: list[Comparison]
+    detail: str
+    detectable: float = float("nan")  # the largest of its comparisons' detectable differences
+    diverged: dict = field(default_factory=dict)  # row -> diverged seeds (not in the means)
+
+
 def _margin(claim: dict, reading: str) -> float | None:
     m = claim.get("margin")
     return m.get(reading) if isinstance(m, dict) else m
 
 
-def judge_table(df: pd.DataFrame, claims: list[dict], looks: int = 1, alpha: float = ALPHA) -> list[ClaimResult]:
-    """Every claim on every reading it has, from one collected frame."""
-    out = []
-    cache: dict[str, tuple] = {}
-    for claim in claims:
-        for reading in claim["readings"]:
-            if reading not in cache:
-                values = seed_values(df, reading)
-                cache[reading] = (values, pooled_noise(values))
-            values, noise = cache[reading]
-            out.append(judge_claim(claim, values, noise, reading, looks, alpha))
-    return out
+def claim_comparisons(claim: dict, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> list[Comparison]:
+    return [compare(values, noise, a, rel, b, reading, _margin(claim, reading), rule) for a, rel, b in
+            claim["comparisons"]]  # fmt: skip
 
 
-# ---------------------------------------------------------------------------------------------- rows vs base
-def versus_base(
-    values: dict, noise: Noise, rows: list[str], reading: str, looks: int = 1, alpha: float = ALPHA, base: str = "base"
-) -> list[Comparison]:
-    """Each row against base on one reading, for rows that no claim of the paper covers (a table of
-    modifications): two-sided, since nothing predicted a direction, with Holm's correction over the rows of
-    the reading (with 8 rows and no real effect, the chance that *any* row is called better or worse on this
-    reading stays <= alpha).  Outcome AGREES means better than base, CONTRADICTS worse.  The interval printed
-    is Bonferroni's over the rows tested (level alpha / (looks x m)): where it excludes 0, Holm rejects too
-    (Holm, which decides, may also reject where it touches 0).  ``p`` is corrected for looks, not for Holm."""
-    m = sum(1 for r in rows if r != base and len(values.get(r, ())) and len(values.get(base, ())))
-    comps = [
-        compare(values, noise, r, ">", base, reading, looks=looks, alpha=alpha / max(m, 1)) for r in rows if r != base
-    ]
-    tested = [c for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
-    for c, reject in zip(tested, holm([c.p for c in tested], alpha) if tested else []):
-        if not reject:
-            c.outcome = Outcome.WITHIN_NOISE
+def settle(claim: dict, reading: str, comps: list[Comparison], diverged: dict | None = None) -> ClaimResult:
+    """The verdict from comparisons the family's procedure has decided.  Held when every comparison agrees,
+    contradicted when some contradict and none agree, mixed when both; within noise otherwise; incomplete when
+    a row (or a best-of candidate) has no finished trial and nothing contradicts."""
+    outcomes = [c.outcome for c in comps]
+    tested = [o for o in outcomes if o in (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE)]
+    agree, contra = outcomes.count(Outcome.AGREES), outcomes.count(Outcome.CONTRADICTS)
+    if all(o == Outcome.MISSING for o in outcomes) and not any(c.na or c.nb for c in comps):
+        verdict = Verdict.NOT_MEASURED
+    elif Outcome.MISSING in outcomes and not contra:
+        verdict = Verdict.INCOMPLETE  # a claim is not judged on part of its rows
+    elif not tested:
+        verdict = Verdict.NO_REPLICATES
+    elif agree == len(comps):
+        verdict = Verdict.HELD
+    elif contra and not agree:
+        verdict = Verdict.CONTRADICTED
+    elif contra and agree:
+        verdict = Verdict.MIXED
+    else:
+        verdict = Verdict.WITHIN_NOISE
+    rows = {r for c in comps for r in (c.a, c.b, *c.candidates)}
+    gone = {r: k for r, k in (diverged or {}).items() if k and r in rows}
+    counts = ", ".join(f"{outcomes.count(o)} {o.value}" for o in Outcome if outcomes.count(o))
+    detail = counts if len(comps) > 1 else outcomes[0].value
+    if gone:
+        detail += "; diverged seeds, not in the means: " + ", ".join(f"{r} {k}" for r, k in sorted(gone.items()))
+    res = ClaimResult(claim["id"], reading, verdict, comps, detail, diverged=gone)
+    res.detectable = max((detectable(c) for c in comps), default=float("nan"))
+    return res
+
+
+def judge_claim(claim: dict, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> ClaimResult:
+    """One claim on one reading judged alone (its comparisons are the family: Holm over them)."""
+    comps = claim_comparisons(claim, values, noise, reading, rule)
+    decide(comps, Rule(rule.alpha, rule.looks, "claim", "holm", rule.variance))
+    return settle(claim, reading, comps)
+
+
+@dataclass
+class Judgement:
+    claims: list[ClaimResult]
+    versus: dict[str, list[Comparison]]  # reading -> each row against base
+    family: int = 0  # comparisons the procedure was applied to (with a p)
+
+
+def judge(values: dict[str, dict], claims: list[dict], rule: Rule = Rule(), versus_rows: list[str] = (),
+          diverged: dict | None = None, base: str = "base") -> Judgement:  # fmt: skip
+    """Every claim on every reading it has, and each of ``versus_rows`` against base on every reading in
+    ``values`` ({reading: {row: seed values}}), decided together (rule.family == "report") or claim by claim
+    and reading by reading (rule.family == "claim")."""
+    noise = {r: pooled_noise(v, rule.variance) for r, v in values.items()}
+    per_claim = [(c, r, claim_comparisons(c, values[r], noise[r], r, rule)) for c in claims for r in c["readings"]
+                 if r in values]  # fmt: skip
+    versus = {r: _versus(values[r], noise[r], versus_rows, r, rule, base) for r in values} if versus_rows else {}
+    groups = [comps for _, _, comps in per_claim] + list(versus.values())
+    if rule.family == "report":
+        family = [c for g in groups for c in g]
+        decide(family, rule)
+    else:
+        family = []
+        for g in groups:
+            decide(g, Rule(rule.alpha, rule.looks, "claim", "holm", rule.variance))
+            family += g
+    results = [settle(c, r, comps, diverged) for c, r, comps in per_claim]
+    return Judgement(results, versus, sum(math.isfinite(c.threshold) for c in family))
+
+
+def _versus(values: dict, noise: Noise, rows: list[str], reading: str, rule: Rule, base: str) -> list[Comparison]:
+    """Each row against base, two-sided (nothing predicted a direction): AGREES means better, CONTRADICTS worse."""
+    return [compare(values, noise, r, ">", base, reading, rule=rule) for r in rows if r != base]
+
+
+def judge_table(df: pd.DataFrame, claims: list[dict], rule: Rule = Rule(), versus_rows: list[str] = ()) -> Judgement:
+    """``judge`` on a collected frame: finished seeds per row and reading; diverged seeds counted."""
+    readings = list(dict.fromkeys([r for c in claims for r in c["readings"]] + (
+        list(VERSUS_READINGS[sweep_kind(df)]) if versus_rows else [])))  # fmt: skip
+    values = {r: seed_values(df, r) for r in readings}
+    diverged = df[df["status"] == Status.DIVERGED].groupby("row").size().to_dict() if len(df) else {}
+    return judge(values, claims, rule, versus_rows, diverged)
+
+
+VERSUS_READINGS = {"translation": ("dev_bleu", "dev_ce"), "lm": ("dev_bpb",)}
+
+
+def sweep_kind(df: pd.DataFrame) -> str:
+    return "lm" if "task" in df and (df["task"] == "lm").any() else "translation"
+
+
+def versus_base(values: dict, noise: Noise, rows: list[str], reading: str, rule: Rule = Rule(),
+                base: str = "base") -> list[Comparison]:  # fmt: skip
+    """Each row against base on one reading, decided with the rule's procedure over these rows alone."""
+    comps = _versus(values, noise, rows, reading, rule, base)
+    decide(comps, rule)
     return comps
 
 
 # ---------------------------------------------------------------------------------------------- adaptive seeds
-def undecided_rows(
-    df: pd.DataFrame, claims: list[dict], looks: int, max_seeds: int, alpha: float = ALPHA
-) -> dict[str, str]:
+def undecided_rows(df: pd.DataFrame, claims: list[dict], rule: Rule, max_seeds: int) -> dict[str, str]:
     """Rows where more seeds could decide a verdict: {row: why}.
 
     A comparison qualifies when it is within noise (or lacks replicates) and, if its observed difference
-    were the truth, the test with both rows at max_seeds would be decisive (|d| beyond the critical value
-    of a test at the per-look level, with the projected standard error).  The loop then adds one seed per
-    round to each such row; rows already at max_seeds are left out.
+    were the truth, the test with both rows at max_seeds would be decisive (|d| beyond the critical value at
+    the family's threshold, with the projected standard error).  The loop then adds one seed per round to
+    each such row; rows already at max_seeds are left out.
     """
     why: dict[str, str] = {}
-    cache = {r: seed_values(df, r) for r in {r for c in claims for r in c["readings"]}}
-    noise = {r: pooled_noise(v) for r, v in cache.items()}
-    for claim in claims:
-        for reading in claim["readings"]:
-            res = judge_claim(claim, cache[reading], noise[reading], reading, looks, alpha)
-            for c in res.comparisons:
-                if c.outcome not in (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES):
-                    continue
-                na, nb = len(cache[reading].get(c.a, ())), len(cache[reading].get(c.b, ()))
-                then = (max(na, max_seeds), max(nb, max_seeds))
-                if not na or not nb or not _could_decide(c, noise[reading], (na, nb), then):
-                    continue
-                for row, n in ((c.a, na), (c.b, nb)):
-                    if n < max_seeds and row not in why:
-                        why[row] = f"{res.claim} ({READINGS[reading].label}): {c.a} vs {c.b} {c.outcome.value}"
+    j = judge_table(df, claims, rule)
+    values = {r: seed_values(df, r) for r in {r for c in claims for r in c["readings"]}}
+    noise = {r: pooled_noise(v, rule.variance) for r, v in values.items()}
+    for res in j.claims:
+        reading = res.reading
+        for c in res.comparisons:
+            if c.outcome not in (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES):
+                continue
+            na, nb = len(values[reading].get(c.a, ())), len(values[reading].get(c.b, ()))
+            then = (max(na, max_seeds), max(nb, max_seeds))
+            if not na or not nb or not _could_decide(c, noise[reading], (na, nb), then, rule):
+                continue
+            for row, n in ((c.a, na), (c.b, nb)):
+                if n < max_seeds and row not in why:
+                    why[row] = f"{res.claim} ({READINGS[reading].label}): {c.a} vs {c.b} {c.outcome.value}"
     return why
 
 
-def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple[int, int]) -> bool:
-    """Would the test be decisive with ``then`` seeds (now: the seeds the rows have), if the observed difference
-    and spreads were the truth?  The pool's df is projected to grow by ~2 (one seed per row of the comparison);
-    a row set apart gains the seeds added to it."""
+def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple[int, int], rule: Rule) -> bool:
+    """Would the test be decisive with ``then`` seeds, if the observed difference and spreads were the truth?
+    The pooled df is projected to grow by the seeds added; the level is the family's threshold (alpha / the
+    family's size when nothing was rejected: the strictest)."""
     if noise.df == 0 or not math.isfinite(noise.sigma):
         return True  # no noise estimate yet: replicates are what is missing
-    gain = {c.a: then[0] - now[0], c.b: then[1] - now[1]}
-    projected = Noise(noise.sigma, noise.df + 2, noise.rows,
-                      tuple((r, sd, d + gain.get(r, 0), p) for r, sd, d, p in noise.apart))  # fmt: skip
+    added = (then[0] - now[0]) + (then[1] - now[1])
+    own = dict(noise.own)
+    for row, k in ((c.a, then[0] - now[0]), (c.b, then[1] - now[1])):
+        if row in own:
+            own[row] = (own[row][0], own[row][1] + k)
+    projected = Noise(noise.sigma, noise.df + added, noise.rows, noise.prior_df, noise.prior_sd, own, noise.floored,
+                      noise.model)  # fmt: skip
     se, dof = standard_error(projected, c.a, then[0], c.b, then[1])
+    level = c.threshold if math.isfinite(c.threshold) else c.level
+    level = min(level, c.level)
     if c.relation == "~":
-        return abs(c.diff) + stats.t.ppf(1 - c.level, dof) * se < c.margin or abs(c.diff) > c.margin
-    return abs(c.diff) > stats.t.ppf(1 - c.level / 2, dof) * se
+        return abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin or abs(c.diff) > c.margin
+    return abs(c.diff) > stats.t.ppf(1 - level / 2, dof) * se
+
+
+def charged_looks(adaptive: dict | None) -> int:
+    """The looks a sweep's comparisons are charged for (their p is multiplied by it).  Every planned look when the
+    data stopped the loop (every claim decided, or the maximum seeds reached); only the looks taken (one per
+    round plus the first) when the wall-clock budget stopped it, which the data did not choose: a design of that
+    many looks, Bonferroni over them.  A sweep without adaptive seeds looks once."""
+    if not adaptive:
+        return 1
+    planned = int(adaptive.get("looks", 1))
+    if adaptive.get("stop") == "budget" or str(adaptive.get("stopped", "")).startswith("wall-clock budget"):
+        return max(1, min(planned, len(adaptive.get("rounds", [])) + 1))
+    return planned

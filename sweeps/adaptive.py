@@ -3,9 +3,11 @@
 ``seeds: {min: m, max: M}`` in a spec: every row first runs seeds 1..m; then, in rounds, one more seed
 is added to each row of a claim comparison that is within noise and that one more seed could decide
 (analysis.verdicts.undecided_rows).  At most M - m rounds, so a comparison is looked at no more than
-L = M - m + 1 times, and every look (the report's too) tests at alpha / L: the Bonferroni bound keeps
-the error rate over the sequence of looks.  The loop stops when nothing is undecided, at M, or when the
-wall-clock budget would be exceeded by the next round (estimated from measured trial times).  The budget
+L = M - m + 1 times, and every look during the loop tests at alpha / L.  The loop stops when nothing is
+undecided, at M, or when the wall-clock budget would be exceeded by the next round (estimated from measured
+trial times).  The report charges every planned look (alpha / L: Bonferroni over the sequence) when the data
+stopped the loop, and only the k looks taken (alpha / k) when the budget did, which the data did not choose
+(analysis.verdicts.charged_looks).  The budget
 bounds the minimum seeds too: when it runs out there, Tune stops the running trials (they keep their
 checkpoints) and the rows left incomplete say so in the report; a larger ``--budget`` with ``--resume`` goes
 on.  The budget counts every session of the sweep (sweep.json's ``spent_seconds``).
@@ -21,8 +23,9 @@ from typing import Callable, Optional
 
 from analysis.claims import CLAIMS
 from analysis.collect import collect
-from analysis.verdicts import undecided_rows
+from analysis.verdicts import Rule, undecided_rows
 
+from .budget_plan import BudgetPlan, plan_for, run_throughput
 from .profiles import get_profile
 from .runner import BudgetSpent, SweepContext, SweepInterrupted, close_sweep, open_sweep, run_trials
 from .spec import Spec, Trial, expand_row
@@ -70,36 +73,84 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
     if left is not None and left <= 0:
         return _budget_spent(ctx, budget, "before the minimum seeds were complete")
     try:  # the minimum (and a resumed round), stopped where the budget runs out
-        run_trials(ctx, ctx.planned(), round_name="round-0", echo=echo, time_budget=left)
+        run_trials(ctx, dispatch_order(ctx, left, echo), round_name="round-0", echo=echo, time_budget=left)
     except BudgetSpent:
         return _budget_spent(ctx, budget, "during the minimum seeds")
     finally:  # an interrupted or failed session's time counts too (written when the sweep closes)
         ad["spent_seconds"] = spent0 + time.time() - started
-    while True:
+    ad.pop("unreached", None)  # an earlier session's: every claim's rows now have their minimum seeds
+
+    def spent() -> float:
         ad["spent_seconds"] = spent0 + time.time() - started
-        if len(ad["rounds"]) >= ad["max"] - ad["min"]:
-            return f"max seeds ({ad['max']}) reached"
-        why = undecided_rows(_collect(ctx), CLAIMS, ad["looks"], ad["max"])
-        new = next_trials(ctx, why)
-        if not new:
-            return "every claim decided, or no undecided comparison that one more seed could decide"
-        if budget is not None and ad["spent_seconds"] + _round_seconds(ctx, len(new)) > budget:
-            return f"wall-clock budget ({budget / 60:.0f} min) would be exceeded by the next round"
-        k = len(ad["rounds"]) + 1
-        ad["rounds"].append({"round": k, "added": {t.row: why[t.row] for t in new}, "started": time.time()})
+        return ad["spent_seconds"]
+
+    def run(new: list[Trial], k: int) -> None:
         ctx.write_state()
-        echo(f"round {k}: one more seed for {', '.join(t.row for t in new)} (undecided verdicts)")
         try:
             run_trials(ctx, new, round_name=f"round-{k}", echo=echo)
         finally:
-            ad["spent_seconds"] = spent0 + time.time() - started
+            spent()
+
+    return seed_rounds(ad, lambda: _collect(ctx), lambda why: next_trials(ctx, why), run,
+                       lambda n: _round_seconds(ctx, n), budget, spent, echo)  # fmt: skip
+
+
+def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, round_seconds: Callable,
+                budget: Optional[float], spent: Callable[[], float], echo: Callable[[str], None] = print,
+                claims: list[dict] = CLAIMS) -> str:  # fmt: skip
+    """The rounds after the minimum seeds: judge (frame() is the sweep's trials), add one seed to each row whose
+    verdict one more seed could decide (next_for(why) gives the trials, run(trials, k) runs round k), until the
+    data decide, max is reached or the next round would exceed the budget.  Records why in ad["stop"] (data,
+    max or budget: the looks charged follow from it, analysis.verdicts.charged_looks) and returns the reason."""
+    while True:
+        spent()
+        if len(ad["rounds"]) >= ad["max"] - ad["min"]:
+            ad["stop"] = "max"
+            return f"max seeds ({ad['max']}) reached"
+        why = undecided_rows(frame(), claims, Rule(looks=ad["looks"]), ad["max"])
+        new = next_for(why)
+        if not new:
+            ad["stop"] = "data"
+            return "every claim decided, or no undecided comparison that one more seed could decide"
+        if budget is not None and spent() + round_seconds(len(new)) > budget:
+            ad["stop"] = "budget"
+            return f"wall-clock budget ({budget / 60:.0f} min) would be exceeded by the next round"
+        k = len(ad["rounds"]) + 1
+        ad["rounds"].append({"round": k, "added": {t.row: why[t.row] for t in new}, "started": time.time()})
+        echo(f"round {k}: one more seed for {', '.join(t.row for t in new)} (undecided verdicts)")
+        run(new, k)
+
+
+def _budget_plan(ctx: SweepContext, left: float) -> BudgetPlan:
+    trials = ctx.planned()
+    return plan_for(ctx.spec, trials, _collect(ctx), run_throughput(ctx.spec, ctx.profile_name, trials), left)
+
+
+def dispatch_order(ctx: SweepContext, left: Optional[float], echo: Callable[[str], None] = print) -> list[Trial]:
+    """The minimum seeds' trials in the order they are started: the plan's own where there is no budget or
+    every trial is expected to end within it, else claim by claim (budget_order), from the plan's estimates
+    corrected by the trials this sweep has measured.  Tune starts a round's trials in the order given."""
+    trials = ctx.planned()
+    if left is None:
+        return trials
+    plan = _budget_plan(ctx, left)
+    if plan.fits:
+        return trials
+    echo(f"the budget left ({left / 60:.0f} min) is not expected to finish every trial: rows run claim by claim")
+    for line in plan.lines(ctx.state["adaptive"].get("spent_seconds", 0.0)):
+        echo(line)
+    return plan.ordered
 
 
 def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:
+    ctx.state["adaptive"]["stop"] = "budget"
     done, total = ctx.finished_count()
+    unreached = _budget_plan(ctx, 0.0).unreached(budget)  # the claims it did not reach, and what would finish them
+    ctx.state["adaptive"]["unreached"] = unreached
+    need = "".join(f"; {c} needs --budget {b}" for c, b in unreached.items())
     return (
         f"wall-clock budget ({budget / 60:.0f} min) spent {when}: {done} of {total} trials finished; the rest "
-        "are not in the table (their rows are incomplete); a larger --budget with --resume goes on"
+        f"are not in the table (their rows are incomplete); a larger --budget with --resume goes on{need}"
     )
 
 

@@ -1,0 +1,145 @@
+"""Seed noise at two or three seeds per row: moderated variances (empirical Bayes) with a floor at a row's own.
+
+With two seeds a row's own variance has 1 df: alone it can neither be trusted (a test on it has a critical t
+of 12.7) nor ignored (pooling assumes every row trains as steadily as the rest, and one row that does not is
+then called different from base far too often).  The model, per reading:
+
+* **Prior.** The rows' sample variances s_i^2 (d_i = n_i - 1 df) are taken as draws of a scaled inverse
+  chi-square, s0^2 with d0 df, fitted by the moments of log s_i^2 (Smyth 2004, limma's ``fitFDist``).  When the
+  spreads agree with one common variance (the fit gives d0 = inf) the prior is the pooled variance with the
+  pooled df: the classic pooled t-test.
+* **Moderated variance** of a row: (d0 s0^2 + d_i s_i^2) / (d0 + d_i) with d0 + d_i df (capped at the pooled
+  df): rows borrow strength from each other in proportion to how alike their spreads are.
+* **Floor.** A row is never given less than its own sample variance: a row whose seeds disagree more than the
+  prior expects keeps that spread (heavy-tailed seed noise and one unstable row are then tested with the larger
+  of the two; simulated in benchmarks/verdict_calibration.py).
+
+scipy has no fit of Smyth's prior (statsmodels neither), so the 20 lines of ``fit_prior`` follow limma's
+``fitFDist``; tests/test_verdicts.py checks it recovers a known prior.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import special, stats
+
+MIN_DF_SINGLE = 3  # pooled df needed before a one-seed row is compared
+MODELS = ("moderated", "pooled")  # pooled: one variance for every row (the rule before moderation)
+
+
+def _trigamma_inverse(x: float) -> float:
+    """y with trigamma(y) = x (Newton's method from limma's trigammaInverse)."""
+    if x > 1e7:
+        return 1 / math.sqrt(x)
+    if x < 1e-6:
+        return 1 / x
+    y = 0.5 + 1 / x
+    for _ in range(50):
+        tri = float(special.polygamma(1, y))
+        step = tri * (1 - tri / x) / float(special.polygamma(2, y))
+        y += step
+        if -step / y < 1e-8:
+            break
+    return y
+
+
+def fit_prior(s2: np.ndarray, d: np.ndarray) -> tuple[float, float]:
+    """(s0^2, d0) of the scaled inverse chi-square the sample variances s2 (with d df each) are drawn from."""
+    z = np.log(np.maximum(s2, 1e-300))
+    e = z - special.digamma(d / 2) + np.log(d / 2)
+    mean = float(e.mean())
+    excess = float(((e - mean) ** 2).sum() / max(len(e) - 1, 1) - special.polygamma(1, d / 2).mean())
+    if len(e) < 2 or excess <= 0:
+        return math.exp(mean), math.inf
+    d0 = 2 * _trigamma_inverse(excess)
+    return math.exp(mean + special.digamma(d0 / 2) - math.log(d0 / 2)), d0
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Seed noise of one reading: the pooled variance and, per row, the (variance, df) its seeds are tested with."""
+
+    sigma: float  # pooled seed standard deviation (nan when df == 0)
+    df: int  # pooled df: sum of n_i - 1 over rows with >= 2 seeds
+    rows: int  # rows that contributed (>= 2 seeds)
+    prior_df: float = math.inf  # d0 of the moderated model (inf: one common spread; the pooled test)
+    prior_sd: float = float("nan")  # s0
+    own: dict = field(default_factory=dict)  # row -> (variance, df) of one seed; absent rows use the prior
+    floored: tuple = ()  # (row, own sd): rows whose own spread is above their moderated one and is used
+    model: str = "moderated"
+
+    def spread(self, row: str) -> tuple[float, float]:
+        """(variance, df) of one seed of ``row``."""
+        if row in self.own:
+            return self.own[row]
+        if math.isfinite(self.prior_df):
+            return self.prior_sd**2, min(self.prior_df, self.df)
+        return self.sigma * self.sigma, self.df
+
+    def mean_ci(self, values: np.ndarray, row: str = "", level: float = 0.95) -> tuple[float, float | None, int]:
+        """Mean of a row's seeds and the half-width of its interval (None without a noise estimate)."""
+        if not len(values):
+            return float("nan"), None, 0
+        var, dof = self.spread(row)
+        if not self.df or not dof or not math.isfinite(var):
+            return float(values.mean()), None, len(values)
+        half = stats.t.ppf(0.5 + level / 2, dof) * math.sqrt(var / len(values))
+        return float(values.mean()), float(half), len(values)
+
+    def describe(self) -> str:
+        if not self.df:
+            return "no replicate, no estimate"
+        text = f"σ = {self.sigma:.3f} (pooled, df {self.df}, {self.rows} rows)"
+        if self.model == "moderated":
+            d0 = f"{self.prior_df:.1f}" if math.isfinite(self.prior_df) else "∞: the rows' spreads agree, pooled test"
+            text += f"; prior df d0 = {d0}"
+            if self.floored:
+                text += "; own spread used for " + ", ".join(f"{r} (sd {sd:.3f})" for r, sd in self.floored)
+        return text
+
+
+def pooled_noise(values: dict[str, np.ndarray], model: str = "moderated") -> Noise:
+    """The seed-noise model of one reading from {row: finished seeds' values} (see the module doc)."""
+    stats_ = {r: (float(v.var(ddof=1)), len(v) - 1) for r, v in values.items() if len(v) >= 2}
+    dof = sum(d for _, d in stats_.values())
+    if not dof:
+        return Noise(float("nan"), 0, 0, model=model)
+    pooled = sum(s * d for s, d in stats_.values()) / dof
+    sigma = math.sqrt(pooled)
+    if model == "pooled" or len(stats_) < 3:
+        return Noise(sigma, dof, len(stats_), model=model)
+    rows = list(stats_)
+    s2 = np.array([stats_[r][0] for r in rows])
+    d = np.array([stats_[r][1] for r in rows], dtype=float)
+    s02, d0 = fit_prior(s2, d)
+    own, floored = {}, []
+    for r, si2, di in zip(rows, s2, d):
+        if math.isfinite(d0):
+            var, vdf = (d0 * s02 + di * si2) / (d0 + di), min(d0 + di, dof)
+        else:
+            var, vdf = pooled, dof
+        if si2 > var:
+            floored.append((r, math.sqrt(si2)))
+            var = float(si2)
+        own[r] = (float(var), float(vdf))
+    return Noise(sigma, dof, len(stats_), d0, math.sqrt(s02) if math.isfinite(d0) else sigma, own, tuple(floored),
+                 model)  # fmt: skip
+
+
+def standard_error(noise: Noise, a: str, na: int, b: str, nb: int) -> tuple[float, float]:
+    """(se of mean_a - mean_b, its df): Welch-Satterthwaite on the two rows' variances, with the df capped at
+    what the table holds (d0 plus both rows' own df, and the pooled df).  When both rows use the pooled
+    variance (the rows' spreads agree) this is the pooled t-test: sigma * sqrt(1/na + 1/nb) on the pooled df."""
+    (var_a, df_a), (var_b, df_b) = noise.spread(a), noise.spread(b)
+    ua, ub = var_a / na, var_b / nb
+    if ua + ub <= 0:
+        return 0.0, noise.df
+    se = math.sqrt(ua + ub)
+    if df_a == df_b == noise.df and var_a == var_b:
+        return se, noise.df  # one common variance: the pooled test's df
+    ws = (ua + ub) ** 2 / ((ua * ua / df_a if df_a else 0) + (ub * ub / df_b if df_b else 0))
+    cap = noise.prior_df + max(na - 1, 0) + max(nb - 1, 0)
+    return se, float(min(ws, cap, noise.df))
