@@ -103,13 +103,13 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         attempts, started = _attempts(wd / rundir.ATTEMPTS)
         err = (summary.get(tid) or {}).get("error")
         status = f"corrupt: {corrupt[0]}" if corrupt else result.get("status")
-        if not status:
+        if not status:  # stopped early only where the scheduler said so; started, no result, driver gone: interrupted
             status = (
                 Status.FAILED
                 if err
                 else Status.STOPPED
-                if tid in summary
-                else Status.RUNNING
+                if (summary.get(tid) or {}).get("stopped_early")
+                else (Status.RUNNING if state.get("status", "running") == "running" else Status.INTERRUPTED)
                 if attempts
                 else Status.PENDING
             )

@@ -51,7 +51,8 @@ class Status(str, Enum):
     RUNNING = "running"  # started (attempts.jsonl has a line), no result yet
     PENDING = "pending"  # planned, never started
     FAILED = "failed"  # ended with an error
-    STOPPED = "stopped early"  # ended by a scheduler (ASHA) before its last step
+    STOPPED = "stopped early"  # ended by a scheduler (ASHA) before its last step, as the scheduler recorded
+    INTERRUPTED = "interrupted"  # started, no result, and its sweep's driver has ended: --resume trains it
     CORRUPT = "corrupt"  # result.json exists but cannot be read
     WORKER = "worker"  # what a data-parallel worker of rank > 0 returns (rank 0 writes the result)
 
