@@ -25,6 +25,7 @@ def cmd_train(args) -> int:
     from tqdm import tqdm
 
     from transformer_core import train_and_evaluate
+    from transformer_core.memory import check_memory
     from transformer_core.run_config import make_run_config, parse_assignments
     from transformer_core.train import task_for
 
@@ -32,6 +33,7 @@ def cmd_train(args) -> int:
     if args.data_dir:
         values["data_dir"] = args.data_dir
     config = make_run_config(values, preset=args.preset)
+    check_memory(config)  # before the model is allocated: one line, not the allocator's traceback
     task_for(config)  # a setting the task cannot use: its one line before the progress bar appears
     bar = tqdm(total=config.train.steps, unit="step", dynamic_ncols=True, disable=args.quiet)
 

@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 from analysis.samples import SEARCH_GROUP, sample_label
 from transformer_core import knobs
 from transformer_core.config import MODEL_KEYS, paper_values
@@ -21,9 +19,11 @@ from transformer_core.data.monolingual import lm_language
 from transformer_core.data.prepare import check_direction
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.lm_task import check as check_lm
-from transformer_core.run_config import TASKS, TRAIN_KEYS, make_run_config
+from transformer_core.memory import check_memory
+from transformer_core.run_config import MAX_SEED, TASKS, TRAIN_KEYS, make_run_config
 from transformer_core.rundir import TrialRecord
 
+from .bounds import check_plan_size, read_document
 from .lock import SAFE_ALLOWED, SAFE_NAME
 from .profiles import Profile, get_profile
 
@@ -78,11 +78,12 @@ def _mapping(value, path: str, allowed) -> dict:
     return value
 
 
-def _number(value, path: str, lo=None, integer=False) -> Any:
+def _number(value, path: str, lo=None, integer=False, hi=None) -> Any:
     ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or (lo is not None and value < lo):
+    if isinstance(value, bool) or not ok or (lo is not None and value < lo) or (hi is not None and value > hi):
         kind = "an integer" if integer else "a number"
-        raise SpecError(f"{path}: {value!r} is invalid; allowed {kind}" + (f" >= {lo}" if lo is not None else ""))
+        bounds = f" in [{lo}, {hi}]" if hi is not None else (f" >= {lo}" if lo is not None else "")
+        raise SpecError(f"{path}: {value!r} is invalid; allowed {kind}{bounds}")
     return value
 
 
@@ -183,6 +184,8 @@ def expand_row(
             cfg = make_run_config(v, preset)
             if spec.task == "lm":
                 check_lm(cfg)
+            if not trials:  # the seeds of a row differ in nothing that takes memory
+                check_memory(cfg)
         except ConfigError as exc:
             raise SpecError(f"rows.{row.group}.{row.label}: at profile {profile.name!r}: {exc}") from None
         trials.append(Trial(row.group, row.label, seed, paper, v, cfg.content_hash(), profile.rules()))
@@ -228,15 +231,15 @@ def _parse_seeds(raw) -> tuple[list, Optional[dict]]:
     """A list of seeds, or {min: m, max: M} (adaptive: seeds 1..m first, up to M where a verdict needs them)."""
     if isinstance(raw, dict):
         raw = _mapping(raw, "seeds", ("min", "max"))
-        lo = _number(raw.get("min", 2), "seeds.min", 1, integer=True)
-        hi = _number(raw.get("max", lo), "seeds.max", 1, integer=True)
+        lo = _number(raw.get("min", 2), "seeds.min", 1, integer=True, hi=MAX_SEED)
+        hi = _number(raw.get("max", lo), "seeds.max", 1, integer=True, hi=MAX_SEED)
         if hi < lo:
             raise SpecError(f"seeds.max: {hi} is invalid; allowed an integer >= seeds.min ({lo})")
         return list(range(1, lo + 1)), {"min": lo, "max": hi}
     if not isinstance(raw, list) or not raw:
         raise SpecError(f"seeds: {raw!r} is invalid; allowed a non-empty list of integers or {{min: 2, max: 5}}")
     for i, s in enumerate(raw):
-        _number(s, f"seeds[{i}]", 0, integer=True)
+        _number(s, f"seeds[{i}]", 0, integer=True, hi=MAX_SEED)
     if len(set(raw)) != len(raw):
         raise SpecError(f"seeds: {raw} repeats a seed; every seed must be different")
     return raw, None
@@ -300,7 +303,8 @@ def _parse_search(raw) -> Optional[dict]:
                 raise SpecError(f"{path}: low ({lo}) must be below high ({hi})")
             if dist["type"] == "loguniform" and lo <= 0:
                 raise SpecError(f"{path}.low: {lo} is invalid for loguniform; allowed a number > 0")
-    return {"samples": samples, "space": space, "seed": raw.get("seed", 0)}
+    seed = _number(raw.get("seed", 0), "search.seed", 0, integer=True, hi=MAX_SEED)  # the sampler's RNG takes 32 bits
+    return {"samples": samples, "space": space, "seed": seed}
 
 
 def _parse_scheduler(raw) -> dict:
@@ -321,6 +325,7 @@ def _parse_scheduler(raw) -> dict:
 
 def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     doc = _mapping(doc, "spec", TOP_KEYS)
+    check_plan_size(doc)  # before any row is expanded
     name = doc.get("name")
     _safe_name(name, "name")
     base = _mapping(doc.get("base") or {"preset": "base"}, "base", BASE_KEYS)
@@ -403,13 +408,7 @@ def load_spec(path: str | Path) -> Spec:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"spec file {str(path)!r} does not exist or is not a file")
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
-        raise SpecError(f"spec file {str(path)!r} is not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
-    return parse_spec(doc, str(p))
+    return parse_spec(read_document(p), str(p))  # bounded: bytes, nesting, aliases expanded
 
 
 def plan(spec: Spec, profile_name: str) -> list[Trial]:

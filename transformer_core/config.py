@@ -30,9 +30,14 @@ def _fail(field_name: str, value: Any, allowed: str) -> None:
     raise ConfigError(f"{field_name}={value!r} is invalid: allowed {allowed}")
 
 
-def _check_int(name: str, value: Any, minimum: int = 1) -> None:
+INT64_MAX = 2**63 - 1  # the largest integer torch and numpy take: a larger one dies in them, not here
+
+
+def _check_int(name: str, value: Any, minimum: int = 1, maximum: int = INT64_MAX) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         _fail(name, value, f"an integer >= {minimum}")
+    if value > maximum:
+        _fail(name, value, f"an integer in [{minimum}, {maximum}]")
 
 
 def _check_prob(name: str, value: Any) -> None:

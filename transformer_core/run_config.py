@@ -17,6 +17,8 @@ from typing import Any, Optional
 from .config import MODEL_KEYS, ModelConfig, _check_choice, _check_int, _fail, model_config
 from .errors import ConfigError
 
+MAX_SEED = 2**32 - 1  # what every RNG a seed reaches takes: numpy's RandomState 32 bits, torch.manual_seed 64
+
 SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learning_rate)
 BEAM_STOPS = ("exact", "length")  # when a beam search ends early: see decoding.beam_search
 EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, or only at the last step
@@ -70,8 +72,9 @@ class TrainConfig:
             "log_every",
         ):
             _check_int(name, getattr(self, name))
-        for name in ("seed", "eval_sentences", "threads", "max_extra"):
+        for name in ("eval_sentences", "threads", "max_extra"):
             _check_int(name, getattr(self, name), minimum=0)
+        _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         for name, lo, hi in (
             ("lr_scale", 0.0, float("inf")),
             ("eps_ls", 0.0, 1.0),
