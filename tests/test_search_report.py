@@ -48,14 +48,16 @@ def test_expected_best_of_a_minimised_objective_is_the_expected_minimum():
     evp = expected_best(configs, Objective("dev_ppl", "min"))
     assert list(evp["n"]) == [1, 2, 3]
     assert evp["expected_best"].iloc[0] == pytest.approx(20.0)
-    assert evp["expected_best"].iloc[1] == pytest.approx(np.mean([min(a, b) for a in (10, 20, 30) for b in (10, 20, 30)]))
+    pairs = [min(a, b) for a in (10, 20, 30) for b in (10, 20, 30)]
+    assert evp["expected_best"].iloc[1] == pytest.approx(np.mean(pairs))
     assert evp["expected_best"].is_monotonic_decreasing
 
 
 def _trial(tid, sampled, seed, bleu, status="finished", started=0.0, group="search"):
-    return {"trial_id": tid, "group": group, "row": sample_label(sampled), "seed": seed, "sample": sample_label(sampled),
-            "sampled": sampled, "started": started, "status": status, "dev_bleu": bleu, "wall_seconds": 10.0,
-            "train_flops": 1e9, "step": 20}  # fmt: skip
+    label = sample_label(sampled)
+    return {"trial_id": tid, "group": group, "row": label, "seed": seed, "sample": label, "sampled": sampled,
+            "started": started, "status": status, "dev_bleu": bleu, "wall_seconds": 10.0, "train_flops": 1e9,
+            "step": 20}  # fmt: skip
 
 
 def test_each_sample_is_its_own_configuration_and_seeds_are_never_pooled_across_samples():
