@@ -19,13 +19,19 @@ def cmd_plan(args) -> int:
 
     from . import estimate
     from .profiles import get_profile
-    from .spec import load_spec, plan
+    from .spec import load_spec, parse_budget, plan
 
     start = time.time()
     spec = _with_corpus(load_spec(args.spec), args.corpus)
     trials = plan(spec, args.profile)
     data_dir = args.data_dir or default_data_dir()
     source = estimate.resolve_throughput(args.profile, args.device_flops, args.device, args.mfu, data_dir)
+    budget = parse_budget(args.budget, "--budget")
+    if budget is not None:  # this machine's measured step time of the base row (cached), unless one is given
+        from .budget_plan import budget_source
+
+        source = budget_source(spec, args.profile, trials, data_dir, args.device_flops, args.device, args.mfu,
+                               args.remeasure)  # fmt: skip
     devices = estimate.devices_per_trial(spec.resources)
     print(
         f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
@@ -67,6 +73,10 @@ def cmd_plan(args) -> int:
             " (evaluation included roughly)"
         )
         print(f"throughput source: {source.source}")
+    if budget is not None:
+        from .budget_plan import budget_lines
+
+        print("\n".join(budget_lines(spec, trials, source, budget)))
     print(f"planned in {time.time() - start:.2f} s; nothing was run")
     return 0
 
@@ -235,6 +245,13 @@ def register(sub) -> None:
         default=None,
         help="where `tsweep bench-device` stored its measurement (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)",
     )
+    p.add_argument(
+        "--budget",
+        default=None,
+        help="a wall-clock budget, e.g. 60m: which claims it is expected to decide on this machine, from the base "
+        "row's step time measured here (a few seconds, cached in the data dir)",
+    )
+    p.add_argument("--remeasure", action="store_true", help="with --budget: measure the step time again (not cached)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
     p.add_argument("spec")

@@ -176,3 +176,13 @@ def test_the_search_report_of_a_real_smoke_search(smoke_search):
     best = configs.loc[configs["rank"] == 1, "dev_ppl"].iloc[0]
     finished = [json.loads((out / "trials" / t["id"] / "result.json").read_text()) for t in trials]
     assert best == pytest.approx(min(r["dev_ppl"] for r in finished if r["status"] == "finished"))
+
+
+@pytest.mark.e2e
+def test_load_sweep_reads_the_real_smoke_search(smoke_search):
+    from sweeps import load_sweep
+
+    s = load_sweep(smoke_search[0])
+    assert s.kind == "search" and len(s.trials) == 5 and len(s.configurations) == 5
+    assert set(s.curves["trial_id"]) == set(s.trials["trial_id"]) and s.curves["dev_ce"].notna().all()
+    assert s.verdicts["rank"].iloc[0] == 1 and set(s.results["row"]) == set(s.configurations["sample"])
