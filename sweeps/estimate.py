@@ -95,7 +95,39 @@ def store_measurement(data_dir, profile: str, record: dict) -> Path:
     """Add (or replace) the measurement of ``profile``; written atomically."""
     path = bench_path(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"measurements": {**read_measurements(data_dir), profile: record}}
+    body = {
+        MACHINES: read_machine_measurements(data_dir),
+        "measurements": {**read_measurements(data_dir), profile: record},
+    }
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(body, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+    return path
+
+
+# Step times measured by `tsweep plan --budget` (sweeps/machine_bench.py), keyed by what decides them on this
+# machine (profile, CPU flags and instruction set, torch, precision, threads, trials side by side), beside the
+# bench-device measurements in the same file
+MACHINES = "machines"
+
+
+def read_machine_measurements(data_dir) -> dict[str, dict]:
+    """{machine key: measurement}; an unreadable file is an error naming it, as for read_measurements."""
+    path = bench_path(data_dir)
+    if not path.exists():
+        return {}
+    try:
+        found = json.loads(path.read_text()).get(MACHINES, {})
+        return {k: v for k, v in found.items() if float(v["flops_per_second"]) > 0}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
+
+
+def store_machine_measurement(data_dir, key: str, record: dict) -> Path:
+    """Add (or replace) the measurement under ``key``; the profile measurements are kept; written atomically."""
+    path = bench_path(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"measurements": read_measurements(data_dir), MACHINES: {**read_machine_measurements(data_dir), key: record}}
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(body, indent=2, sort_keys=True))
     os.replace(tmp, path)
