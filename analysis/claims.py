@@ -69,3 +69,18 @@ def claim_rows(claims: list[dict] = CLAIMS) -> dict[str, list[str]]:
                     rows.append(name)
         out[c["id"]] = rows
     return out
+
+
+def budget_unreached(adaptive: dict | None) -> list[str]:
+    """The report's line on the claims a spent wall-clock budget did not reach (sweep.json's adaptive record,
+    written by sweeps.adaptive when the budget ran out): each with the budget, over every session of the sweep,
+    that the measured trial times say would finish it."""
+    unreached = (adaptive or {}).get("unreached") or {}
+    if not unreached:
+        return []
+    each = "; ".join(f"{claim}: DEMO_BUDGET={budget}" for claim, budget in unreached.items())
+    return [
+        f"**Not measured: budget**: the budget was spent before every row of these claims had its seeds, so they "
+        f"are not judged. The budget that would finish each (every session counts; estimated from the measured "
+        f"trial times): {each} (`make demo DEMO_BUDGET=...`, or `tsweep run ... --resume --budget ...`)."
+    ]

@@ -16,7 +16,7 @@ import pandas as pd
 from transformer_core.knobs import BY_NAME
 from transformer_core.rundir import Status
 
-from .claims import BLEU_ONLY
+from .claims import BLEU_ONLY, budget_unreached
 from .collect import collect
 from .evalsets import evaluation_sets
 from .html_report import render
@@ -198,6 +198,7 @@ def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame, rule: Rule)
         for rnd in ad.get("rounds", []):
             added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
             lines.append(f"- round {rnd['round']}: one more seed for {added}")
+    lines += budget_unreached(ad)  # claims a spent budget did not reach: "not measured: budget"
     return lines
 
 

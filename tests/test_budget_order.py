@@ -104,3 +104,12 @@ def test_projection_says_what_a_budget_decides_and_what_it_would_need():
 
 def test_budget_words_round_up_to_five_minutes():
     assert [budget_words(s) for s in (1, 3000, 3301, 5700, 10800)] == ["5m", "50m", "1h", "1h35m", "3h"]
+
+
+def test_the_reports_line_names_each_claim_the_budget_did_not_reach_with_the_budget_to_finish_it():
+    from analysis.claims import budget_unreached
+
+    assert budget_unreached(None) == [] and budget_unreached({"min": 2}) == []
+    (line,) = budget_unreached({"unreached": {"A-one-head": "1h35m", "C-bigger-better": "3h"}})
+    assert line.startswith("**Not measured: budget**")
+    assert "A-one-head: DEMO_BUDGET=1h35m; C-bigger-better: DEMO_BUDGET=3h" in line
