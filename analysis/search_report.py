@@ -214,7 +214,8 @@ def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None
         md += ["## Pareto front", "", f"Configurations no other beats on both {objs[0].metric} and "
                f"{objs[1].metric}: {', '.join(front)}.", ""]  # fmt: skip
     if confirm is not None:
-        md += ["## Confirmation with fresh seeds", "", *confirmation_lines(confirm, o), "",
+        said = [x for line in confirmation_lines(confirm, o) for x in (line, "")]
+        md += ["## Confirmation with fresh seeds", "", *said,
                _md_table(confirm.attrs["display"]), ""]  # fmt: skip
     md += ["## Would more samples help?", "", _evp_line(evp, o), "", EVP_NOTE, "",
            "## Parameter importance", "", IMPORTANCE_NOTE, "",

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from transformer_core.rundir import Status
-
 from .samples import CONFIRM_GROUP
 from .search import Objective
+from .verdicts import Comparison, Outcome, Rule, compare, decide, pooled_noise, seed_values
 
 
 def pareto_front(configs: pd.DataFrame, objectives: list[Objective]) -> list[str]:
@@ -24,13 +23,84 @@ def pareto_front(configs: pd.DataFrame, objectives: list[Objective]) -> list[str
     return front
 
 
+READING_OF = {"dev_bleu": "dev_bleu", "dev_ppl": "dev_ce", "test_bleu": "test_bleu", "dev_bpb": "dev_bpb",
+              "test_bpb": "test_bpb"}  # fmt: skip  # an objective's verdict reading (perplexity: its log)
+
+
 def confirmation_table(df: pd.DataFrame, configs: pd.DataFrame, objective: Objective) -> pd.DataFrame | None:
-    """The configurations re-run with fresh seeds after the search, or None when there are none."""
-    confirm = df[(df["group"] == CONFIRM_GROUP) & (df["status"] == Status.FINISHED)]
-    if not len(confirm):
+    """The configurations re-run with fresh seeds after the search (group confirm), or None when there are none:
+    per configuration its search rank and score (the search's, optimistic: it was picked as a maximum), its
+    confirmed mean and 95% interval from the confirmation's seed noise, and the optimism (search - confirmed).
+
+    ``attrs["comparison"]``: the search's winner (chosen before any fresh seed ran) against the best of the other
+    confirmed configurations (Bonferroni over them), decided by the verdict engine (compare, then decide)."""
+    confirm = df[df["group"] == CONFIRM_GROUP]
+    if not len(confirm) or objective.metric not in READING_OF:
         return None
-    raise NotImplementedError
+    reading = READING_OF[objective.metric]
+    values = seed_values(confirm, reading)
+    noise = pooled_noise(values)
+    search = configs.set_index("sample")
+    rows = []
+    for sample, sub in confirm.groupby("sample", sort=False):
+        v = values.get(sample, np.array([]))
+        mean, half, n = noise.mean_ci(v, sample)
+        rows.append({"sample": sample, "search_rank": search["rank"].get(sample), "search_score":
+                     search[objective.metric].get(sample), "search_seeds": search["seeds_finished"].get(sample),
+                     "confirmed": mean, "ci": half, "fresh_seeds": n, "fresh_planned": len(sub)})  # fmt: skip
+    table = pd.DataFrame(rows).sort_values("search_rank", kind="stable", na_position="last")
+    if reading == "dev_ce":  # the verdict reads ln PPL; the table shows perplexity beside it
+        table["confirmed_ppl"] = np.exp(table["confirmed"])
+    score = np.log(table["search_score"]) if reading == "dev_ce" else table["search_score"]
+    table["optimism"] = objective.sign * (score - table["confirmed"])
+    table.attrs.update(reading=reading, noise=noise, samples=len(configs))
+    table.attrs["comparison"] = _winner_against_rest(table, values, noise, reading)
+    table.attrs["display"] = _display(table, objective)
+    return table
+
+
+def _winner_against_rest(table: pd.DataFrame, values: dict, noise, reading: str) -> Comparison | None:
+    ranked = [s for s in table["sample"] if len(values.get(s, ()))]
+    if len(ranked) < 2:
+        return None
+    winner, rest = ranked[0], ranked[1:]
+    c = compare(values, noise, winner, ">", "best:" + ",".join(rest), reading)
+    decide([c], Rule())
+    return c
+
+
+def _display(table: pd.DataFrame, objective: Objective) -> pd.DataFrame:
+    unit = " (ln PPL)" if table.attrs["reading"] == "dev_ce" else ""
+    return pd.DataFrame({
+        "sample": table["sample"], "search rank": table["search_rank"],
+        f"search {objective.metric}": [f"{x:.3f}" if pd.notna(x) else "-" for x in table["search_score"]],
+        f"confirmed{unit}": [f"{m:.3f}" + (f" ± {h:.3f}" if pd.notna(h) else "") if pd.notna(m) else "-"
+                             for m, h in zip(table["confirmed"], table["ci"])],
+        "fresh seeds": [f"{a}/{b}" for a, b in zip(table["fresh_seeds"], table["fresh_planned"])],
+        f"optimism{unit}": [f"{x:+.3f}" if pd.notna(x) else "-" for x in table["optimism"]],
+    })  # fmt: skip
 
 
 def confirmation_lines(table: pd.DataFrame, objective: Objective) -> list[str]:
-    return []
+    """What the confirmation says, in words: the winner's confirmed mean beside its search score, and whether it
+    beats the best of the other confirmed configurations beyond seed noise."""
+    first = table.iloc[0]
+    unit = " ln PPL" if table.attrs["reading"] == "dev_ce" else ""
+    lines = [
+        f"The search's best, {first['sample']}, scored {first['search_score']:.3f} in the search (the best of "
+        f"{table.attrs['samples']} sampled configurations, so optimistic); with {first['fresh_seeds']} fresh seeds "
+        f"it scores {first['confirmed']:.3f}{unit}"
+        + (f" ± {first['ci']:.3f}" if pd.notna(first["ci"]) else "")
+        + f" (optimism {first['optimism']:+.3f}).",
+        f"Seed noise of the confirmation: {table.attrs['noise'].describe()}.",
+    ]
+    c = table.attrs.get("comparison")
+    if c is None:
+        lines.append("Not judged against another configuration: fewer than two were confirmed.")
+        return lines
+    said = {Outcome.AGREES: "better than the best of the rest beyond seed noise",
+            Outcome.CONTRADICTS: "worse than the best of the rest beyond seed noise: the search picked wrong",
+            Outcome.WITHIN_NOISE: "not separable from the best of the rest at these seeds (within seed noise)",
+            Outcome.NO_REPLICATES: "not judged: no seed replicates"}.get(c.outcome, c.outcome.value)  # fmt: skip
+    lines.append(f"Verdict: {c.a} is {said}. Evidence: {c.detail}; decided at α = {Rule().alpha}.")
+    return lines

@@ -24,7 +24,7 @@ from analysis.search import (
     expected_max,
     importance,
 )
-from analysis.search_verdicts import pareto_front
+from analysis.search_verdicts import confirmation_lines, confirmation_table, pareto_front
 
 ROOT = Path(__file__).resolve().parent.parent
 SEARCH_SPEC = ROOT / "tests" / "specs" / "search-smoke.yaml"
@@ -186,3 +186,28 @@ def test_load_sweep_reads_the_real_smoke_search(smoke_search):
     assert s.kind == "search" and len(s.trials) == 5 and len(s.configurations) == 5
     assert set(s.curves["trial_id"]) == set(s.trials["trial_id"]) and s.curves["dev_ce"].notna().all()
     assert s.verdicts["rank"].iloc[0] == 1 and set(s.results["row"]) == set(s.configurations["sample"])
+
+
+def _confirmed(winner_fresh, other_fresh):
+    a, b = {"lr_scale": 0.5}, {"lr_scale": 2.0}
+    rows = [_trial("a1", a, 1, 12.0, started=1), _trial("b1", b, 1, 10.0, started=2)]
+    rows += [_trial(f"ca{i}", a, 100 + i, v, group="confirm") for i, v in enumerate(winner_fresh)]
+    rows += [_trial(f"cb{i}", b, 100 + i, v, group="confirm") for i, v in enumerate(other_fresh)]
+    df = pd.DataFrame(rows)
+    return confirmation_table(df, configurations(df, [BLEU]), BLEU), sample_label(a), sample_label(b)
+
+
+def test_confirmation_judges_the_search_winner_against_the_rest_with_fresh_seeds():
+    table, a, b = _confirmed([11.0, 11.2, 10.9], [9.0, 9.1, 8.8])
+    assert list(table["sample"]) == [a, b] and list(table["fresh_seeds"]) == [3, 3]
+    first = table.iloc[0]
+    assert first["search_score"] == 12.0 and first["confirmed"] == pytest.approx(11.0333, abs=1e-3)
+    assert first["optimism"] == pytest.approx(12.0 - 11.0333, abs=1e-3) and first["ci"] > 0
+    c = table.attrs["comparison"]
+    assert (c.a, c.b, c.outcome.value) == (a, b, "agrees") and c.diff == pytest.approx(2.0666, abs=1e-3)
+    assert "better than the best of the rest beyond seed noise" in " ".join(confirmation_lines(table, BLEU))
+    table, a, b = _confirmed([10.0, 11.5, 9.0], [10.5, 9.5, 11.0])  # the search's margin was seed luck
+    assert table.attrs["comparison"].outcome.value == "within noise"
+    assert "within seed noise" in " ".join(confirmation_lines(table, BLEU))
+    table, a, b = _confirmed([8.0, 8.1, 7.9], [11.0, 11.2, 10.9])
+    assert table.attrs["comparison"].outcome.value == "contradicts"
