@@ -236,8 +236,12 @@ def _parse_seeds(raw) -> tuple[list, Optional[dict]]:
         if hi < lo:
             raise SpecError(f"seeds.max: {hi} is invalid; allowed an integer >= seeds.min ({lo})")
         return list(range(1, lo + 1)), {"min": lo, "max": hi}
+    if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= 1000:  # seeds: N is seeds 1..N
+        return list(range(1, raw + 1)), None
     if not isinstance(raw, list) or not raw:
-        raise SpecError(f"seeds: {raw!r} is invalid; allowed a non-empty list of integers or {{min: 2, max: 5}}")
+        raise SpecError(
+            f"seeds: {raw!r} is invalid; allowed a number of seeds, a non-empty list of integers or {{min: 2, max: 5}}"
+        )
     for i, s in enumerate(raw):
         _number(s, f"seeds[{i}]", 0, integer=True, hi=MAX_SEED)
     if len(set(raw)) != len(raw):
@@ -278,10 +282,10 @@ def _parse_rows(raw, base_label: str = "base") -> list[Row]:
     return rows
 
 
-def _parse_search(raw) -> Optional[dict]:
+def _parse_search(raw, metrics: tuple = METRICS) -> Optional[dict]:
     if raw is None:
         return None
-    raw = _mapping(raw, "search", ("samples", "space", "seed"))
+    raw = _mapping(raw, "search", ("samples", "space", "seed", "confirm", "objectives", "warm_start"))
     samples = _number(raw.get("samples", 4), "search.samples", 1, integer=True)
     space = _mapping(raw.get("space"), "search.space", ROW_KNOBS)  # paper units for paper knobs, as in rows
     if not space:
@@ -304,7 +308,37 @@ def _parse_search(raw) -> Optional[dict]:
             if dist["type"] == "loguniform" and lo <= 0:
                 raise SpecError(f"{path}.low: {lo} is invalid for loguniform; allowed a number > 0")
     seed = _number(raw.get("seed", 0), "search.seed", 0, integer=True, hi=MAX_SEED)  # the sampler's RNG takes 32 bits
-    return {"samples": samples, "space": space, "seed": seed}
+    return {"samples": samples, "space": space, "seed": seed, **_search_options(raw, metrics)}
+
+
+COSTS = ("params", "wall_seconds", "train_flops")  # a second objective may be a cost (minimised)
+
+
+def _search_options(raw: dict, metrics: tuple) -> dict:
+    """search.confirm {top, seeds}: the best configurations re-run with fresh seeds after the search;
+    search.objectives {metric: mode, ...}: two objectives (a Pareto front); search.warm_start: an earlier sweep."""
+    out = {}
+    if raw.get("confirm") is not None:
+        c = _mapping(raw["confirm"], "search.confirm", ("top", "seeds"))
+        out["confirm"] = {
+            "top": _number(c.get("top", 2), "search.confirm.top", 1, integer=True, hi=1000),
+            "seeds": _number(c.get("seeds", 3), "search.confirm.seeds", 1, integer=True, hi=1000),
+        }
+    if raw.get("objectives") is not None:
+        objs = _mapping(raw["objectives"], "search.objectives", metrics + COSTS)
+        if len(objs) != 2 or any(m not in ("max", "min") for m in objs.values()):
+            raise SpecError(
+                f"search.objectives: {objs!r} is invalid; allowed two metrics, each max or min, "
+                "e.g. {dev_bleu: max, params: min}"
+            )
+        out["objectives"] = [{"metric": k, "mode": v} for k, v in objs.items()]
+    if raw.get("warm_start") is not None:
+        if not isinstance(raw["warm_start"], str) or not raw["warm_start"].strip():
+            raise SpecError(
+                f"search.warm_start: {raw['warm_start']!r} is invalid; allowed the directory of an earlier search sweep"
+            )
+        out["warm_start"] = raw["warm_start"]
+    return out
 
 
 def _parse_scheduler(raw) -> dict:
@@ -380,13 +414,20 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         raise SpecError(
             f"output: {output!r} is invalid; allowed a directory path or a URI such as s3://bucket/sweeps/name"
         )
+    objectives = ((doc.get("search") or {}).get("objectives") or {}) if isinstance(doc.get("search"), dict) else {}
+    if isinstance(objectives, dict) and objectives:  # two objectives: the first is the search's metric
+        if doc.get("metric", next(iter(objectives))) != next(iter(objectives)):
+            raise SpecError(f"metric: {metric!r} is not the first of search.objectives; give one or the other")
+        metric, mode = next(iter(objectives.items()))
+        if (doc.get("scheduler") or "none") not in ("none", {"type": "none"}):
+            raise SpecError("scheduler: early stopping compares one metric; a search with two objectives runs none")
     spec = Spec(
         name=name,
         base=base,
         corpus={"name": "bible-en-de", **corpus},
         seeds=seeds,
         rows=_parse_rows(doc.get("rows")),
-        search=_parse_search(doc.get("search")),
+        search=_parse_search(doc.get("search"), metrics),
         scheduler=_parse_scheduler(doc.get("scheduler")),
         resources=resources,
         max_concurrent=_number(doc.get("max_concurrent", 2), "max_concurrent", 1, integer=True),
