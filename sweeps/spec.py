@@ -195,9 +195,16 @@ def expand_row(
 def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
     """A search suggestion (paper units for paper knobs, e.g. d_model or train_steps) as the base row with the
     sampled knobs, scaled by the profile exactly like a row of the spec; a row of its own (labelled by its
-    sampled values: analysis.samples), its own config hash and trial id."""
+    sampled values: analysis.samples), its own config hash and trial id.  Its first seed (sample_trials: all)."""
+    return sample_trials(spec, profile, sampled)[0]
+
+
+def sample_trials(spec: Spec, profile: Profile, sampled: dict, seeds: Optional[list] = None,
+                  group: str = SEARCH_GROUP) -> list[Trial]:  # fmt: skip
+    """The trials of one search sample: one per seed of the spec (``seeds: N``), or per seed given (``group``
+    confirm: a best configuration re-run with fresh seeds after the search)."""
     base = spec.row("base")
-    row = Row(SEARCH_GROUP, sample_label(sampled), {**base.overrides, **sampled})  # each sample a row of its own
+    row = Row(group, sample_label(sampled), {**base.overrides, **sampled})  # each sample a row of its own
     rescale = None
     if "tokens_per_batch" in sampled and "train_steps" not in sampled:
         # a sampled batch size keeps the trial's target tokens: steps, warmup and eval_every (in steps of the batch
@@ -206,8 +213,7 @@ def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
         unsampled = expand_row(spec, base, profile, spec.seeds[:1])[0]
         batch = make_run_config(unsampled.values).train.tokens_per_batch  # the profile's, else the default
         rescale = float(batch) / float(sampled["tokens_per_batch"])
-    trial = expand_row(spec, row, profile, spec.seeds[:1], rescale=rescale)[0]
-    return trial
+    return expand_row(spec, row, profile, spec.seeds if seeds is None else seeds, rescale=rescale)
 
 
 def parse_budget(value, path: str = "budget") -> Optional[float]:
