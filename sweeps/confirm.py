@@ -1,0 +1,58 @@
+"""Confirmation of a search's winner (``search.confirm: {top: k, seeds: n}``): after the search, the k best
+configurations (by the mean of the first objective over their search seeds) run again with n fresh seeds, as one
+grid round of the same sweep (group confirm, their sample's label as the row).  The search report judges them
+(analysis.search_verdicts): the winner against the best of the rest, beyond seed noise or not, and its confirmed
+mean beside the search's optimistic maximum.
+
+The fresh seeds follow the search's own (seeds: [1] gives 2..n+1), shared by the confirmed configurations, so
+seed k of each sees the same data order.  A resumed sweep plans the same round again: the configurations chosen
+and the trials that already have a result are not run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from analysis.collect import collect
+from analysis.search import configurations
+from analysis.search_report import objectives
+
+from .profiles import get_profile
+from .spec import Spec, Trial, sample_trials
+
+ROUND = "confirm"
+
+
+def fresh_seeds(spec: Spec) -> list[int]:
+    n = spec.search["confirm"]["seeds"]
+    return list(range(max(spec.seeds) + 1, max(spec.seeds) + 1 + n))
+
+
+def best_samples(spec: Spec, sweep_dir, state: dict) -> list[dict]:
+    """The sampled knobs of the ``top`` configurations with a score, best first."""
+    df = collect(sweep_dir)
+    if not len(df) or not df["sample"].notna().any():
+        return []
+    configs = configurations(df, objectives(state)).dropna(subset=["rank"]).sort_values("rank", kind="stable")
+    sampled = df.dropna(subset=["sample"]).drop_duplicates("sample").set_index("sample")["sampled"]
+    return [sampled[s] for s in configs["sample"].head(spec.search["confirm"]["top"])]
+
+
+def confirm_trials(spec: Spec, profile_name: str, sweep_dir, state: dict) -> list[Trial]:
+    """The confirmation round's trials: the best configurations at the fresh seeds (none without confirm)."""
+    if not (spec.search or {}).get("confirm"):
+        return []
+    profile, seeds = get_profile(profile_name), fresh_seeds(spec)
+    return [t for s in best_samples(spec, sweep_dir, state) for t in sample_trials(spec, profile, s, seeds, "confirm")]
+
+
+def run_confirmation(ctx, run_trials, echo=print) -> dict:
+    """The confirmation round of an open search sweep (runner.SweepContext), through the runner's ``run_trials``
+    as a grid round; returns its summary (empty when the spec asks for none or nothing finished)."""
+    trials = confirm_trials(ctx.spec, ctx.profile_name, ctx.sweep_dir, ctx.state)
+    if not trials:
+        return {}
+    top = len({t.row for t in trials})
+    echo(f"confirming the {top} best configurations with fresh seeds {fresh_seeds(ctx.spec)}: {len(trials)} trials")
+    grid = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, search=None))  # same state, plan and summary
+    return run_trials(grid, trials, round_name=ROUND, echo=echo)

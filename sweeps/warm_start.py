@@ -1,0 +1,96 @@
+"""Warm start of a search (``search.warm_start: DIR``): a new sweep's Optuna study is seeded with the finished
+trials of an earlier search sweep, so that its sampler starts from what that search learnt.
+
+The earlier trials enter the new study (optuna.db) once, before its first Tune run, as finished trials with
+their knobs and objective values and the user attribute ``warm_start`` (the earlier sweep): a resumed sweep
+neither adds them again nor runs them (they have no trial directory of this sweep, and the report counts only
+this sweep's trials).  Only trials whose knobs are points of this spec's space are taken, and only from a
+search that optimised the same objectives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from transformer_core.errors import UserError
+
+from .spec import Spec
+
+log = logging.getLogger(__name__)
+ATTR = "warm_start"
+
+
+def _objectives(spec_or_state) -> list[tuple[str, str]]:
+    if isinstance(spec_or_state, Spec):
+        objs = spec_or_state.search.get("objectives") or [{"metric": spec_or_state.metric, "mode": spec_or_state.mode}]
+    else:
+        objs = spec_or_state.get("objectives") or [
+            {"metric": spec_or_state.get("metric"), "mode": spec_or_state.get("mode")}
+        ]
+    return [(o["metric"], o["mode"]) for o in objs]
+
+
+def earlier_study(source: str | Path, spec: Spec):
+    """The earlier sweep's study, checked: a search sweep directory with an optuna.db and the same objectives."""
+    import optuna
+
+    src = Path(source).expanduser()
+    db, state_file = src / "optuna.db", src / "sweep.json"
+    if not db.is_file() or not state_file.is_file():
+        raise UserError(f"search.warm_start: {str(source)!r} is not a search sweep directory (no optuna.db and "
+                        "sweep.json): give the --out of an earlier `tsweep run` of a search")  # fmt: skip
+    try:
+        state = json.loads(state_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise UserError(f"search.warm_start: {str(state_file)!r} is unreadable") from None
+    if _objectives(state) != _objectives(spec):
+        raise UserError(f"search.warm_start: {str(source)!r} optimised {_objectives(state)}, this search "
+                        f"{_objectives(spec)}: a warm start needs the same objectives")  # fmt: skip
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = f"sqlite:///{db.resolve()}"
+    names = optuna.get_all_study_names(storage)
+    name = state.get("name") if state.get("name") in names else (names[0] if len(names) == 1 else None)
+    if name is None:
+        raise UserError(f"search.warm_start: {str(db)!r} holds no study named {state.get('name')!r}")
+    return optuna.load_study(study_name=name, storage=storage)
+
+
+def distributions(spec: Spec) -> dict:
+    """This spec's search space as the Optuna distributions OptunaSearch gives it."""
+    from ray.tune.search.optuna import OptunaSearch
+
+    from .tune_adapter import param_space
+
+    return OptunaSearch.convert_search_space(param_space(spec, []))
+
+
+def _fits(dist, value) -> bool:
+    """Whether ``value`` is a point of ``dist`` (a choice among its choices, a number within its range)."""
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return value in dist.choices
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and dist.low <= value <= dist.high
+
+
+def warm_start(spec: Spec, study, source: str | Path) -> int:
+    """Add the earlier search's finished trials that fit this space to ``study`` (once); returns how many."""
+    import optuna
+    from optuna.trial import TrialState
+
+    if any(t.user_attrs.get(ATTR) for t in study.get_trials(deepcopy=False)):
+        return 0  # seeded when the sweep began
+    earlier, space = earlier_study(source, spec), distributions(spec)
+    added = skipped = 0
+    for t in earlier.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        params = {k: t.params.get(k) for k in space}
+        if set(t.params) != set(space) or not all(_fits(space[k], v) for k, v in params.items()):
+            skipped += 1
+            continue
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=space, values=t.values,
+                                                  user_attrs={ATTR: str(source)}))  # fmt: skip
+        added += 1
+    log.info("warm start from %s: %d finished trials added, %d outside this space left out", source, added, skipped)
+    return added
