@@ -51,6 +51,14 @@ after warmup."""
 DIVERGENCE_WINDOWS = 3
 """Consecutive diverging logging windows (each wholly after warmup) that end a run as "diverged"."""
 
+DIVERGENCE_FACTOR = 3.0
+"""A logging window whose training loss is above this many times ln(vocab_size) ends the run as "diverged" at
+once, at any step, warmup included.  A fresh model starts near ln(vocab_size), the loss of a uniform guess; at
+three times that it gives the right piece on average less than vocab_size^-3 of probability, which takes
+weights blown up by the learning rate.  On the smoke profile a warmup spike that the run recovered from peaked
+below twice ln(vocab_size) (lr_scale 16), while at lr_scale 64 and above the loss passed three times within
+the first windows and kept rising."""
+
 
 def task_for(config: RunConfig):
     """The Task of ``config.data.task``, its configuration checked (one line naming the field)."""
@@ -116,15 +124,23 @@ def load_checkpoint(path: Path) -> dict:
 
 
 class DivergenceRule:
-    """Diverged: the training loss of DIVERGENCE_WINDOWS logging windows in a row, each wholly after
-    warmup, above ln(vocab_size) + DIVERGENCE_MARGIN.  ``high`` (the current run) survives a resume."""
+    """Diverged: the training loss of one logging window, at any step, above DIVERGENCE_FACTOR x ln(vocab_size)
+    (far above a uniform guess: blown up, in warmup too); or of DIVERGENCE_WINDOWS windows in a row, each wholly
+    after warmup, above ln(vocab_size) + DIVERGENCE_MARGIN.  ``high`` (the current run) survives a resume."""
 
     def __init__(self, vocab_size: int, warmup: int, high: int = 0):
         self.vocab_size, self.warmup, self.high = vocab_size, warmup, high
         self.threshold = math.log(vocab_size) + DIVERGENCE_MARGIN
+        self.far = DIVERGENCE_FACTOR * math.log(vocab_size)
 
     def update(self, start: int, end: int, loss: float) -> Optional[str]:
         """One window, steps start+1 .. end, and its loss; the reason when the run has diverged."""
+        if loss > self.far:
+            return (
+                f"training loss {loss:.2f} above {self.far:.2f} ({DIVERGENCE_FACTOR:g} x ln {self.vocab_size}, far "
+                f"worse than a uniform guess) in the logging window up to step {end}"
+                + (f", during warmup ({self.warmup} steps)" if start < self.warmup else "")
+            )
         if start < self.warmup:
             return None
         self.high = self.high + 1 if loss > self.threshold else 0
