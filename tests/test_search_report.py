@@ -211,3 +211,38 @@ def test_confirmation_judges_the_search_winner_against_the_rest_with_fresh_seeds
     assert "within seed noise" in " ".join(confirmation_lines(table, BLEU))
     table, a, b = _confirmed([8.0, 8.1, 7.9], [11.0, 11.2, 10.9])
     assert table.attrs["comparison"].outcome.value == "contradicts"
+
+
+@pytest.mark.e2e
+def test_optuna_dashboard_opens_the_search_study_over_loopback(smoke_search):
+    """optuna-dashboard sqlite:///SWEEP_DIR/optuna.db (as the README says) serves the sweep's study on 127.0.0.1."""
+    import shutil
+    import socket
+    import time
+    import urllib.request
+
+    exe = shutil.which("optuna-dashboard", path=str(Path(sys.executable).parent))
+    if exe is None:
+        pytest.skip("optuna-dashboard is not installed (pip install -e '.[dashboard]')")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = smoke_search[0] / "optuna.db"
+    proc = subprocess.Popen([exe, f"sqlite:///{db}", "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        body, deadline = None, time.time() + 60
+        while body is None and time.time() < deadline and proc.poll() is None:
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5).read()
+            except OSError:
+                time.sleep(0.5)
+        assert body is not None, "optuna-dashboard did not answer"
+        (study,) = json.loads(body)["study_summaries"]
+        assert study["study_name"] == "search-smoke" and study["directions"] == ["minimize"]
+        detail = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{study['study_id']}",
+                                                   timeout=10).read())  # fmt: skip
+        assert len([t for t in detail["trials"] if t["state"] == "Complete"]) == 5
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
