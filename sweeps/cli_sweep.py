@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -98,9 +99,11 @@ def cmd_run(args) -> int:
     from transformer_core.errors import UserError
     from transformer_core.rundir import DiskFullError
 
+    from .driverlog import DriverLog
+    from .interrupts import INTERRUPTS
     from .lock import disk_full_at, no_space, no_space_message
-    from .runner import SweepInterrupted, check_address, run_sweep
-    from .spec import load_spec, parse_budget, plan
+    from .runner import SweepInterrupted, check_address
+    from .spec import load_spec, plan
     from .storage import is_uri
 
     spec = _with_corpus(load_spec(args.spec), args.corpus)
@@ -109,28 +112,72 @@ def cmd_run(args) -> int:
     out = args.out or spec.output or str(Path("sweep_runs") / f"{spec.name}-{args.profile}")
     out = out if is_uri(out) else Path(out)
     start = time.time()
+    INTERRUPTS.activate()  # SIGINT and SIGTERM end the sweep as interrupted (exit 130 / 143)
+    log = None if args.verbose else DriverLog().start()  # Ray's, Tune's and MLflow's messages: driver.log
+    where = None
     try:
-        kwargs = dict(address=args.address, resume=args.resume, num_cpus=args.num_cpus, verbose=args.verbose)
-        if spec.adaptive:
-            from .adaptive import run_adaptive
-
-            summary = run_adaptive(spec, args.profile, out, budget=parse_budget(args.budget, "--budget"), **kwargs)
-        else:
-            summary = run_sweep(spec, args.profile, out, **kwargs)
+        try:
+            summary = _drive(spec, args, out)
+        finally:
+            where = _finish(log, out)
     except SweepInterrupted as exc:
-        resume = _resume_command(args, out)
-        print(f"interrupted: {exc.finished} of {exc.total} trials finished; resume with `{resume}`", file=sys.stderr)
-        return 130
+        lost = f" ({exc.missing} ended without a result)" if exc.missing and not exc.signum else ""
+        print(f"interrupted: {exc.finished} of {exc.total} trials finished{lost}; resume with "
+              f"`{_resume_command(args, out)}`{_see(where)}", file=sys.stderr)  # fmt: skip
+        return 128 + (exc.signum or signal.SIGINT)
+    except KeyboardInterrupt as exc:  # a second signal before the sweep was open
+        print(f"tsweep run: interrupted{_see(where)}", file=sys.stderr)
+        return 128 + getattr(exc, "signum", signal.SIGINT)
     except UserError as exc:
         if isinstance(exc, DiskFullError):  # the driver's own state files: say how to go on with this sweep
-            raise UserError(no_space_message(str(out), exc, _has_state(out))) from None
+            raise UserError(no_space_message(str(out), exc, _has_state(out)) + _see(where)) from None
+        exc.args = (f"{exc}{_see(where)}",)
         raise
     except Exception as exc:  # a full disk anywhere (driver, MLflow, Tune's state): one line, not a traceback
         if no_space(exc) or (not is_uri(str(out)) and disk_full_at(out)):  # e.g. Tune's EOFError on an empty file
-            raise UserError(no_space_message(str(out), exc, _has_state(out))) from None
+            raise UserError(no_space_message(str(out), exc, _has_state(out)) + _see(where)) from None
         raise
     print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")
     return _print_status(out)
+
+
+def _drive(spec, args, out) -> dict:
+    from .runner import run_sweep
+    from .spec import parse_budget
+
+    kwargs = dict(address=args.address, resume=args.resume, num_cpus=args.num_cpus, verbose=args.verbose)
+    if spec.adaptive:
+        from .adaptive import run_adaptive
+
+        return run_adaptive(spec, args.profile, out, budget=parse_budget(args.budget, "--budget"), **kwargs)
+    return run_sweep(spec, args.profile, out, **kwargs)
+
+
+def _finish(log, out):
+    """Ray shut down while its messages still go to the driver's log, the log moved into the sweep, the
+    signal handlers given back; returns the file that holds the messages (None: there were none)."""
+    from .interrupts import INTERRUPTS
+    from .storage import open_storage
+
+    INTERRUPTS.closing = True
+    try:
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+    except Exception:  # noqa: S110 - a Ray that is already gone: nothing to shut down
+        pass
+    try:
+        if log is None:
+            return None
+        store = open_storage(str(out))
+        return log.stop(store.scratch / "driver" if store else Path(out).resolve())
+    finally:
+        INTERRUPTS.deactivate()
+
+
+def _see(where) -> str:
+    return f" (Ray, Tune and MLflow messages: {where})" if where else ""
 
 
 def _has_state(out) -> bool:

@@ -9,8 +9,12 @@ makes them; adaptive rounds call ``run_trials`` more than once):
 
 Each trial is ``trial.run_trial`` in a Ray worker; its workdir lies in the sweep directory (or is pushed to
 the sweep's URI, see storage.py), so a retried trial (Ray FailureConfig) resumes from its own checkpoint.
-A resumed grid sweep re-plans from sweep.json and dispatches only the trials without a finished or
-diverged result (a search resumes its Tune run with Tuner.restore, which keeps the searcher's state).
+A resumed sweep starts a fresh Tune run and reads nothing pickled from the sweep location: a grid re-plans
+from sweep.json and dispatches only the trials without a finished or diverged result; a search re-opens its
+Optuna study in optuna.db and enqueues the trials without a result again (search_state.py).
+
+A round that ends before each of its trials has a result (finished or diverged), an error, or a scheduler's
+stop is interrupted, whatever Tune says of it: SIGINT, SIGTERM (interrupts.py), a result lost on the way.
 """
 
 from __future__ import annotations
@@ -26,13 +30,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
-from transformer_core.rundir import DONE, RESULT, TrialRecord, write_json
+from transformer_core.rundir import RESULT, TrialRecord, write_json
 
-from .live import LiveView
+from .interrupts import INTERRUPTS
 from .lock import (
     LOCK_NAME,
-    SAFE_ALLOWED,
-    SAFE_NAME,
     SweepLock,
     check_state,
     locate,
@@ -41,11 +43,12 @@ from .lock import (
     read_state,
 )
 from .profiles import get_profile
+from .search_state import plan_search, search_trials
 from .spec import Spec, SpecError, Trial
 from .storage import Storage
 from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
 from .trial import done_result, finished_result, trial_workdir
-from .tune_adapter import EchoCallback, join_location, param_space, round_config, summarise, trial_function
+from .tune_adapter import fit_round
 
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
@@ -62,11 +65,12 @@ class BudgetSpent(Exception):
 
 
 class SweepInterrupted(Exception):
-    """SIGINT (Ctrl-C) ended a Tune run early: ``finished`` of ``total`` trials have a result."""
+    """A round ended before every trial had a result: ``finished`` of ``total`` trials have one; ``signum`` is
+    the signal that stopped it (None: trials ended without a result, ``missing`` of them)."""
 
-    def __init__(self, finished: int, total: int):
+    def __init__(self, finished: int, total: int, signum: Optional[int] = None, missing: int = 0):
         super().__init__(f"interrupted: {finished} of {total} trials finished")
-        self.finished, self.total = finished, total
+        self.finished, self.total, self.signum, self.missing = finished, total, signum, missing
 
 
 @dataclass
@@ -138,8 +142,8 @@ class SweepContext:
     def finished_count(self) -> tuple[int, int]:
         """(trials with a finished or diverged result, trials planned)."""
         if self.spec.search:
-            done = sum(1 for v in self.summary.values() if v.get("status") in DONE)
-            return done, self.spec.search["samples"]
+            sampled = search_trials(self.spec, self.profile_name, self.sweep_dir).values()
+            return sum(1 for t in sampled if self.result(t.trial_id, t.config_hash)), self.spec.search["samples"]
         plan = self.planned()
         return sum(1 for t in plan if self.result(t.trial_id, t.config_hash)), len(plan)
 
@@ -177,6 +181,7 @@ def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
     except (ConnectionError, TimeoutError, RuntimeError, ValueError) as exc:
         where = f"the Ray cluster at {address!r}" if address else "a local Ray instance"
         raise UserError(f"cannot start or reach {where}: {str(exc).splitlines()[0]}") from None
+    INTERRUPTS.install()  # ray.init replaced the SIGTERM handler (its C++ one prints a stack dump and aborts)
     ip = ray.util.get_node_ip_address()
     if not address and not ip.startswith("127."):
         log.warning("local Ray listens on %s, not only 127.0.0.1 (Ray was imported before tsweep set it up)", ip)
@@ -299,9 +304,14 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
     """One Ray Tune run over exactly ``trials`` (added to the plan); returns {trial_id: final state}.
 
     A trial whose result.json says finished or diverged is not dispatched.  For a search spec, ``trials``
-    is the base trial and Tune samples the spec's ``search.samples`` variants of it.  Raises
-    SweepInterrupted when SIGINT ended the run early, BudgetSpent when ``time_budget`` seconds ran out
-    first (running trials are stopped and keep their checkpoints), UserError when trials ran out of disk."""
+    is the base trial and Tune samples what is left of ``search.samples`` (search_state.plan_search).  Raises
+    SweepInterrupted when a signal or a lost result left a trial of the round without a result, BudgetSpent
+    when ``time_budget`` seconds ran out first (running trials are stopped and keep their checkpoints),
+    UserError when trials ran out of disk."""
+    if INTERRUPTS.signum:  # a signal before this round began (Ray starting, between adaptive rounds)
+        raise SweepInterrupted(*ctx.finished_count(), signum=INTERRUPTS.signum)
+    spec = ctx.spec
+    search = plan_search(spec, ctx.profile_name, ctx.sweep_dir, ctx.result, ctx.summary) if spec.search else None
     if not ctx.spec.search:
         ctx.add_trials(trials)
     summary, todo = {}, []
@@ -311,136 +321,58 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
             summary[t.trial_id] = {"error": None, "status": done["status"], "dev_bleu": done.get("dev_bleu")}
         else:
             todo.append(t)
-    if summary:
-        echo(f"{len(summary)} of {len(trials)} trials already have a result: not run again")
-    interrupted = out_of_time = False
-    if todo or ctx.spec.search:
+    if summary or (search and search.done):
+        echo(f"{len(summary or search.done)} of {len(trials) if not search else ctx.spec.search['samples']} trials "
+             "already have a result: not run again")  # fmt: skip
+    cut = out_of_time = False
+    if todo or (search and search.samples):
         started = time.time()
         try:
-            ran, interrupted = _fit(ctx, trials if ctx.spec.search else todo, round_name, echo, time_budget)
-        except KeyboardInterrupt:
-            ran, interrupted = {}, True
+            summary.update(fit_round(ctx, trials if search else todo, round_name, echo, time_budget, search))
+        except KeyboardInterrupt:  # a second signal: stopped at once
+            cut = True
         # Tune's time budget ends the trials it has started as TERMINATED, not unfinished: what decides is
         # whether a trial of this round still has no result once the budget is spent
         spent = time_budget is not None and time.time() - started >= time_budget
         out_of_time = spent and any(not ctx.result(t.trial_id, t.config_hash) for t in todo)
-        summary.update(ran)
     ctx.summary.update(summary)
     write_json(ctx.sweep_dir / "tune_summary.json", ctx.summary)
     ctx.sync()
-    if out_of_time:
+    if out_of_time and not INTERRUPTS.signum:
         raise BudgetSpent(*ctx.finished_count())
-    if interrupted:
-        raise SweepInterrupted(*ctx.finished_count())
+    missing = _without_result(ctx, todo, summary, search)
+    if INTERRUPTS.signum or cut or missing:
+        raise SweepInterrupted(*ctx.finished_count(), signum=INTERRUPTS.signum, missing=missing)
     full = [tid for tid, s in summary.items() if s.get("error") and no_space(Exception(s["error"]))]
     if full:
         raise UserError(no_space_message(ctx.location, OSError(28, "No space left on device")))
     return summary
 
 
-def _round_name(ctx: SweepContext, round_name: str) -> str:
-    """A Tune experiment directory of its own for every run of a round (resumes re-plan, never restore)."""
-    if not SAFE_NAME.match(round_name):
-        raise UserError(f"round name {round_name!r} is invalid; allowed {SAFE_ALLOWED}")
-    used = {r["tune"] for r in ctx.state["rounds"]}
-
-    def exists(name: str) -> bool:
-        if not ctx.store:
-            return (ctx.sweep_dir / name).exists()
-        from pyarrow import fs
-
-        return ctx.store.fs.get_file_info(ctx.store.path(name)).type != fs.FileType.NotFound
-
-    k, name = 1, round_name
-    while name in used or exists(name):
-        k += 1
-        name = f"{round_name}-{k}"
-    return name
+def _ended(ctx: SweepContext, trial: Trial, entry: Optional[dict]) -> bool:
+    """Whether a trial of a round ended: a finished or diverged result, an error, or the scheduler's stop."""
+    entry = entry or {}
+    return bool(ctx.result(trial.trial_id, trial.config_hash) or entry.get("error") or entry.get("stopped_early"))
 
 
-def _fit(ctx: SweepContext, trials: list[Trial], round_name: str, echo,
-         time_budget: Optional[float] = None) -> tuple[dict, bool]:  # fmt: skip
-    """Tuner.fit over ``trials``; returns (summary, whether SIGINT or the time budget cut it short)."""
-    import signal
-
-    from ray import tune
-    from ray.tune import FailureConfig, RunConfig, Tuner
-
-    spec = ctx.spec
-    payloads = [ctx.payload(t) for t in trials]
-    search_keys = tuple(spec.search["space"]) if spec.search else ()
-    workers, gpus = spec.resources["workers"], spec.resources["gpus"]
-    # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
-    resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
-    trainable = tune.with_resources(
-        tune.with_parameters(
-            trial_function,
-            payloads=payloads,
-            search_keys=search_keys,
-            workers=workers,
-            gpus=gpus,
-            spec=spec,
-            profile=ctx.profile_name,
-        ),
-        resources,
-    )
-    restore = join_location(ctx.location, round_name)
-    total = spec.search["samples"] if spec.search else len(payloads)
-    if spec.search and ctx.resume and Tuner.can_restore(restore):
-        echo(f"resuming {spec.name} from {restore}")
-        tuner, name = Tuner.restore(restore, trainable, resume_unfinished=True, resume_errored=True), round_name
-    else:
-        name = round_name if spec.search else _round_name(ctx, round_name)
-        tuner = Tuner(
-            trainable,
-            param_space=param_space(spec, payloads),
-            tune_config=round_config(spec, ctx.sweep_dir, payloads, time_budget),
-            run_config=RunConfig(
-                name=name,
-                storage_path=ctx.location,
-                verbose=1 if ctx.verbose else 0,
-                failure_config=FailureConfig(max_failures=2),
-                callbacks=[EchoCallback(echo if ctx.verbose else None, total, ctx.sync)],
-            ),
-        )
-    ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": len(payloads)})
-    ctx.write_state()
-    # Tune's new output engine prints a config box and a TensorBoard hint even at verbose=0; the legacy
-    # engine at verbose=0 prints nothing, and the live view speaks instead
-    os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if ctx.verbose else "0"
-    handler = signal.getsignal(signal.SIGINT)
-    view = None if ctx.verbose else _live_view(ctx, trials).start()
-    # without --verbose the live view and the summary speak: Ray's own loggers would print a traceback for
-    # every failed or killed trial and every failed sync (a full disk gives dozens); their errors are kept in
-    # tune_summary.json and shown by `tsweep status` as one line per trial
-    quiet = {} if ctx.verbose else {n: logging.getLogger(n).level for n in ("ray.tune", "ray.train", "ray.air")}
-    for name in quiet:
-        logging.getLogger(name).setLevel(logging.CRITICAL)
-    try:
-        grid = tuner.fit()  # Tune turns the first SIGINT into a graceful stop and returns
-    finally:
-        for name, level in quiet.items():
-            logging.getLogger(name).setLevel(level)
-        if view:
-            view.stop()
-        if handler is not None:
-            signal.signal(signal.SIGINT, handler)  # Tune leaves its own handler installed
-    unfinished = len(grid) - grid.num_terminated - grid.num_errors
-    return summarise(grid, payloads), unfinished > 0 or len(grid) < total
-
-
-def _live_view(ctx: SweepContext, trials: list[Trial]) -> LiveView:
-    """The user's view of this round: rows and seeds from the sweep's files (a URI sweep: its pulled view)."""
-    if ctx.store:
-        return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, interval=15.0, refresh=ctx.store.view)
-    return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent)
+def _without_result(ctx: SweepContext, todo: list[Trial], summary: dict, search) -> int:
+    """How many trials of the round ended without a result, an error or a scheduler's stop (Tune may call them
+    terminated all the same: a worker stopped by a signal, a result.json lost)."""
+    if search is None:
+        return sum(1 for t in todo if not _ended(ctx, t, summary.get(t.trial_id)))
+    sampled = search_trials(ctx.spec, ctx.profile_name, ctx.sweep_dir)
+    ended = {tid for tid, t in sampled.items() if _ended(ctx, t, ctx.summary.get(tid))}
+    errors = sum(1 for tid, e in summary.items() if e.get("error") and tid not in sampled)  # never reported
+    return max(0, ctx.spec.search["samples"] - len(ended) - errors)
 
 
 def close_sweep(ctx: SweepContext, status: str) -> None:
     """End the sweep as ``status`` (FINISHED, KILLED or FAILED): child runs still RUNNING are ended (KILLED),
     tune_summary.json and sweep.json are written, the parent run is ended, the lock released.
 
-    Every step is tried; the first error is raised after the lock is released."""
+    Every step is tried (a signal meanwhile does not cut it short); the first error is raised after the lock
+    is released, the others are logged."""
+    INTERRUPTS.closing = True
     errors = []
     tag = {"FINISHED": "stopped_early", "KILLED": "interrupted"}.get(status, "sweep_failed")
     steps = (
@@ -455,9 +387,10 @@ def close_sweep(ctx: SweepContext, status: str) -> None:
         try:
             step()
         except Exception as exc:  # noqa: PERF203 - each step on its own
-            log.warning("closing sweep %s: %s", ctx.location, str(exc).splitlines()[0] if str(exc) else exc)
+            log.info("closing sweep %s: %s", ctx.location, str(exc).splitlines()[0] if str(exc) else exc)
             errors.append(exc)
     ctx.lock.release()
+    INTERRUPTS.closing = False
     if errors:
         raise errors[0]
 
@@ -478,7 +411,8 @@ def run_sweep(
     echo: Callable[[str], None] = print,
     verbose: bool = False,
 ) -> dict:
-    """Run (or resume) a sweep; returns {trial_id: final state}.  Raises SweepInterrupted on SIGINT."""
+    """Run (or resume) a sweep; returns {trial_id: final state}.  Raises SweepInterrupted when it was stopped
+    (a signal) or a trial ended without a result."""
     ctx = open_sweep(spec, profile_name, sweep_dir, address, resume, num_cpus)
     ctx.verbose = verbose
     try:
@@ -486,11 +420,14 @@ def run_sweep(
     except SweepInterrupted:
         close_sweep(ctx, "KILLED")
         raise
+    except KeyboardInterrupt as exc:  # a second signal outside a Tune run
+        close_sweep(ctx, "KILLED")
+        raise SweepInterrupted(*ctx.finished_count(), signum=getattr(exc, "signum", INTERRUPTS.signum)) from None
     except BaseException:
         try:
             close_sweep(ctx, "FAILED")
         except Exception as exc:  # the first error is the one to show
-            log.warning("sweep %s not closed cleanly: %s", ctx.location, exc)
+            log.info("sweep %s not closed cleanly: %s", ctx.location, exc)
         raise
     close_sweep(ctx, "FINISHED")
     return ctx.summary

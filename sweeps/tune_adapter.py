@@ -1,5 +1,5 @@
-"""What Ray Tune sees of a sweep: the function trainable, a data-parallel trial (Ray Train), the parameter
-space and TuneConfig of a round, trial names, and the summary of a finished Tune run.
+"""What Ray Tune sees of a sweep: one round's Tune run (``fit_round``), the function trainable, a data-parallel
+trial (Ray Train), the parameter space and TuneConfig of a round, trial names, and the summary of a Tune run.
 
 ``sweeps/runner.py`` owns the sweep's life (open, rounds, close); this module only adapts one round of trials
 to Tune.
@@ -8,14 +8,20 @@ to Tune.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from transformer_core.errors import UserError
 from transformer_core.rundir import TrialRecord
 
-from .lock import root_cause
+from .interrupts import INTERRUPTS
+from .live import LiveView
+from .lock import SAFE_ALLOWED, SAFE_NAME, root_cause
 from .profiles import get_profile
+from .search_state import SearchPlan, storage_url
 from .spec import Spec, search_trial
 from .storage import is_uri
 from .trial import read_result, run_trial
@@ -62,12 +68,6 @@ def trial_function(
     tune.report({**metrics, "tsweep_trial": trial.id})
 
 
-# the name Tune records with an experiment: a search started before this module existed restores only with it;
-# the module-level alias lets pickle find the function by that name
-trial_function.__name__ = trial_function.__qualname__ = "_trainable"
-_trainable = trial_function
-
-
 def _ddp_worker(loop_config: dict) -> None:
     """One Ray Train worker of a data-parallel trial; rank 0 tracks, evaluates and writes the result."""
     import ray.train
@@ -94,6 +94,94 @@ def data_parallel(trial: TrialRecord, workers: int, gpus: float) -> dict:
     return _final_metrics(read_result(trial))
 
 
+def _round_name(ctx, round_name: str) -> str:
+    """A Tune experiment directory of its own for every run of a round (resumes re-plan, never restore):
+    nothing Tune wrote before is read again."""
+    if not SAFE_NAME.match(round_name):
+        raise UserError(f"round name {round_name!r} is invalid; allowed {SAFE_ALLOWED}")
+    used = {r["tune"] for r in ctx.state["rounds"]}
+
+    def exists(name: str) -> bool:
+        if not ctx.store:
+            return (ctx.sweep_dir / name).exists()
+        from pyarrow import fs
+
+        return ctx.store.fs.get_file_info(ctx.store.path(name)).type != fs.FileType.NotFound
+
+    k, name = 1, round_name
+    while name in used or exists(name):
+        k += 1
+        name = f"{round_name}-{k}"
+    return name
+
+
+def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[float] = None,
+              search: Optional[SearchPlan] = None) -> dict:  # fmt: skip
+    """One round of an open sweep (runner.SweepContext): a fresh Tuner.fit over ``trials``, never
+    Tuner.restore (it would unpickle state from the sweep location); returns the summary of its trials."""
+    import signal
+
+    from ray import tune
+    from ray.tune import FailureConfig, RunConfig, Tuner
+
+    spec = ctx.spec
+    payloads = [ctx.payload(t) for t in trials]
+    search_keys = tuple(spec.search["space"]) if spec.search else ()
+    workers, gpus = spec.resources["workers"], spec.resources["gpus"]
+    # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
+    resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
+    trainable = tune.with_resources(
+        tune.with_parameters(
+            trial_function,
+            payloads=payloads,
+            search_keys=search_keys,
+            workers=workers,
+            gpus=gpus,
+            spec=spec,
+            profile=ctx.profile_name,
+        ),  # fmt: skip
+        resources,
+    )
+    total = search.samples if search else len(payloads)
+    name = _round_name(ctx, round_name)
+    tune_config = round_config(spec, ctx.sweep_dir, payloads, time_budget, search)
+    tuner = Tuner(
+        trainable,
+        param_space=param_space(spec, payloads),
+        tune_config=tune_config,
+        run_config=RunConfig(
+            name=name,
+            storage_path=ctx.location,
+            verbose=1 if ctx.verbose else 0,
+            failure_config=FailureConfig(max_failures=2),
+            callbacks=[EchoCallback(echo if ctx.verbose else None, total, ctx.sync)],
+        ),
+    )
+    ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": total})
+    ctx.write_state()
+    # Tune's new output engine prints a config box and a TensorBoard hint even at verbose=0; the legacy
+    # engine at verbose=0 prints nothing, and the live view speaks instead
+    os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if ctx.verbose else "0"
+    handler = signal.getsignal(signal.SIGINT)
+    view = None if ctx.verbose else _live_view(ctx).start()
+    try:
+        grid = tuner.fit()  # a signal: Tune's graceful stop (interrupts.py), or Tune's own SIGINT handler
+    finally:
+        if view:
+            view.stop()
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)  # Tune leaves its own handler installed
+    stopped = getattr(tune_config.scheduler, "stopped_early", set())
+    return summarise(grid, payloads, frozenset(stopped))
+
+
+def _live_view(ctx) -> LiveView:
+    """The user's view of this round: rows and seeds from the sweep's files (a URI sweep: its pulled view)."""
+    if ctx.store:
+        return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, interval=15.0, refresh=ctx.store.view)
+    return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent)
+
+
 def join_location(location: str, name: str) -> str:
     return f"{location.rstrip('/')}/{name}" if is_uri(location) else str(Path(location) / name)
 
@@ -117,41 +205,57 @@ def param_space(spec: Spec, payloads: list) -> dict:
     return {"trial_index": tune.grid_search(list(range(len(payloads))))}
 
 
-def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optional[float] = None):
+def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optional[float] = None,
+                 search: Optional[SearchPlan] = None):  # fmt: skip
     """TuneConfig of one round; ``time_budget`` (seconds) stops every trial when it is spent (Tune's
-    TimeoutStopper): a stopped trial keeps its checkpoints, so ``--resume`` continues it."""
+    TimeoutStopper): a stopped trial keeps its checkpoints, so ``--resume`` continues it.  A search samples
+    what ``search`` (search_state.plan_search) says, from the study in the sweep's optuna.db."""
     from ray.tune import TuneConfig
 
-    scheduler = search_alg = None
-    if spec.scheduler["type"] == "asha":
-        from ray.tune.schedulers import ASHAScheduler
-
-        s = spec.scheduler
-        scheduler = ASHAScheduler(
-            time_attr="training_iteration",
-            max_t=s.get("max_t", 100),
-            grace_period=s["grace_period"],
-            reduction_factor=s["reduction_factor"],
-        )
+    search_alg = None
     if spec.search:
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
-        storage = optuna.storages.RDBStorage(f"sqlite:///{sweep_dir / 'optuna.db'}")
         search_alg = OptunaSearch(
-            metric=spec.metric, mode=spec.mode, study_name=spec.name, storage=storage, seed=spec.search["seed"]
+            metric=spec.metric,
+            mode=spec.mode,
+            study_name=spec.name,
+            storage=optuna.storages.RDBStorage(storage_url(sweep_dir)),
+            sampler=optuna.samplers.TPESampler(seed=search.seed),
+            points_to_evaluate=search.points or None,
         )
     return TuneConfig(
         trial_name_creator=_trial_namer(payloads),
         trial_dirname_creator=_trial_namer(payloads),
         metric=spec.metric,
         mode=spec.mode,
-        scheduler=scheduler,
+        scheduler=asha(spec.scheduler) if spec.scheduler["type"] == "asha" else None,
         search_alg=search_alg,
-        num_samples=spec.search["samples"] if spec.search else 1,
+        num_samples=search.samples if spec.search else 1,
         max_concurrent_trials=spec.max_concurrent,
         time_budget_s=max(time_budget, 1e-3) if time_budget is not None else None,
     )
+
+
+def asha(s: dict):
+    """Tune's ASHAScheduler that keeps the sweep trial ids it stopped (``stopped_early``): a trial without a
+    result is called stopped early only when the scheduler stopped it, never because it was interrupted."""
+    from ray.tune.schedulers import ASHAScheduler, TrialScheduler
+
+    class RecordingASHA(ASHAScheduler):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.stopped_early: set[str] = set()
+
+        def on_trial_result(self, tune_controller, trial, result: dict) -> str:
+            action = super().on_trial_result(tune_controller, trial, result)
+            if action == TrialScheduler.STOP and not result.get("done") and result.get("tsweep_trial"):
+                self.stopped_early.add(result["tsweep_trial"])
+            return action
+
+    return RecordingASHA(time_attr="training_iteration", max_t=s.get("max_t", 100), grace_period=s["grace_period"],
+                         reduction_factor=s["reduction_factor"])  # fmt: skip
 
 
 def _trial_namer(payloads: list) -> Callable:
@@ -160,7 +264,8 @@ def _trial_namer(payloads: list) -> Callable:
     return lambda trial: names.get((trial.config or {}).get("trial_index")) or f"search-{trial.trial_id}"
 
 
-def summarise(grid, payloads: list) -> dict:
+def summarise(grid, payloads: list, stopped_early: frozenset = frozenset()) -> dict:
+    """{trial id: error, result status, dev BLEU, reports, config, stopped_early} of a Tune run's trials."""
     out = {}
     for r in grid:
         m, index = r.metrics or {}, (r.config or {}).get("trial_index")
@@ -172,6 +277,8 @@ def summarise(grid, payloads: list) -> dict:
             "reports": m.get("training_iteration"),
             "config": r.config,
         }
+        if key in stopped_early and not m.get("status"):  # no result because the scheduler ended it
+            out[key]["stopped_early"] = True
     return out
 
 
@@ -183,13 +290,16 @@ def _one_line(error: BaseException) -> str:
 
 
 class EchoCallback:
-    """One line per trial that ends, beside Tune's own status table."""
+    """One line per trial that ends, beside Tune's own status table; the driver's signals reach Tune here."""
 
     def __new__(cls, echo, total, sync=lambda: 0):
         from ray.tune import Callback
 
         class Echo(Callback):
             ended = 0
+
+            def on_step_begin(self, iteration, trials, **info):
+                INTERRUPTS.stop_tune()  # a SIGINT or SIGTERM came: Tune's graceful stop, from its own loop
 
             def on_trial_complete(self, iteration, trials, trial, **info):
                 m = trial.last_result or {}

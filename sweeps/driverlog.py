@@ -1,0 +1,71 @@
+"""What Ray, Tune, MLflow, SQLAlchemy and Optuna print while ``tsweep run`` drives a sweep goes to the sweep's
+``driver.log``, not the terminal (unless --verbose): the terminal shows the live view and, at the end, one line.
+
+The driver's file descriptor 2 is pointed at a file for the whole run, so tracebacks logged by Tune, messages
+of Ray's C++ core worker, and MLflow's or SQLAlchemy's errors while closing a sweep on a full disk all land
+there.  The file starts outside the sweep (the sweep directory may not exist yet, and a refused second driver
+must write nothing into it) and is appended to ``SWEEP/driver.log`` at the end; where that cannot be written
+(a full disk) the file is kept where it is, and the last line names whichever holds the messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+NAME = "driver.log"
+
+
+class DriverLog:
+    """fd 2 redirected to a file from ``start`` to ``stop``; ``where`` is the file that holds what was written."""
+
+    def __init__(self):
+        self.tmp: Optional[Path] = None
+        self.where: Optional[Path] = None
+        self._saved: Optional[int] = None
+        self._handler: Optional[logging.Handler] = None
+
+    def start(self) -> "DriverLog":
+        fd, name = tempfile.mkstemp(prefix="tsweep-driver-", suffix=".log")
+        self.tmp = Path(name)
+        sys.stderr.flush()
+        self._saved = os.dup(2)
+        os.dup2(fd, 2)
+        os.close(fd)
+        # our own warnings before the sweep is open (a stale lock taken over) still reach the user
+        self._handler = logging.StreamHandler(os.fdopen(os.dup(self._saved), "w", buffering=1))
+        self._handler.setLevel(logging.WARNING)
+        self._handler.addFilter(lambda record: record.name.startswith("sweeps.lock"))
+        logging.getLogger("sweeps.lock").addHandler(self._handler)
+        return self
+
+    def stop(self, sweep_dir: Optional[Path]) -> Optional[Path]:
+        """Point fd 2 back at the terminal; move the messages into ``sweep_dir/driver.log`` (if it is a
+        local sweep directory that can take them).  Returns the file that holds them (None: nothing written)."""
+        if self._saved is None:
+            return self.where
+        sys.stderr.flush()
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+        self._saved = None
+        logging.getLogger("sweeps.lock").removeHandler(self._handler)
+        self._handler.stream.close()
+        if not self.tmp.stat().st_size:
+            self.tmp.unlink()
+            return None
+        self.where = self.tmp
+        if sweep_dir is not None and (Path(sweep_dir) / "sweep.json").exists():
+            target = Path(sweep_dir) / NAME
+            try:
+                with open(self.tmp, "rb") as src, open(target, "ab") as dst:
+                    shutil.copyfileobj(src, dst)
+                self.tmp.unlink()
+                self.where = target
+            except OSError:  # a full disk: the messages stay in the temporary file, which the line names
+                pass
+        return self.where

@@ -1,0 +1,109 @@
+"""What a search sweep's next Tune run must do, rebuilt from data: the Optuna study in the sweep's optuna.db
+(SQLite, no pickles), the trials' result.json and tune_summary.json.
+
+Tune's own ``Tuner.restore`` would unpickle ``tune/tuner.pkl`` and the searcher's state from the sweep
+location, so anyone who can write there could run code as the user.  A resumed search instead starts a fresh
+Tune run whose OptunaSearch re-opens the study by name (``load_if_exists``), so that the sampler sees every
+earlier trial:
+
+- every trial the study holds whose sweep trial (its sampled knobs, expanded like a row) has a finished or
+  diverged result, or that the scheduler stopped early, is done and is not sampled again;
+- every other one (interrupted, failed, or its result.json lost) is enqueued again with the same knobs, so
+  it runs in its own workdir and resumes from its checkpoint; a trial the study left RUNNING (its driver was
+  stopped) is told FAIL first, so the study does not wait on it;
+- the rest of ``search.samples`` are new samples, drawn with the spec's seed plus the number of trials the study
+  holds (a resumed sampler must not repeat the first session's draws).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from .profiles import get_profile
+from .spec import Spec, Trial, search_trial
+
+log = logging.getLogger(__name__)
+DB = "optuna.db"
+
+
+@dataclass
+class SearchPlan:
+    """One Tune run of a search: ``points`` enqueued first, ``samples`` Tune trials in all, the sampler's seed."""
+
+    samples: int
+    seed: int
+    points: list[dict] = field(default_factory=list)
+    done: set[str] = field(default_factory=set)  # sweep trial ids with a result (or stopped early) before the run
+    queued: int = 0  # points the study holds enqueued from an earlier run (asked before anything new)
+
+
+def storage_url(sweep_dir: Path) -> str:
+    return f"sqlite:///{Path(sweep_dir) / DB}"
+
+
+def open_study(spec: Spec, sweep_dir: Path):
+    """The sweep's study (created if there is none yet), as OptunaSearch opens it."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna.create_study(
+        storage=storage_url(sweep_dir),
+        study_name=spec.name,
+        direction="minimize" if spec.mode == "min" else "maximize",
+        load_if_exists=True,
+    )
+
+
+def sampled_trial(spec: Spec, profile_name: str, params: dict) -> Optional[Trial]:
+    """The sweep trial of a study trial's knobs (None where they are not a point of this spec's space)."""
+    keys = tuple(spec.search["space"])
+    if set(params) != set(keys):
+        return None
+    try:
+        return search_trial(spec, get_profile(profile_name), {k: params[k] for k in keys})
+    except Exception as exc:  # a study edited by hand, or a space changed since: not a trial of this sweep
+        log.warning("study trial with knobs %s is not a trial of this search: %s", params, exc)
+        return None
+
+
+def plan_search(spec: Spec, profile_name: str, sweep_dir: Path, result: Callable[[str, str], Optional[dict]],
+                summary: dict) -> SearchPlan:  # fmt: skip
+    """The next run of the search at ``sweep_dir``: ``result(trial_id, config_hash)`` says whether a trial is
+    done, ``summary`` (tune_summary.json) which ones a scheduler stopped."""
+    from optuna.trial import TrialState
+
+    study = open_study(spec, sweep_dir)
+    trials = study.get_trials(deepcopy=False)
+    done, todo, queued = set(), {}, set()
+    for t in trials:
+        params = t.params if t.state != TrialState.WAITING else dict(t.system_attrs.get("fixed_params") or {})
+        trial = sampled_trial(spec, profile_name, params)
+        if trial is None:
+            continue
+        tid = trial.trial_id
+        if t.state == TrialState.WAITING:  # enqueued by an earlier run, never asked: it is asked first
+            queued.add(tid)
+        elif result(tid, trial.config_hash) or (summary.get(tid) or {}).get("stopped_early"):
+            done.add(tid)
+        else:
+            todo.setdefault(tid, {k: params[k] for k in spec.search["space"]})
+        if t.state == TrialState.RUNNING:  # its driver stopped without telling the study
+            study.tell(t.number, state=TrialState.FAIL)
+    left = max(0, spec.search["samples"] - len(done))
+    points = [p for tid, p in todo.items() if tid not in done and tid not in queued][: max(0, left - len(queued))]
+    return SearchPlan(left, spec.search["seed"] + len(trials), points, done, len(queued - done))
+
+
+def search_trials(spec: Spec, profile_name: str, sweep_dir: Path) -> dict[str, Trial]:
+    """Every sweep trial the study has sampled so far, by trial id."""
+    if not (Path(sweep_dir) / DB).exists():
+        return {}
+    out = {}
+    for t in open_study(spec, sweep_dir).get_trials(deepcopy=False):
+        trial = sampled_trial(spec, profile_name, t.params) if t.params else None
+        if trial is not None:
+            out[trial.trial_id] = trial
+    return out
