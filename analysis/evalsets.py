@@ -111,10 +111,11 @@ def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
     return out, names, records
 
 
-def _fmt(mean: float, half: float, digits: int = 2) -> str:
+def _fmt(mean: float, half: float | None, digits: int = 2) -> str:
+    """'mean ± half'; the mean alone where there is no interval (None: one seed and no pooled noise)."""
     if not math.isfinite(mean):
         return "-"
-    return f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if math.isfinite(half) else "")
+    return f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if half is not None and math.isfinite(half) else "")
 
 
 def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -132,17 +132,18 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
     state = json.loads((sweep_dir / "sweep.json").read_text())
     fin = df[df["status"] == Status.FINISHED]
     base = fin[fin["row"] == "base"]
-    ref = base if len(base) else fin
+    ran = fin if len(fin) else df[df["status"] == Status.DIVERGED]  # all diverged: their result.json has the facts
+    ref = base if len(base) else ran
     tokens = (_first(ref, "tokens_per_batch") or 0) * (_first(ref, "accumulate") or 1)
     return {
         "sweep": state["name"],
         "spec": state.get("spec"),
         "profile": state["profile"],
         "profile_rules": state.get("profile_rules"),
-        "corpus": _first(fin, "corpus"),
-        "corpus_fingerprint": _first(fin, "corpus_fingerprint"),
-        "hardware": f"{platform.machine()}, {_first(fin, 'device') or '?'} {_first(fin, 'precision') or ''}",
-        "torch": _first(fin, "torch_version"),
+        "corpus": _first(ran, "corpus"),
+        "corpus_fingerprint": _first(ran, "corpus_fingerprint"),
+        "hardware": f"{platform.machine()}, {_first(ran, 'device') or '?'} {_first(ran, 'precision') or ''}",
+        "torch": _first(ran, "torch_version"),
         "trials": len(df),
         "finished": len(fin),
         "device_hours": df["wall_seconds"].fillna(0).sum() / 3600,
@@ -346,7 +347,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
           "## Failed, stopped or missing trials", "",
           _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")
-          + ").", "", *([] if lm else [f"sacrebleu: `{h['sacrebleu']}`", ""])]  # fmt: skip
+          + ").", "", *([] if lm or not h["sacrebleu"] else [f"sacrebleu: `{h['sacrebleu']}`", ""])]  # fmt: skip
     (out / "report.md").write_text("\n".join(md))
     (out / "report.html").write_text(
         render(
