@@ -121,9 +121,12 @@ def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, ro
         run(new, k)
 
 
-def _budget_plan(ctx: SweepContext, left: float) -> BudgetPlan:
+def _budget_plan(ctx: SweepContext, left: float, echo: Optional[Callable[[str], None]] = None) -> BudgetPlan:
     trials = ctx.planned()
-    return plan_for(ctx.spec, trials, _collect(ctx), run_throughput(ctx.spec, ctx.profile_name, trials), left)
+    source = run_throughput(ctx.spec, ctx.profile_name, trials)
+    if echo and source:
+        echo(f"trial time estimates at {source.flops_per_second:.3g} FLOP/s per trial: {source.source}")
+    return plan_for(ctx.spec, trials, _collect(ctx), source.flops_per_second if source else None, left)
 
 
 def dispatch_order(ctx: SweepContext, left: Optional[float], echo: Callable[[str], None] = print) -> list[Trial]:
@@ -133,7 +136,7 @@ def dispatch_order(ctx: SweepContext, left: Optional[float], echo: Callable[[str
     trials = ctx.planned()
     if left is None:
         return trials
-    plan = _budget_plan(ctx, left)
+    plan = _budget_plan(ctx, left, echo)
     if plan.fits:
         return trials
     echo(f"the budget left ({left / 60:.0f} min) is not expected to finish every trial: rows run claim by claim")

@@ -18,7 +18,7 @@ import pandas as pd
 
 from analysis.claims import CLAIMS, claim_rows, claims_for
 from transformer_core import rundir
-from transformer_core.errors import ConfigError
+from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
 
 from . import budget_order as bo
@@ -135,22 +135,17 @@ def plan_for(spec: Spec, trials: list[Trial], df: Optional[pd.DataFrame], flops_
     return BudgetPlan(trials, est, slots, budget_left if budget_left is not None else math.inf)
 
 
-def run_throughput(spec: Spec, profile: str, trials: list[Trial]) -> Optional[float]:
-    """The per-trial FLOP/s a sweep's dispatch plans with: this machine's cached step time of the base row,
-    else estimate.resolve_throughput's (a stored bench-device figure, the laptop's for cpu profiles), else None."""
+def run_throughput(spec: Spec, profile: str, trials: list[Trial]) -> Optional[estimate.Throughput]:
+    """The throughput a sweep's dispatch plans with: budget_source's (this machine's step time of the base row,
+    cached or measured now), else None where it has none or cannot measure (the order needs only relative
+    costs; its times are then in FLOPs, not minutes)."""
     from transformer_core.data import default_data_dir
 
-    from .machine_bench import step_throughput
-
-    base = next((t for t in trials if t.row == "base"), trials[0] if trials else None)
-    data_dir = default_data_dir()
     try:
-        found = step_throughput(spec, profile, base.values, data_dir, measure_if_missing=False) if base else None
-        found = found or estimate.resolve_throughput(profile, data_dir=data_dir)
-    except ConfigError as exc:  # an unreadable measurement file: the order needs only relative costs
+        return budget_source(spec, profile, trials, default_data_dir())
+    except UserError as exc:  # an unreadable measurement file, a measurement that failed
         log.warning("%s; the budget's order is planned from FLOPs alone", exc)
         return None
-    return found.flops_per_second if found else None
 
 
 def budget_source(spec: Spec, profile: str, trials: list[Trial], data_dir, device_flops=None, device=None,

@@ -91,6 +91,22 @@ def _one_trial(values: dict, seconds: float, warmup: int, barrier, queue) -> Non
         queue.put({"error": f"{type(exc).__name__}: {exc}"})
 
 
+def _results(procs: list, queue, limit: float = 900.0) -> list[dict]:
+    """One result per process; a process that died without one (killed, out of memory) is an error."""
+    import queue as queues
+
+    runs: list[dict] = []
+    deadline = time.time() + limit
+    while len(runs) < len(procs) and time.time() < deadline:
+        try:
+            runs.append(queue.get(timeout=1.0))
+        except queues.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead:
+                return runs + [{"error": f"a measuring process ended with exit code {dead[0]}"}]
+    return runs if len(runs) == len(procs) else runs + [{"error": f"no result within {limit:.0f} s"}]
+
+
 def measure(values: dict, side_by_side: int, seconds: float = SECONDS, warmup: int = WARMUP) -> dict:
     """Train the trial ``values`` in ``side_by_side`` processes at once; the per-trial figures, averaged."""
     from transformer_core.errors import UserError
@@ -106,9 +122,13 @@ def measure(values: dict, side_by_side: int, seconds: float = SECONDS, warmup: i
     ]
     for p in procs:
         p.start()
-    runs = [queue.get(timeout=900) for _ in procs]
-    for p in procs:
-        p.join()
+    try:
+        runs = _results(procs, queue)
+    finally:
+        for p in procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
     failed = [r["error"] for r in runs if "error" in r]
     if failed:
         raise UserError(f"measuring the base row's step time failed: {failed[0]}")

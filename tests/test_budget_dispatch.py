@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from sweeps.cli import main as tsweep
+from sweeps.estimate import Throughput
 from sweeps.spec import load_spec
 
 ROOT = Path(__file__).parents[1]
@@ -50,7 +51,7 @@ def test_tune_starts_trials_claim_by_claim_and_a_spent_budget_names_what_it_miss
     spec_path.write_text(yaml.safe_dump(SPEC))
     spec, out, lines = load_spec(spec_path), tmp_path / "sweep", []
     # a throughput this slow makes every trial's estimate exceed any budget: the claim order is used
-    monkeypatch.setattr(adaptive, "run_throughput", lambda spec, profile, trials: 1e3)
+    monkeypatch.setattr(adaptive, "run_throughput", lambda spec, profile, trials: Throughput(1e3, "a test's"))
     try:
         adaptive.run_adaptive(spec, "smoke", out, budget=0.001, num_cpus=2, echo=lines.append)
         state = json.loads((out / "sweep.json").read_text())
