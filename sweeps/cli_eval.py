@@ -18,7 +18,7 @@ def _fmt(x) -> str:
 
 
 def cmd_evaluate(args) -> int:
-    from .evaluate import evaluate_sweep, evaluation_set, summary_lines, trial_tracker
+    from .evaluate import check_writes, evaluate_sweep, evaluation_set, summary_lines, trial_tracker
 
     if bool(args.sweep_dir) == bool(args.run):
         raise UserError("give a SWEEP_DIR or --run RUN_DIR (exactly one)")
@@ -27,6 +27,10 @@ def cmd_evaluate(args) -> int:
         from transformer_core.inference import evaluate_run
 
         es = evaluation_set(args.corpus, args.name, Path(args.run), args.data_dir)
+        try:
+            check_writes(Path(args.run), Path(args.run), es.name)
+        except UserError as exc:
+            raise UserError(str(exc).replace("the sweep directory", "the run directory")) from None
         r = evaluate_run(args.run, es, trial_tracker(Path(args.run)), args.device, args.data_dir)
         print(f"evaluation set {es.name}: {len(es)} sentences, fingerprint {es.fingerprint} ({es.origin})")
         unk = sum(r["unknown_chars"].values())

@@ -331,10 +331,14 @@ def register(sub) -> None:
 def cmd_report(args) -> int:
     from analysis.search_report import is_search_sweep, write_search_report
 
+    from .lock import check_inside
     from .storage import open_storage
 
     store = open_storage(str(args.sweep_dir))  # a URI: read from a pulled view, the report pushed back
     view = store.view() if store else args.sweep_dir
+    report = Path(view) / "report"
+    for path in [] if args.out else [report, *(report.iterdir() if report.is_dir() else ())]:
+        check_inside(view, path)  # SWEEP/report and its files written inside the sweep, not through a symlink
     if is_search_sweep(view):  # one row per sampled configuration, not the Table 3 layout
         out = write_search_report(view, args.out)
         print(f"search report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'trials.csv'}")

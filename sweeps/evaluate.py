@@ -38,10 +38,11 @@ from transformer_core.inference import EVALS, done_evaluation, eval_paths, evalu
 from transformer_core.rundir import CHECKPOINTS, CONFIG, RESULT, TRACKING, Status, checkpoint_name
 from transformer_core.tracking import JsonTracker
 
-from .lock import SweepLock, read_sweep_state
+from .lock import SweepLock, check_inside, read_sweep_state
 from .runner import _init_ray, check_address
 from .storage import Storage, open_storage
 from .tracking import DEFAULT_DB, MlflowTracker, _client, _retry, resolve_uri
+from .trial import trial_workdir
 
 log = logging.getLogger(__name__)
 RUN_ID_FILE = "mlflow_run_id"  # written by tracking.MlflowTracker in a trial's directory
@@ -117,6 +118,24 @@ def evaluation_set(spec: str, name: Optional[str], workdir: Path, data_dir=None)
     es = read_eval_set(spec, name, config.data.direction, data_dir)
     check_langs(es, config.data.corpus, config.data.direction)
     return es
+
+
+def check_writes(root: Path, workdir, name: str) -> None:
+    """Refuse, in one line, a run whose evaluation on set ``name`` would write outside ``root`` (the sweep
+    directory, or the run directory itself): its evals/NAME.{json,hyp} and tracking.jsonl, symlinks followed."""
+    workdir = check_inside(root, workdir)
+    for path in (workdir / EVALS, *eval_paths(workdir, name), workdir / TRACKING):
+        check_inside(root, path)
+
+
+def check_sweep_writes(sweep_dir: Path, state: dict, todo: list, name: str) -> None:
+    """Everything evaluating ``todo`` ((trial id, workdir) pairs) writes in a local sweep: each trial's files
+    and the sweep's own MLflow store, resolved inside the sweep directory before anything is written."""
+    if state.get("uri") == DEFAULT_DB:
+        for path in (sweep_dir / DEFAULT_DB, sweep_dir / "mlartifacts"):
+            check_inside(sweep_dir, path)
+    for tid, wd in todo:
+        check_writes(sweep_dir, trial_workdir(sweep_dir, tid), name)
 
 
 def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[str] = None) -> pd.DataFrame:
@@ -228,6 +247,7 @@ def evaluate_sweep(
     if todo and store:
         records.update(_evaluate_at_uri(store, local, state, todo, es, device, data_dir, fan))
     elif todo:
+        check_sweep_writes(local, state, todo, es.name)
         uri = resolve_uri(state["uri"], local) if state.get("uri") else None
         jobs = [(tid, (str(wd), uri, device, data_dir, cpus_per_task)) for tid, wd in todo]
         records.update(_fan_out(_evaluate_trial, jobs, es, **fan))
