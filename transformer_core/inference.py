@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -187,6 +188,31 @@ def _data_dir(config: RunConfig, data_dir) -> Optional[str]:
     return own if own and Path(own).is_dir() else None
 
 
+def _first(exc: BaseException) -> str:
+    """'Type: the first sentence of its message' (torch's run on for paragraphs)."""
+    text = str(exc).strip().splitlines()
+    first = text[0].split(". ")[0].rstrip(".")[:160] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _checkpoint_weights(run_dir: Path, path: Path) -> dict:
+    """The model weights of one checkpoint, loaded as tensors only (never unpickling code); one line when it is
+    truncated, garbage, a pickle of something else, or lacks the weights."""
+    try:
+        with warnings.catch_warnings():  # torch warns about a foreign pickle's protocol before refusing it
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location="cpu", weights_only=True)
+        weights = state["model"]
+        if not isinstance(weights, dict):
+            raise TypeError("'model' is not a state dict")
+        return weights
+    except Exception as exc:  # whatever is in the file, it is not a checkpoint this run can use
+        raise RunNotUsable(
+            f"run {str(run_dir)!r}: checkpoint {path.name} is unreadable ({_first(exc)}): it is truncated or"
+            " not a checkpoint of this run; train the run again (or restore the file)"
+        ) from None
+
+
 def load_trained(run_dir, device: str = "auto", data_dir=None) -> TrainedModel:
     """The model that produced the run's test BLEU: its averaged checkpoints, vocabulary and settings."""
     run_dir = Path(run_dir)
@@ -206,9 +232,13 @@ def load_trained(run_dir, device: str = "auto", data_dir=None) -> TrainedModel:
     if t.threads:
         torch.set_num_threads(t.threads)
     dev = resolve_device(device)
-    states = [torch.load(p, map_location="cpu", weights_only=True)["model"] for p in paths]
+    states = [_checkpoint_weights(run_dir, p) for p in paths]
     model = build_model(config.model, corpus.vocab_size, PAD)
-    model.load_state_dict(average_state_dicts(states))
+    try:
+        model.load_state_dict(average_state_dicts(states))
+    except (RuntimeError, KeyError, ValueError, TypeError) as exc:  # shapes or names of another model
+        why = _first(exc)
+        raise RunNotUsable(f"run {str(run_dir)!r}: its checkpoints do not fit its config.json ({why})") from None
     model.to(dev).eval()
     processor = corpus.processor()
     known = frozenset(
