@@ -16,7 +16,11 @@ from typing import Callable
 
 import numpy as np
 
+from transformer_core.errors import UserError
 from transformer_core.rundir import TrialRecord
+
+from .profiles import get_profile
+from .spec import Spec, sample_trials
 
 log = logging.getLogger(__name__)
 REPORTED = ("dev_bleu", "dev_ppl", "dev_bpb")  # what run_trial reports at an evaluation
@@ -83,7 +87,7 @@ def run_replicates(records: list[TrialRecord], cpus: float, gpus: float, report:
     import ray
     from ray.util.queue import Empty, Queue
 
-    queue = Queue()
+    queue = Queue(actor_options={"num_cpus": 0})  # inside the trial's placement group: it must take no CPU
     task = ray.remote(_seed_task).options(num_cpus=cpus, num_gpus=gpus, max_retries=2)
     refs = [task.remote(r, queue, i) for i, r in enumerate(records)]
     means, pending = StepMeans(len(records)), list(refs)
@@ -102,3 +106,23 @@ def run_replicates(records: list[TrialRecord], cpus: float, gpus: float, report:
     results = ray.get(refs)
     log.info("sample of %d seeds: %s", len(results), [r.get("status") for r in results])
     return mean_final([final(r) for r in results])
+
+
+def sample_records(spec: Spec, profile_name: str, sampled: dict, first: TrialRecord) -> list[TrialRecord]:
+    """The trials of one sampled configuration, one per seed of the spec, as payloads like ``first``."""
+    trials = sample_trials(spec, get_profile(profile_name), sampled)
+    return [t.record(first.sweep_dir, first.tracking, first.preset, sampled) for t in trials]
+
+
+def sample_resources(spec: Spec):
+    """What a Tune trial of a search with several seeds holds: a placement group of a token bundle for the trial
+    itself and one bundle per seed task (Tune schedules the trial's child tasks into it), or None with one seed."""
+    if not spec.search or len(spec.seeds) < 2:
+        return None
+    if spec.resources["workers"] > 1:
+        raise UserError("seeds: a search with several seeds runs each seed as a task of one worker; "
+                        "resources.workers > 1 (data-parallel trials) is allowed with one seed only")  # fmt: skip
+    from ray.tune import PlacementGroupFactory
+
+    seed = {"CPU": spec.resources["cpus"], **({"GPU": spec.resources["gpus"]} if spec.resources["gpus"] else {})}
+    return PlacementGroupFactory([{"CPU": 0.01}] + [seed] * len(spec.seeds))

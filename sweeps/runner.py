@@ -32,6 +32,7 @@ from typing import Callable, Optional
 from transformer_core.errors import UserError
 from transformer_core.rundir import RESULT, TrialRecord, write_json
 
+from .confirm import run_confirmation
 from .interrupts import INTERRUPTS
 from .lock import (
     LOCK_NAME,
@@ -49,6 +50,7 @@ from .storage import Storage
 from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
 from .trial import done_result, finished_result, trial_workdir
 from .tune_adapter import fit_round
+from .warm_start import start_from_earlier
 
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
@@ -285,6 +287,7 @@ def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
         "status": "running",
         "metric": spec.metric,
         "mode": spec.mode,
+        "objectives": (spec.search or {}).get("objectives"),  # a search with two: the report's Pareto front
         "rounds": state.get("rounds", []),
         "trials": [tid for tid in state.get("trials", []) if "config_hash" in state["plan"].get(tid, {})],
         "plan": {tid: p for tid, p in state.get("plan", {}).items() if "config_hash" in p},
@@ -416,7 +419,11 @@ def run_sweep(
     ctx = open_sweep(spec, profile_name, sweep_dir, address, resume, num_cpus)
     ctx.verbose = verbose
     try:
-        run_trials(ctx, ctx.planned() or spec.trials(get_profile(profile_name)), echo=echo)
+        if spec.search:  # search.warm_start: the study starts from an earlier search's finished trials
+            start_from_earlier(spec, ctx.sweep_dir, echo)
+        run_trials(ctx, (ctx.planned() if not spec.search else []) or spec.trials(get_profile(profile_name)), echo=echo)
+        if spec.search:  # search.confirm: the best configurations again, with fresh seeds
+            run_confirmation(ctx, run_trials, echo)
     except SweepInterrupted:
         close_sweep(ctx, "KILLED")
         raise

@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .profiles import get_profile
-from .spec import Spec, Trial, search_trial
+from .spec import Spec, Trial, sample_trials, search_trial
 
 log = logging.getLogger(__name__)
 DB = "optuna.db"
+WARM_START = "warm_start"  # the user attribute of a study trial taken from an earlier sweep (warm_start.py)
 
 
 @dataclass
@@ -49,10 +50,11 @@ def open_study(spec: Spec, sweep_dir: Path):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    modes = [o["mode"] for o in spec.search.get("objectives") or [{"mode": spec.mode}]]  # two: multi-objective
     return optuna.create_study(
         storage=storage_url(sweep_dir),
         study_name=spec.name,
-        direction="minimize" if spec.mode == "min" else "maximize",
+        directions=["minimize" if m == "min" else "maximize" for m in modes],
         load_if_exists=True,
     )
 
@@ -80,13 +82,14 @@ def plan_search(spec: Spec, profile_name: str, sweep_dir: Path, result: Callable
     done, todo, queued = set(), {}, set()
     for t in trials:
         params = t.params if t.state != TrialState.WAITING else dict(t.system_attrs.get("fixed_params") or {})
-        trial = sampled_trial(spec, profile_name, params)
-        if trial is None:
+        trial = None if t.user_attrs.get(WARM_START) else sampled_trial(spec, profile_name, params)
+        if trial is None:  # not a point of this space, or an earlier sweep's (warm start): nothing to run
             continue
         tid = trial.trial_id
+        seeds = sample_trials(spec, get_profile(profile_name), {k: params[k] for k in spec.search["space"]})
         if t.state == TrialState.WAITING:  # enqueued by an earlier run, never asked: it is asked first
             queued.add(tid)
-        elif result(tid, trial.config_hash) or (summary.get(tid) or {}).get("stopped_early"):
+        elif all(result(x.trial_id, x.config_hash) for x in seeds) or (summary.get(tid) or {}).get("stopped_early"):
             done.add(tid)
         else:
             todo.setdefault(tid, {k: params[k] for k in spec.search["space"]})
@@ -103,7 +106,7 @@ def search_trials(spec: Spec, profile_name: str, sweep_dir: Path) -> dict[str, T
         return {}
     out = {}
     for t in open_study(spec, sweep_dir).get_trials(deepcopy=False):
-        trial = sampled_trial(spec, profile_name, t.params) if t.params else None
+        trial = sampled_trial(spec, profile_name, t.params) if t.params and not t.user_attrs.get(WARM_START) else None
         if trial is not None:
             out[trial.trial_id] = trial
     return out

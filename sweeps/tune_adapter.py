@@ -20,9 +20,9 @@ from transformer_core.rundir import TrialRecord
 from .interrupts import INTERRUPTS
 from .live import LiveView
 from .lock import SAFE_ALLOWED, SAFE_NAME, root_cause
-from .profiles import get_profile
+from .replicates import run_replicates, sample_records, sample_resources
 from .search_state import SearchPlan, storage_url
-from .spec import Spec, search_trial
+from .spec import Spec
 from .storage import is_uri
 from .trial import read_result, run_trial
 
@@ -41,6 +41,7 @@ def _final_metrics(result: dict) -> dict:
         }
     return {
         **scores,
+        **{k: result.get(k) for k in ("params", "wall_seconds", "train_flops")},  # costs: a second objective
         "status": result.get("status"),
         "done": True,
         "step": result.get("steps"),
@@ -55,9 +56,13 @@ def trial_function(
 
     if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
         sampled = {k: config[k] for k in search_keys}
-        first = payloads[0]
-        trial = search_trial(spec, get_profile(profile), sampled).record(first.sweep_dir, first.tracking, first.preset,
-                                                                         sampled)  # fmt: skip
+        records = sample_records(spec, profile, sampled, payloads[0])
+        trial = records[0]
+        if len(records) > 1:  # seeds: N: the searcher and the scheduler see the mean over the seeds
+            mean = run_replicates(records, spec.resources["cpus"], gpus,
+                                  lambda m: tune.report({**m, "tsweep_trial": trial.id}), _final_metrics)  # fmt: skip
+            tune.report({**mean, "tsweep_trial": trial.id})
+            return
     else:
         trial = payloads[config["trial_index"]]
     if workers > 1:
@@ -130,6 +135,7 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
     workers, gpus = spec.resources["workers"], spec.resources["gpus"]
     # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
     resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
+    resources = sample_resources(spec) or resources  # a search with several seeds: one bundle per seed
     trainable = tune.with_resources(
         tune.with_parameters(
             trial_function,
@@ -217,9 +223,10 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
+        objectives = spec.search.get("objectives")  # two: Optuna's multi-objective TPE, a Pareto front
         search_alg = OptunaSearch(
-            metric=spec.metric,
-            mode=spec.mode,
+            metric=[o["metric"] for o in objectives] if objectives else spec.metric,
+            mode=[o["mode"] for o in objectives] if objectives else spec.mode,
             study_name=spec.name,
             storage=optuna.storages.RDBStorage(storage_url(sweep_dir)),
             sampler=optuna.samplers.TPESampler(seed=search.seed),
@@ -228,8 +235,8 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
     return TuneConfig(
         trial_name_creator=_trial_namer(payloads),
         trial_dirname_creator=_trial_namer(payloads),
-        metric=spec.metric,
-        mode=spec.mode,
+        metric=None if (spec.search or {}).get("objectives") else spec.metric,  # the searcher's own list
+        mode=None if (spec.search or {}).get("objectives") else spec.mode,
         scheduler=asha(spec.scheduler) if spec.scheduler["type"] == "asha" else None,
         search_alg=search_alg,
         num_samples=search.samples if spec.search else 1,

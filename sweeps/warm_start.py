@@ -16,10 +16,11 @@ from pathlib import Path
 
 from transformer_core.errors import UserError
 
+from .search_state import WARM_START, open_study
 from .spec import Spec
 
 log = logging.getLogger(__name__)
-ATTR = "warm_start"
+ATTR = WARM_START  # the study trials taken from an earlier sweep
 
 
 def _objectives(spec_or_state) -> list[tuple[str, str]]:
@@ -94,3 +95,12 @@ def warm_start(spec: Spec, study, source: str | Path) -> int:
         added += 1
     log.info("warm start from %s: %d finished trials added, %d outside this space left out", source, added, skipped)
     return added
+
+
+def start_from_earlier(spec: Spec, sweep_dir: Path, echo=print) -> None:
+    """Before a search's first Tune run: its study seeded from ``search.warm_start`` when the spec names one."""
+    source = (spec.search or {}).get("warm_start")
+    if source:
+        added = warm_start(spec, open_study(spec, sweep_dir), source)
+        if added:
+            echo(f"warm start: {added} finished trials of {source} seed the study")
