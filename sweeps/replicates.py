@@ -114,6 +114,14 @@ def sample_records(spec: Spec, profile_name: str, sampled: dict, first: TrialRec
     return [t.record(first.sweep_dir, first.tracking, first.preset, sampled) for t in trials]
 
 
+TOKEN_CPU = 0.01  # the trial's own share of its placement group: it only waits on its seeds
+
+
+def seed_cpus(spec: Spec) -> float:
+    """CPUs of one seed task: the spec's, less its part of the trial's token (N seeds hold N x cpus in all)."""
+    return spec.resources["cpus"] - TOKEN_CPU / len(spec.seeds)
+
+
 def sample_resources(spec: Spec):
     """What a Tune trial of a search with several seeds holds: a placement group of a token bundle for the trial
     itself and one bundle per seed task (Tune schedules the trial's child tasks into it), or None with one seed."""
@@ -122,7 +130,14 @@ def sample_resources(spec: Spec):
     if spec.resources["workers"] > 1:
         raise UserError("seeds: a search with several seeds runs each seed as a task of one worker; "
                         "resources.workers > 1 (data-parallel trials) is allowed with one seed only")  # fmt: skip
+    import ray
     from ray.tune import PlacementGroupFactory
 
-    seed = {"CPU": spec.resources["cpus"], **({"GPU": spec.resources["gpus"]} if spec.resources["gpus"] else {})}
-    return PlacementGroupFactory([{"CPU": 0.01}] + [seed] * len(spec.seeds))
+    need, have = len(spec.seeds) * spec.resources["cpus"], ray.cluster_resources().get("CPU", 0)
+    if need > have + 1e-9:  # the placement group could never be placed: Tune would wait for ever
+        raise UserError(
+            f"seeds: {len(spec.seeds)} seeds x resources.cpus {spec.resources['cpus']} = {need:g} "
+            f"CPUs per sample, but Ray has {have:g}: give fewer seeds or cpus, or more --num-cpus"
+        )
+    seed = {"CPU": seed_cpus(spec), **({"GPU": spec.resources["gpus"]} if spec.resources["gpus"] else {})}
+    return PlacementGroupFactory([{"CPU": TOKEN_CPU}] + [seed] * len(spec.seeds))

@@ -20,7 +20,7 @@ from transformer_core.rundir import TrialRecord
 from .interrupts import INTERRUPTS
 from .live import LiveView
 from .lock import SAFE_ALLOWED, SAFE_NAME, root_cause
-from .replicates import run_replicates, sample_records, sample_resources
+from .replicates import run_replicates, sample_records, sample_resources, seed_cpus
 from .search_state import SearchPlan, storage_url
 from .spec import Spec
 from .storage import is_uri
@@ -59,7 +59,7 @@ def trial_function(
         records = sample_records(spec, profile, sampled, payloads[0])
         trial = records[0]
         if len(records) > 1:  # seeds: N: the searcher and the scheduler see the mean over the seeds
-            mean = run_replicates(records, spec.resources["cpus"], gpus,
+            mean = run_replicates(records, seed_cpus(spec), gpus,
                                   lambda m: tune.report({**m, "tsweep_trial": trial.id}), _final_metrics)  # fmt: skip
             tune.report({**mean, "tsweep_trial": trial.id})
             return
