@@ -61,11 +61,22 @@ class DriverLog:
         self.where = self.tmp
         if sweep_dir is not None and (Path(sweep_dir) / "sweep.json").exists():
             target = Path(sweep_dir) / NAME
+            size = target.stat().st_size if target.exists() else 0
             try:
                 with open(self.tmp, "rb") as src, open(target, "ab") as dst:
                     shutil.copyfileobj(src, dst)
+                    dst.flush()
+                    os.fsync(dst.fileno())
                 self.tmp.unlink()
                 self.where = target
             except OSError:  # a full disk: the messages stay in the temporary file, which the line names
-                pass
+                _truncate(target, size)
         return self.where
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Take back a partial append (the earlier sessions' messages stay)."""
+    try:
+        os.truncate(path, size)
+    except OSError:
+        pass
