@@ -343,8 +343,9 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
     ctx.sync()
     if out_of_time and not INTERRUPTS.signum:
         raise BudgetSpent(*ctx.finished_count())
-    missing = _without_result(ctx, todo, summary, search)
-    if INTERRUPTS.signum or cut or missing:
+    # after a signal an error does not end a trial (Ctrl-C reaches the trials' workers too): it is trained again
+    missing = _without_result(ctx, todo, summary, search, errors_end=not (INTERRUPTS.signum or cut))
+    if missing:  # a signal after every trial had its result interrupts nothing (the next round is not started)
         raise SweepInterrupted(*ctx.finished_count(), signum=INTERRUPTS.signum, missing=missing)
     full = [tid for tid, s in summary.items() if s.get("error") and no_space(Exception(s["error"]))]
     if full:
@@ -352,21 +353,22 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
     return summary
 
 
-def _ended(ctx: SweepContext, trial: Trial, entry: Optional[dict]) -> bool:
-    """Whether a trial of a round ended: a finished or diverged result, an error, or the scheduler's stop."""
+def _ended(ctx: SweepContext, trial: Trial, entry: Optional[dict], errors_end: bool = True) -> bool:
+    """Whether a trial of a round ended: a finished or diverged result, the scheduler's stop, or an error."""
     entry = entry or {}
-    return bool(ctx.result(trial.trial_id, trial.config_hash) or entry.get("error") or entry.get("stopped_early"))
+    done = ctx.result(trial.trial_id, trial.config_hash) or entry.get("stopped_early")
+    return bool(done or (errors_end and entry.get("error")))
 
 
-def _without_result(ctx: SweepContext, todo: list[Trial], summary: dict, search) -> int:
-    """How many trials of the round ended without a result, an error or a scheduler's stop (Tune may call them
-    terminated all the same: a worker stopped by a signal, a result.json lost)."""
+def _without_result(ctx: SweepContext, todo: list[Trial], summary: dict, search, errors_end: bool = True) -> int:
+    """How many trials of the round ended without a result, a scheduler's stop or (``errors_end``) an error;
+    Tune may call them terminated all the same: a worker stopped by a signal, a result.json lost."""
     if search is None:
-        return sum(1 for t in todo if not _ended(ctx, t, summary.get(t.trial_id)))
+        return sum(1 for t in todo if not _ended(ctx, t, summary.get(t.trial_id), errors_end))
     sampled = search_trials(ctx.spec, ctx.profile_name, ctx.sweep_dir)
-    ended = {tid for tid, t in sampled.items() if _ended(ctx, t, ctx.summary.get(tid))}
-    errors = sum(1 for tid, e in summary.items() if e.get("error") and tid not in sampled)  # never reported
-    return max(0, ctx.spec.search["samples"] - len(ended) - errors)
+    ended = {tid for tid, t in sampled.items() if _ended(ctx, t, ctx.summary.get(tid), errors_end)}
+    errors = sum(1 for tid, e in summary.items() if errors_end and e.get("error") and tid not in sampled)
+    return max(0, ctx.spec.search["samples"] - len(ended) - errors)  # errors: trials that never reported
 
 
 def close_sweep(ctx: SweepContext, status: str) -> None:

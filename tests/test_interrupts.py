@@ -106,6 +106,7 @@ def test_a_round_is_complete_only_when_every_trial_has_a_result_an_error_or_a_sc
     assert _without_result(ctx, trials, summary, None) == 1  # t3: listed as finished, result.json gone
     results["t3"] = {"status": "finished"}
     assert _without_result(ctx, trials, summary, None) == 0
+    assert _without_result(ctx, trials, summary, None, errors_end=False) == 1  # after a signal: t1 runs again
     del summary["t2"]["stopped_early"]  # terminated without a result, and no scheduler said it stopped it
     assert _without_result(ctx, trials, summary, None) == 1
 
