@@ -54,5 +54,6 @@ def run_confirmation(ctx, run_trials, echo=print) -> dict:
         return {}
     top = len({t.row for t in trials})
     echo(f"confirming the {top} best configurations with fresh seeds {fresh_seeds(ctx.spec)}: {len(trials)} trials")
-    grid = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, search=None))  # same state, plan and summary
+    # a grid round of the same sweep (its state, plan and summary), every trial to its full budget: no scheduler
+    grid = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, search=None, scheduler={"type": "none"}))
     return run_trials(grid, trials, round_name=ROUND, echo=echo)

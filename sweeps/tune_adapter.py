@@ -59,9 +59,9 @@ def trial_function(
         records = sample_records(spec, profile, sampled, payloads[0])
         trial = records[0]
         if len(records) > 1:  # seeds: N: the searcher and the scheduler see the mean over the seeds
-            mean = run_replicates(records, seed_cpus(spec), gpus,
-                                  lambda m: tune.report({**m, "tsweep_trial": trial.id}), _final_metrics)  # fmt: skip
-            tune.report({**mean, "tsweep_trial": trial.id})
+            ids = {"tsweep_trial": trial.id, "tsweep_seeds": ",".join(r.id for r in records)}
+            mean = run_replicates(records, seed_cpus(spec), gpus, lambda m: tune.report({**m, **ids}), _final_metrics)
+            tune.report({**mean, **ids})
             return
     else:
         trial = payloads[config["trial_index"]]
@@ -286,6 +286,8 @@ def summarise(grid, payloads: list, stopped_early: frozenset = frozenset()) -> d
         }
         if key in stopped_early and not m.get("status"):  # no result because the scheduler ended it
             out[key]["stopped_early"] = True
+        for other in str(m.get("tsweep_seeds") or "").split(",")[1:]:  # seeds: N: its other seeds ended with it
+            out.setdefault(other, {**out[key], "status": None})
     return out
 
 
