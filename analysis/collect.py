@@ -116,6 +116,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             status = status.value
         step, last_eval = _progress(wd / rundir.METRICS)
         sample = sample_label(trial.search) if trial.search else None  # a search sample: a row of its own
+        sample = sample or (trial.row if trial.group == CONFIRM_GROUP else None)  # a confirmation: its sample's row
         rec = {
             "trial_id": tid,
             "group": (trial.group if trial.group == CONFIRM_GROUP else SEARCH_GROUP) if sample else trial.group,

@@ -48,6 +48,8 @@ def confirmation_table(df: pd.DataFrame, configs: pd.DataFrame, objective: Objec
         rows.append({"sample": sample, "search_rank": search["rank"].get(sample), "search_score":
                      search[objective.metric].get(sample), "search_seeds": search["seeds_finished"].get(sample),
                      "confirmed": mean, "ci": half, "fresh_seeds": n, "fresh_planned": len(sub)})  # fmt: skip
+    if not rows:
+        return None
     table = pd.DataFrame(rows).sort_values("search_rank", kind="stable", na_position="last")
     if reading == "dev_ce":  # the verdict reads ln PPL; the table shows perplexity beside it
         table["confirmed_ppl"] = np.exp(table["confirmed"])
@@ -89,9 +91,11 @@ def confirmation_lines(table: pd.DataFrame, objective: Objective) -> list[str]:
     lines = [
         f"The search's best, {first['sample']}, scored {first['search_score']:.3f} in the search (the best of "
         f"{table.attrs['samples']} sampled configurations, so optimistic); with {first['fresh_seeds']} fresh seeds "
-        f"it scores {first['confirmed']:.3f}{unit}"
+        + (f"it scores {np.exp(first['confirmed']):.3f} (geometric mean; ln PPL " if unit else "it scores ")
+        + f"{first['confirmed']:.3f}"
         + (f" ± {first['ci']:.3f}" if pd.notna(first["ci"]) else "")
-        + f" (optimism {first['optimism']:+.3f}).",
+        + (")" if unit else "")
+        + f" (optimism {first['optimism']:+.3f}{unit}: how much better the search's score was than the confirmed one).",
         f"Seed noise of the confirmation: {table.attrs['noise'].describe()}.",
     ]
     c = table.attrs.get("comparison")
