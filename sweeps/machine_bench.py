@@ -24,7 +24,7 @@ from .estimate import Throughput, bench_path, read_machine_measurements, store_m
 
 log = logging.getLogger(__name__)
 SECONDS = 4.0  # timed training per trial
-WARMUP = 3  # untimed steps first (allocator, first-call costs)
+WARMUP = 10  # untimed steps first (allocator, first calls of each batch shape)
 
 
 def _cpu() -> tuple[str, str]:
