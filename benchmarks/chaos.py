@@ -4,8 +4,13 @@ resume, and check that the final table equals an uninterrupted run's.  Not in th
     python benchmarks/chaos.py --rounds 3 [--seed 0] [--faults kill,disk]
 
 --faults takes kill (= driver,worker), driver, worker and disk.  Every round injects one fault of each kind
-asked for (a kill, driver or worker at random, and a full disk) in a random order, each at a random moment of
-an attempt; later attempts draw a fault at random until one finishes before its fault comes.
+asked for (a driver kill, a trial worker kill, a full disk), in a random order, each at a random point of its
+share of the work left (counted in the trials' metrics records, so it comes before the sweep ends on a fast or a
+slow machine); a driver kill or a full disk ends its attempt (the next one resumes), a worker kill does not.
+A fault counts as injected only when it fired: a worker kill needs a trial worker to be running, and waits for
+one until the driver ends; a fault that did not fire is tried again in the next attempt, and a round whose sweep
+finished before all its faults fired does not count: it is drawn again (at most --rounds times).  The summary
+gives per kind the faults planned, injected and survived.
 
 A disk fault needs root: each round's --out lies on a real tmpfs of its own (as tests/test_faults.py does), and
 at the fault a ballast file fills it (ENOSPC).  The driver must then end with one line naming the directory
@@ -37,6 +42,7 @@ SPEC = ROOT / "tests" / "specs" / "smoke.yaml"
 KEYS = ("dev_bleu", "dev_ppl", "test_bleu")
 KILLS = ("driver", "worker")
 DISK_SIZE = "64m"  # a smoke sweep needs a few MiB; the ballast takes whatever is free at the fault
+REFERENCE: dict = {}  # the uninterrupted run's table
 STATE_FILES = ("sweep.json", "tune_summary.json", "trials/*/trial.json", "trials/*/config.json", "trials/*/result.json")
 ATTEMPTS = 8
 
@@ -46,16 +52,8 @@ def _cmd(out: Path, resume: bool) -> list[str]:
     return cmd + (["--resume"] if resume else []) + ["--num-cpus", "2"]
 
 
-def table(out: Path) -> dict:
-    rows = {}
-    for result in sorted((out / "trials").glob("*/result.json")):
-        r = json.loads(result.read_text())
-        rows[result.parent.name] = tuple(r.get(k) for k in KEYS) + (r.get("status"),)
-    return rows
-
-
 def finished(out: Path) -> dict:
-    """The rows whose result.json reads back now (a half-written one would be a bug: it is reported)."""
+    """The table: a row per result.json (a half-written one would be a bug: it shows as unreadable)."""
     rows = {}
     for result in sorted((out / "trials").glob("*/result.json")):
         try:
@@ -179,58 +177,92 @@ def _unreadable_state(out: Path) -> list[str]:
 # one round -----------------------------------------------------------------------------------------------------
 
 
-class Round:
-    """One sweep from scratch to a full table, with faults injected on its way."""
+def progress(out: Path) -> int:
+    """How far the sweep is: training and evaluation records of every trial, and results (only grows)."""
+    n = len(list(out.glob("trials/*/result.json")))
+    for metrics in out.glob("trials/*/metrics.jsonl"):
+        try:
+            n += sum(1 for line in metrics.read_text(errors="replace").splitlines() if line.startswith('{"kind"'))
+        except OSError:
+            continue
+    return n
 
-    def __init__(self, out: Path, disk: Path | None, kinds: list[str], env: dict, logs: Path, log, window: float):
+
+class Round:
+    """One sweep from scratch to a full table, with one fault of each kind injected on its way.
+
+    A fault comes at a random point of the work left when its attempt starts (``progress`` records, so that
+    it comes before the sweep ends, however fast or slow the machine): a fault counts as injected only when it
+    fired (a worker was there to kill, the driver was still running); one that did not fire is tried again in
+    the next attempt, and a round that finishes before all of its faults fired is reported as such."""
+
+    def __init__(self, out: Path, disk: Path | None, kinds: list[str], env: dict, logs: Path, log, total: int):
         self.out, self.disk, self.kinds, self.env, self.logs, self.log = out, disk, kinds, env, logs, log
-        self.window = window  # faults come 8 s to ``window`` s into an attempt
-        self.injected: list[str] = []  # "driver", "worker", "disk", in order
-        self.events: list[str] = []
+        self.total = total  # progress records of a whole sweep (from the reference run)
+        self.planned: list[str] = []
+        self.fired: list[list] = []  # [kind, whether its own checks passed], in order
+        self.unfired: list[str] = []  # planned, never fired (the sweep ended first)
         self.problems: list[str] = []  # checks that failed (a product bug to report)
-        self.disk_problems = 0  # disk faults with a failed check
+        self.same = False  # the final table equal to the reference
 
     def queue(self) -> list[str]:
-        """One fault of each asked-for category (kill: driver or worker at random; disk), in a random order."""
-        kills = [k for k in self.kinds if k in KILLS]
-        todo = ([random.choice(kills)] if kills else []) + (["disk"] if "disk" in self.kinds else [])
+        """One fault of each asked-for kind (driver kill, worker kill, full disk), in a random order."""
+        todo = list(self.kinds)
         random.shuffle(todo)
         return todo
 
     def run(self) -> None:
         todo = self.queue()
+        self.planned = list(todo)
         for attempt in range(ATTEMPTS):
-            fault = todo.pop(0) if todo else (random.choice(self.kinds) if self.kinds else None)
             # as the driver's message says: --resume once sweep.json is written, before that run it again
-            ok = self.attempt(attempt, fault, (self.out / "sweep.json").exists())
-            if ok and len(table(self.out)) == 4:
+            ok = self.attempt(attempt, todo, (self.out / "sweep.json").exists())
+            if ok and len(finished(self.out)) == 4:
+                self.unfired = todo
                 return
         raise RuntimeError(f"sweep in {self.out} did not finish after {ATTEMPTS} attempts")
 
-    def attempt(self, attempt: int, fault: str | None, resume: bool) -> bool:
-        """One driver run, ``fault`` injected at a random moment; whether the driver ended with 0."""
+    def attempt(self, attempt: int, todo: list[str], resume: bool) -> bool:
+        """One driver run; the faults of ``todo`` that fire are taken from it (a worker kill lets the attempt go
+        on to the next fault, a driver kill or a full disk ends it).  Each comes at a random point of its share of
+        the work left, so that the later ones have work left to come in.  Whether the driver ended with 0."""
         err = self.logs / f"{self.out.parent.name}-attempt-{attempt}.err"
         with open(err, "w") as stderr, open(err.with_suffix(".out"), "w") as stdout:
             proc = subprocess.Popen(_cmd(self.out, resume), env=self.env, cwd=ROOT, stdout=stdout, stderr=stderr,
                                     start_new_session=True)  # fmt: skip
-            at = random.uniform(8, self.window)
             try:
-                proc.wait(timeout=at)  # finished (or failed) before its fault came
-            except subprocess.TimeoutExpired:
-                if fault == "driver":
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    self.note("driver", f"killed the driver at {at:.0f}s")
-                elif fault == "worker":
-                    if _kill_worker(proc.pid):
-                        self.note("worker", f"killed a trial worker at {at:.0f}s")
-                    else:
-                        self.log(f"  no trial worker to kill at {at:.0f}s")
-                elif fault == "disk":
-                    return self.disk_fault(proc, at, err)
-                self.wait_or_kill(proc, f"attempt {attempt}: the driver was still running 900 s after the {fault}")
+                while todo and proc.poll() is None:
+                    now = progress(self.out)
+                    share = (self.total - now - 1) // len(todo)
+                    if share < 1:
+                        self.log(f"  no work left for a {todo[0]} fault ({self.total - now} records)")
+                        break
+                    if not self.inject(proc, todo[0], now + random.randint(1, share), err):
+                        break
+                    if todo.pop(0) != "worker":
+                        break
+                self.wait_or_kill(proc, f"attempt {attempt}: the driver was still running 900 s after its faults")
             finally:
                 _reap(proc.pid)
         return proc.returncode == 0
+
+    def inject(self, proc: subprocess.Popen, fault: str, at: int, err: Path) -> bool:
+        """Wait until the sweep's progress reaches ``at``, then inject ``fault``; whether it fired (a worker
+        kill waits for a trial worker to be there, until the driver ends)."""
+        while proc.poll() is None and progress(self.out) < at:
+            time.sleep(0.1)
+        while proc.poll() is None:
+            where = f"at {progress(self.out)}/{self.total} records"
+            if fault == "driver":
+                os.killpg(proc.pid, signal.SIGKILL)
+                return self.note("driver", f"killed the driver {where}")
+            if fault == "worker" and _kill_worker(proc.pid):
+                return self.note("worker", f"killed a trial worker {where}")
+            if fault == "disk":
+                return self.disk_fault(proc, where, err)
+            time.sleep(0.1)
+        self.log(f"  the {fault} fault did not fire: the driver ended first")
+        return False
 
     def wait_or_kill(self, proc: subprocess.Popen, problem: str) -> None:
         """Wait for the driver; one still running after 900 s is killed and ``problem`` recorded."""
@@ -241,22 +273,23 @@ class Round:
             proc.wait()
             self.problems.append(problem)
 
-    def note(self, kind: str, event: str) -> None:
-        self.injected.append(kind)
-        self.events.append(event)
+    def note(self, kind: str, event: str, ok: bool = True) -> bool:
+        self.fired.append([kind, ok])
         self.log(f"  {event}")
+        return True
 
-    def disk_fault(self, proc: subprocess.Popen, at: float, err: Path) -> bool:
+    def disk_fault(self, proc: subprocess.Popen, where: str, err: Path) -> bool:
         """Fill the disk under the running sweep, wait for its driver, check how it ended; delete the ballast."""
         filled = time.time()
         ballast = fill(self.disk)
         kept = {k: v for k, v in finished(self.out).items() if isinstance(v, tuple)}
-        self.note("disk", f"filled the disk at {at:.0f}s ({ballast / 2**20:.1f} MiB of ballast, {len(kept)} trials "
+        self.note("disk", f"filled the disk {where} ({ballast / 2**20:.1f} MiB of ballast, {len(kept)} trials "
                           "finished then)")  # fmt: skip
-        self.wait_or_kill(proc, f"disk full at {at:.0f}s: the driver was still running 900 s later (killed)")
+        self.wait_or_kill(proc, f"disk full {where}: the driver was still running 900 s later (killed)")
         took = time.time() - filled
         text = err.read_text(errors="replace")
         errors = [x for x in text.splitlines() if x.startswith("tsweep run: error:")]
+        lines = [x for x in text.splitlines() if x.strip() and "taking over the stale lock" not in x]  # a kill before
         problems = []
         if "Traceback" in text:
             problems.append(f"{tracebacks(text, proc.returncode)} in the driver's stderr ({err})")
@@ -264,8 +297,8 @@ class Round:
             outcome = "the sweep still finished"
         else:
             outcome = f"the driver ended with {proc.returncode} after {took:.0f}s"
-            if len(errors) != 1:
-                problems.append(f"{len(errors)} 'tsweep run: error:' lines instead of one ({err})")
+            if len(errors) != 1 or len(lines) != 1:
+                problems.append(f"{len(lines)} lines on stderr, {len(errors)} of them 'tsweep run: error:' ({err})")
             elif "no space left" not in errors[0] or str(self.out) not in errors[0]:
                 problems.append(f"the error line does not name the full directory {self.out}: {errors[0]!r}")
         now = finished(self.out)
@@ -280,9 +313,9 @@ class Round:
         verdict = "; ".join(problems) if problems else "one line, no traceback, nothing finished lost"
         self.log(f"    {outcome}: {line}")
         self.log(f"    {verdict}; ballast deleted")
-        self.problems += [f"disk full at {at:.0f}s: {p}" for p in problems]
-        self.disk_problems += bool(problems)
-        return proc.returncode == 0
+        self.problems += [f"disk full {where}: {p}" for p in problems]
+        self.fired[-1][1] = not problems
+        return True
 
 
 def tracebacks(stderr: str, returncode: int) -> str:
@@ -309,6 +342,32 @@ def parse_faults(text: str) -> list[str]:
     return kinds
 
 
+def setup(args) -> tuple[list[str], Path, dict] | None:
+    """(fault kinds, work directory, driver environment); None when no fault can be injected here."""
+    kinds = parse_faults(args.faults)
+    random.seed(args.seed)
+    work = Path(tempfile.mkdtemp(prefix="tsweep-chaos-"))
+    (work / "logs").mkdir()
+    if "disk" in kinds:
+        why = can_mount(work)
+        if why:
+            print(f"disk faults skipped: {why}; a disk fault needs a tmpfs mounted for the sweep (kills still run)")
+            kinds.remove("disk")
+    fixture = ROOT / "tests" / "fixtures" / "bible-mini.db"  # the tests' verses: seconds per trial
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
+               TSWEEP_DATA_DIR=str(work / "data"), TSWEEP_BIBLE_DB=str(fixture))  # fmt: skip
+    return (kinds, work, env) if kinds else None
+
+
+def one_round(k: int, tried: int, kinds: list[str], work: Path, env: dict, total: int) -> Round:
+    here = work / f"round-{k}-{tried}"
+    with tiny_disk(here, DISK_SIZE) if "disk" in kinds else _no_disk(here) as disk:
+        r = Round(disk / "sweep", disk if "disk" in kinds else None, kinds, env, work / "logs", print, total)
+        r.run()
+        r.same = finished(r.out) == REFERENCE
+    return r
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rounds", type=int, default=3)
@@ -316,55 +375,48 @@ def main() -> int:
     p.add_argument("--faults", default="kill,disk", help="kill (= driver,worker), driver, worker, disk")
     args = p.parse_args()
     try:
-        kinds = parse_faults(args.faults)
+        ready = setup(args)
     except ValueError as exc:
         p.error(f"--faults: {exc}")
-    random.seed(args.seed)
-    work = Path(tempfile.mkdtemp(prefix="tsweep-chaos-"))
-    logs = work / "logs"
-    logs.mkdir()
-    if "disk" in kinds:
-        why = can_mount(work)
-        if why:
-            print(f"disk faults skipped: {why}; a disk fault needs a tmpfs mounted for the sweep (kills still run)")
-            kinds.remove("disk")
-    if not kinds:
+    if ready is None:
         print("no fault left to inject")
         return 2
-    fixture = ROOT / "tests" / "fixtures" / "bible-mini.db"  # the tests' verses: seconds per trial
-    env = dict(os.environ, RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1",
-               TSWEEP_DATA_DIR=str(work / "data"), TSWEEP_BIBLE_DB=str(fixture))  # fmt: skip
+    kinds, work, env = ready
     print(f"faults: {', '.join(kinds)}; work and driver logs in {work}")
     start = time.time()
     subprocess.run(_cmd(work / "reference", False), env=env, cwd=ROOT, check=True, capture_output=True)
-    reference = table(work / "reference")
-    took = time.time() - start
-    window = max(40.0, 0.85 * took)  # 8-40 s on an idle machine; a loaded one's sweep takes longer
-    print(f"reference run: {len(reference)} trials in {took:.0f}s; faults come 8-{window:.0f}s into an attempt")
-    totals, equal, problems, disk_problems = Counter(), 0, [], 0
-    for k in range(args.rounds):
-        here = work / f"round-{k}"
-        with tiny_disk(here, DISK_SIZE) if "disk" in kinds else _no_disk(here) as disk:
-            r = Round(disk / "sweep", disk if "disk" in kinds else None, kinds, env, logs, print, window)
-            r.run()
-            same = table(r.out) == reference
-        totals.update(r.injected)
-        equal += same
-        problems += [f"round {k + 1}: {x}" for x in r.problems]
-        disk_problems += r.disk_problems
-        faults = ", ".join(r.injected) or "none"
-        print(f"round {k + 1}: {len(r.injected)} faults injected ({faults}); "
-              f"table {'equal to' if same else 'DIFFERENT from'} the reference")  # fmt: skip
-    by_kind = ", ".join(f"{kind} {totals[kind]}" for kind in kinds)
-    print(f"{args.rounds} rounds, {sum(totals.values())} faults injected ({by_kind}), "
-          f"{equal}/{args.rounds} tables equal ({time.time() - start:.0f}s)")  # fmt: skip
+    REFERENCE.update(finished(work / "reference"))
+    total = progress(work / "reference")
+    print(f"reference run: {len(REFERENCE)} trials, {total} progress records, in {time.time() - start:.0f}s")
+    planned, injected, survived, problems, rounds, redrawn = Counter(), Counter(), Counter(), [], [], 0
+    while len(rounds) < args.rounds and redrawn <= args.rounds:
+        k = len(rounds) + 1
+        r = one_round(k, redrawn, kinds, work, env, total)
+        planned.update(r.planned)
+        injected.update(kind for kind, _ in r.fired)
+        survived.update(kind for kind, ok in r.fired if ok and r.same)
+        problems += [f"round {k}: {x}" for x in r.problems]
+        fired = ", ".join(kind for kind, _ in r.fired) or "none"
+        print(f"round {k}: {len(r.fired)} of {len(r.planned)} planned faults injected ({fired}); "
+              f"table {'equal to' if r.same else 'DIFFERENT from'} the reference")  # fmt: skip
+        if r.unfired:  # its sweep finished before these faults could fire: the round does not count, draw again
+            redrawn += 1
+            print(f"round {k}: {', '.join(r.unfired)} did not fire before the sweep finished: drawn again")
+            continue
+        rounds.append(r)
+    equal = sum(r.same for r in rounds)
+    print(f"{len(rounds)} rounds with every planned fault injected ({redrawn} drawn again), {equal}/{len(rounds)} "
+          f"tables equal to the reference ({time.time() - start:.0f}s)")  # fmt: skip
+    print(f"{'fault':<8}{'planned':>9}{'injected':>10}{'survived':>10}")
+    for kind in kinds:
+        print(f"{kind:<8}{planned[kind]:>9}{injected[kind]:>10}{survived[kind]:>10}")
     if "disk" in kinds:
-        ok = totals["disk"] - disk_problems
-        print(f"disk faults: {ok}/{totals['disk']} ended in one line naming the directory, no traceback, "
-              "nothing finished lost, state files whole")  # fmt: skip
+        print("survived: the table equal to the reference at the end of its round; for a full disk also one line "
+              "naming the directory, no traceback, nothing finished lost, state files whole")  # fmt: skip
     for x in problems:
         print(f"PROBLEM {x}")
-    return 0 if equal == args.rounds and not problems else 1
+    ok = len(rounds) == args.rounds and equal == len(rounds) and all(survived[k] == injected[k] for k in kinds)
+    return 0 if ok and not problems else 1
 
 
 @contextmanager

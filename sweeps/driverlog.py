@@ -40,6 +40,7 @@ class DriverLog:
         # our own warnings before the sweep is open (a stale lock taken over) still reach the user
         self._handler = logging.StreamHandler(os.fdopen(os.dup(self._saved), "w", buffering=1))
         self._handler.setLevel(logging.WARNING)
+        self._handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))  # as the CLI's own
         self._handler.addFilter(lambda record: record.name.startswith("sweeps.lock"))
         logging.getLogger("sweeps.lock").addHandler(self._handler)
         return self
