@@ -88,15 +88,19 @@ class BudgetPlan:
         paper = [(t.trial_id, seconds[t.trial_id]) for t in trials if seconds[t.trial_id] > 0]
         self.paper_order_seconds = max(bo.schedule(paper, slots).values(), default=0.0)
         self.budget_left = budget_left
+        self.timed = True  # False: the costs are FLOPs at an assumed rate (no throughput, nothing measured)
 
     @property
     def fits(self) -> bool:
-        """Whether every trial, in the plan's own order, ends within the budget."""
-        return self.paper_order_seconds <= self.budget_left
+        """Whether every trial, in the plan's own order, ends within the budget (unknown without times: no)."""
+        return self.timed and self.paper_order_seconds <= self.budget_left
 
     def lines(self, spent: float = 0.0) -> list[str]:
         """What the budget decides, claim by claim, in words (times from the sweep's start, ``spent`` before)."""
         p, words = self.projection, bo.budget_words
+        if not self.timed:
+            return [f"claims in the order the budget runs them: {'; '.join(', '.join(s.claims) for s in self.steps)}"
+                    " (no throughput known, so no times)"]  # fmt: skip
         out = [f"claims in the order the budget runs them ({self.slots} trial(s) at once), each complete by:"]
         for s in self.steps:
             when = max((p.rows.get(r, 0.0) for c in s.claims for r in self.claims[c]), default=0.0) + spent
@@ -116,7 +120,8 @@ class BudgetPlan:
     def unreached(self, spent: float) -> dict[str, str]:
         """{claim: the budget (every session's, ``spent`` so far) expected to finish it} for the claims not
         complete within the budget left."""
-        return {c: bo.budget_words(spent + t) for c, t in self.projection.unreached.items()}
+        need = (lambda t: bo.budget_words(spent + t)) if self.timed else (lambda t: "unknown (no throughput known)")
+        return {c: need(t) for c, t in self.projection.unreached.items()}
 
 
 def _minutes(seconds: float) -> str:
@@ -132,7 +137,9 @@ def plan_for(spec: Spec, trials: list[Trial], df: Optional[pd.DataFrame], flops_
         left = left_fraction(df, trials)
         est = {tid: s * left[tid] for tid, s in est.items()}
     slots = max(1, spec.max_concurrent)
-    return BudgetPlan(trials, est, slots, budget_left if budget_left is not None else math.inf)
+    plan = BudgetPlan(trials, est, slots, budget_left if budget_left is not None else math.inf)
+    plan.timed = flops_per_second is not None or bool(df is not None and len(df) and measured_seconds(df))
+    return plan
 
 
 def run_throughput(spec: Spec, profile: str, trials: list[Trial]) -> Optional[estimate.Throughput]:

@@ -4,6 +4,7 @@ and what a budget reaches on parallel slots."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from analysis.claims import CLAIMS, claim_rows
 from sweeps.budget_order import (
@@ -113,3 +114,31 @@ def test_the_reports_line_names_each_claim_the_budget_did_not_reach_with_the_bud
     (line,) = budget_unreached({"unreached": {"A-one-head": "1h35m", "C-bigger-better": "3h"}})
     assert line.startswith("**Not measured: budget**")
     assert "A-one-head: DEMO_BUDGET=1h35m; C-bigger-better: DEMO_BUDGET=3h" in line
+
+
+def test_a_sweeps_plan_uses_measured_times_and_resumes_stopped_trials_from_their_checkpoint(tmp_path):
+    import pandas as pd
+
+    from sweeps.budget_plan import plan_for, trial_estimates
+    from sweeps.spec import load_spec, plan
+
+    spec = load_spec(Path(__file__).parents[1] / "sweeps" / "specs" / "table3.yaml")
+    trials = plan(spec, "cpu")
+    est = trial_estimates(spec, trials, 1.5e10)
+    ids = {(t.row, t.seed): t.trial_id for t in trials}
+    stopped = tmp_path / ids["D3", 1]
+    (stopped / "checkpoints").mkdir(parents=True)
+    (stopped / "checkpoints" / "step-1200.pt").write_bytes(b"")  # half of its 2,400 steps
+    frame = [{"trial_id": ids["base", k], "status": "finished", "wall_seconds": 2 * est[ids["base", k]],
+              "session_seconds": None, "workdir": str(tmp_path / ids["base", k])} for k in (1, 2)]  # fmt: skip
+    frame.append({"trial_id": ids["D3", 1], "status": "stopped", "wall_seconds": None, "session_seconds": None,
+                  "workdir": str(stopped)})  # fmt: skip
+    p = plan_for(spec, trials, pd.DataFrame(frame), 1.5e10, 3600.0)
+    assert p.seconds[ids["base", 1]] == 0 and p.seconds[ids["D3", 2]] == 2 * est[ids["D3", 2]]  # measured: 2x
+    assert p.seconds[ids["D3", 1]] == est[ids["D3", 1]]  # 2x the estimate, half of it still to run
+    # base is complete (its trials are not run again: listed with the unclaimed rows): D3 first, its stopped seed too
+    assert [t.row for t in p.ordered[:4]] == ["D3", "D3", "D1", "D1"] and p.timed and not p.fits
+    assert [t.row for t in p.ordered[-6:]] == ["base", "base", "D2", "D2", "D4", "D4"]
+    # D3's two trials end together (the stopped one is half done): both D-ls claims at once
+    assert p.projection.claims[0] == ("D-ls-hurts-ppl", 2 * est[ids["D3", 2]])
+    assert plan_for(spec, trials, None, None, 3600.0).timed is False  # no throughput, nothing measured
