@@ -67,7 +67,7 @@ def _axis_values(values: pd.Series, dist) -> tuple[np.ndarray, list, list]:
     f = (lambda x: np.log(x)) if getattr(dist, "log", False) else (lambda x: np.asarray(x, dtype=float))
     span = (f(hi) - f(lo)) or 1.0
     ticks = [lo, hi]
-    return (f(values.astype(float)) - f(lo)) / span, [0.0, 1.0], [f"{t:.3g}" for t in ticks]
+    return (f(values.astype(float).to_numpy()) - f(lo)) / span, [0.0, 1.0], [f"{t:.3g}" for t in ticks]
 
 
 def parallel_coordinates(configs: pd.DataFrame, params: list[str], dists: dict, objective: Objective) -> bytes:

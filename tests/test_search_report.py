@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import optuna
 import pandas as pd
 import pytest
 
@@ -246,3 +247,16 @@ def test_optuna_dashboard_opens_the_search_study_over_loopback(smoke_search):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_plots_draw_a_search_where_a_configuration_has_no_score_yet():
+    from analysis import search_plots
+
+    a, b, c = {"lr_scale": 0.5, "warmup": 5}, {"lr_scale": 2.0, "warmup": 10}, {"lr_scale": 1.0, "warmup": 5}
+    df = pd.DataFrame([_trial("t1", a, 1, 10.0, started=1), _trial("t2", b, 1, math.nan, status="running", started=2),
+                       _trial("t3", c, 1, 12.0, started=3)])  # fmt: skip
+    configs = configurations(df, [BLEU])
+    dists = {"lr_scale": optuna.distributions.FloatDistribution(0.1, 3.0, log=True)}
+    for png in (search_plots.parallel_coordinates(configs, ["lr_scale", "warmup"], dists, BLEU),
+                search_plots.slices(df, configs, ["lr_scale", "warmup"], dists, BLEU)):  # fmt: skip
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
