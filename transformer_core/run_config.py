@@ -23,6 +23,7 @@ SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learnin
 BEAM_STOPS = ("exact", "length")  # when a beam search ends early: see decoding.beam_search
 EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, or only at the last step
 TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only language model on one side
+COMPILE = ("off", "on", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class TrainConfig:
     precision: str = "auto"
     threads: int = 0
     log_every: int = 50
+    compile: str = "off"  # off: eager; on: torch.compile of model and loss (eager without a C++ compiler); auto
+    fused_adam: bool = False  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
 
     def __post_init__(self) -> None:
         for name in (
@@ -98,6 +101,9 @@ class TrainConfig:
             _fail("cooldown", c, "a number in (0, 1]")
         _check_choice("eval_bleu", self.eval_bleu, EVAL_BLEU)
         _check_choice("beam_stop", self.beam_stop, BEAM_STOPS)
+        _check_choice("compile", self.compile, COMPILE)
+        if not isinstance(self.fused_adam, bool):
+            _fail("fused_adam", self.fused_adam, "true or false")
         if self.precision not in ("auto", "fp32", "bf16"):
             _fail("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
 
@@ -117,7 +123,7 @@ class DataConfig:
             _fail("corpus", self.corpus, "a recipe name (see 'tsweep data list')")
 
 
-RUN_ONLY = frozenset({"device", "precision", "threads", "log_every", "data_dir"})
+RUN_ONLY = frozenset({"device", "precision", "threads", "log_every", "data_dir", "compile", "fused_adam"})
 TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 DATA_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig))
 ALL_KEYS = MODEL_KEYS + TRAIN_KEYS + DATA_KEYS
