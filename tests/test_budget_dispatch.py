@@ -78,7 +78,7 @@ def test_tune_starts_trials_claim_by_claim_and_a_spent_budget_names_what_it_miss
 
 
 def test_plan_budget_says_what_a_budget_decides_from_a_given_throughput(tmp_path, capsys):
-    # the AVX2-only figure: 1,578 target tokens/s per trial, two side by side, 1.64M parameters
+    # a 2-core AVX2-only CPU: 1,578 target tokens/s per trial with two side by side, 1.64M parameters
     code = tsweep(["plan", TABLE3, "--profile", "cpu", "--budget", "60m", "--device-flops", "1.557e10",
                    "--data-dir", str(tmp_path)])  # fmt: skip
     out = capsys.readouterr().out

@@ -45,7 +45,7 @@ def test_the_cheapest_claims_per_row_come_first_and_base_is_paid_once():
 
 
 def test_complete_rows_cost_nothing_and_a_finished_claim_is_decided_at_once():
-    # the paper's order ran base and all of A (the hour): the A claims need nothing more
+    # an hour spent in the paper's order ran base and all of A: the A claims need nothing more
     cost = table3_cost(base=0, A1=0, A2=0, A3=0, A4=0)
     steps = order_claims(claim_rows(CLAIMS), cost)
     assert steps[0] == Step(("A-one-head", "A-too-many-heads"), (), 0)
