@@ -54,21 +54,23 @@ def trial_function(
     """Ray Tune function trainable: one trial, intermediate dev metrics reported for schedulers."""
     from ray import tune
 
+    # two objectives: no scheduler, and Tune wants every objective in every report: the final result only
+    progress = not (spec and (spec.search or {}).get("objectives"))
     if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
         sampled = {k: config[k] for k in search_keys}
         records = sample_records(spec, profile, sampled, payloads[0])
         trial = records[0]
         if len(records) > 1:  # seeds: N: the searcher and the scheduler see the mean over the seeds
             ids = {"tsweep_trial": trial.id, "tsweep_seeds": ",".join(r.id for r in records)}
-            mean = run_replicates(records, seed_cpus(spec), gpus, lambda m: tune.report({**m, **ids}), _final_metrics)
-            tune.report({**mean, **ids})
+            report = (lambda m: tune.report({**m, **ids})) if progress else (lambda m: None)
+            tune.report({**run_replicates(records, seed_cpus(spec), gpus, report, _final_metrics), **ids})
             return
     else:
         trial = payloads[config["trial_index"]]
     if workers > 1:
         metrics = data_parallel(trial, workers, gpus)
     else:
-        result = run_trial(trial, report=lambda m: tune.report({**m, "tsweep_trial": trial.id}))
+        result = run_trial(trial, report=(lambda m: tune.report({**m, "tsweep_trial": trial.id})) if progress else None)
         metrics = _final_metrics(result)
     tune.report({**metrics, "tsweep_trial": trial.id})
 
