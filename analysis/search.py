@@ -19,7 +19,9 @@ from transformer_core.rundir import Status
 
 from .samples import CONFIRM_GROUP
 
-COST = ("wall_seconds", "train_flops")  # device-seconds of training and evaluation; training FLOPs (6 x N x D)
+# a configuration's cost, summed over its seeds: device-seconds of training and evaluation, training FLOPs (6 N D);
+# named apart from the per-trial columns, which a second objective may be (its mean over seeds, as the searcher saw)
+COST = {"cost_seconds": "wall_seconds", "cost_flops": "train_flops"}
 
 
 @dataclass(frozen=True)
@@ -66,8 +68,8 @@ def configurations(df: pd.DataFrame, objectives: list[Objective]) -> pd.DataFram
             vals = fin[o.metric].dropna().astype(float)
             rec[o.metric] = vals.mean() if len(vals) else math.nan
             rec[f"{o.metric}_sd"] = vals.std(ddof=1) if len(vals) > 1 else math.nan
-        for c in COST:
-            rec[c] = sub[c].fillna(0).astype(float).sum()
+        for name, column in COST.items():
+            rec[name] = sub[column].fillna(0).astype(float).sum()
         states = list(dict.fromkeys(sub["status"]))
         rec["state"] = states[0] if len(states) == 1 else ", ".join(f"{(sub['status'] == s).sum()} {s}" for s in states)
         rows.append(rec)
@@ -91,8 +93,8 @@ def best_so_far(configs: pd.DataFrame, objective: Objective) -> pd.DataFrame:
             "sample": configs["sample"],
             "score": score,
             "best": best,
-            "device_seconds": configs["wall_seconds"].cumsum(),
-            "train_flops": configs["train_flops"].cumsum(),
+            "device_seconds": configs["cost_seconds"].cumsum(),
+            "train_flops": configs["cost_flops"].cumsum(),
         }
     )
 

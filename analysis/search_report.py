@@ -102,8 +102,8 @@ def configs_display(configs: pd.DataFrame, objs: list[Objective]) -> pd.DataFram
         d[f"{o.metric} (mean)"] = out[o.metric].map(_num)
         d[f"{o.metric} seed sd"] = out[f"{o.metric}_sd"].map(_num)
     d["seeds"] = [f"{a}/{b}" for a, b in zip(out["seeds_finished"], out["seeds"])]
-    d["device-s"] = out["wall_seconds"].map(lambda x: f"{x:.1f}")
-    d["FLOPs"] = out["train_flops"].map(lambda x: f"{x:.2e}")
+    d["device-s"] = out["cost_seconds"].map(lambda x: f"{x:.1f}")
+    d["FLOPs"] = out["cost_flops"].map(lambda x: f"{x:.2e}")
     d["state"] = out["state"]
     return pd.DataFrame(d)
 

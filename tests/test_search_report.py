@@ -74,13 +74,13 @@ def test_each_sample_is_its_own_configuration_and_seeds_are_never_pooled_across_
     assert ra["dev_bleu"] == 11.0 and ra["dev_bleu_sd"] == pytest.approx(math.sqrt(2)) and ra["seeds"] == 2
     assert rb["dev_bleu"] == 20.0 and math.isnan(rb["dev_bleu_sd"]) and (rb["seeds_finished"], rb["seeds"]) == (1, 2)
     assert rb["state"] == "1 finished, 1 diverged" and rb["rank"] == 1 and ra["rank"] == 2
-    assert ra["wall_seconds"] == 20.0 and ra["lr_scale"] == 0.5
+    assert ra["cost_seconds"] == 20.0 and ra["cost_flops"] == 2e9 and ra["lr_scale"] == 0.5
     assert sample_label(a) != sample_label(b) and sample_label(dict(reversed(a.items()))) == sample_label(a)
 
 
 def test_best_so_far_follows_the_order_samples_started_and_cumulative_compute():
     configs = pd.DataFrame({"sample": list("abcd"), "dev_ppl": [30.0, math.nan, 10.0, 20.0],
-                            "wall_seconds": [1.0, 2.0, 3.0, 4.0], "train_flops": [1.0, 1.0, 1.0, 1.0]})  # fmt: skip
+                            "cost_seconds": [1.0, 2.0, 3.0, 4.0], "cost_flops": [1.0, 1.0, 1.0, 1.0]})  # fmt: skip
     curve = best_so_far(configs, Objective("dev_ppl", "min"))
     assert list(curve["best"]) == [30.0, 30.0, 10.0, 10.0]
     assert list(curve["device_seconds"]) == [1.0, 3.0, 6.0, 10.0] and list(curve["samples"]) == [1, 2, 3, 4]
