@@ -5,7 +5,8 @@ batches of the profile's shape, its threads and precision), by as many trials si
 runs at once, since trials that share the cores' caches and memory bandwidth each train slower than one
 alone.  The result is kept in the data directory's device-bench.json (sweeps.estimate, under "machines"),
 keyed by what decides it: the profile and corpus, the CPU's model, flags and the instruction set torch uses
-(ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA), torch's version, precision, threads and trials side by side.
+(ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA), torch's version, precision, threads, trials side by side and the
+other run-only knobs the trial sets (torch.compile, fused Adam).
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from transformer_core.knobs import KNOBS
+
 from .estimate import Throughput, bench_path, read_machine_measurements, store_machine_measurement
 
 log = logging.getLogger(__name__)
 SECONDS = 4.0  # timed training per trial
+_IN_KEY = ("device", "precision", "threads", "data_dir", "log_every")  # run knobs keyed apart, or not speed
 WARMUP = 10  # untimed steps first (allocator, first calls of each batch shape)
 
 
@@ -62,6 +66,12 @@ def machine_key(values: dict, profile: str, side_by_side: int) -> tuple[str, dic
         "precision": resolve_precision(values.get("precision", "auto"), device),
         "threads": int(values.get("threads") or torch.get_num_threads()),
         "side_by_side": side_by_side,
+        # how a step runs beyond those (torch.compile, fused Adam, ...): the run-only knobs the trial sets
+        "run": ",".join(
+            f"{k.name}={values[k.name]}"
+            for k in KNOBS
+            if k.where == "run" and k.name in values and k.name not in _IN_KEY
+        ),
     }
     return "|".join(f"{k}={v}" for k, v in parts.items()), parts
 
