@@ -6,6 +6,8 @@ import html
 
 import pandas as pd
 
+from .plots import FOREST
+
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
 table{border-collapse:collapse;font-size:12px;margin:.5em 0}
@@ -108,10 +110,13 @@ def render(h, budget, d, t, claims, problems, images, notes, legend, rule, versu
              f"<b>{html.escape(str(h['profile']))}</b>: {h['finished']}/{h['trials']} trials finished; corpus "
              f"{html.escape(str(h['corpus']))}; {html.escape(h['hardware'])}, torch {html.escape(str(h['torch']))}; "
              f"{h['device_hours']:.2f} device-hours.")  # fmt: skip
+    forest = images.get(FOREST)
     body = [
         f"<h1>Table 3 reproduction: {html.escape(str(h['sweep']))}</h1>",
         f"<p>{facts}</p>",
         *(md(x) for x in budget),
+        *([f'<h2>{FOREST.capitalize()}</h2><img alt="{FOREST}" src="data:image/png;base64,{forest}">']
+          if forest else []),  # fmt: skip
         "<h2>The paper's claims, judged on these results</h2>",
         _legend(legend),
         f"<p>{html.escape(rule)}</p>",
@@ -125,7 +130,7 @@ def render(h, budget, d, t, claims, problems, images, notes, legend, rule, versu
         "<h2>Plots</h2>",
     ]
     body += [f'<h3>{html.escape(k)}</h3><img alt="{html.escape(k)}" src="data:image/png;base64,{v}">'
-             for k, v in images.items()]  # fmt: skip
+             for k, v in images.items() if k != FOREST]  # fmt: skip
     if h.get("sacrebleu"):  # none in a language-model sweep
         body.append(f"<p><code>sacrebleu {html.escape(str(h['sacrebleu']))}</code></p>")
     return (

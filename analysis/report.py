@@ -5,6 +5,7 @@ Reads a local sweep directory only; the CLI pulls a URI sweep to a local view fi
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import platform
@@ -21,7 +22,7 @@ from .collect import collect
 from .evalsets import evaluation_sets
 from .html_report import render
 from .paper import PAPER_FACTS
-from .plots import figures
+from .plots import FOREST, figures
 from .tables import judge_report, noise_table, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, regime
 from .verdicts import READINGS, Rule, charged_looks, seed_correlation
@@ -338,7 +339,12 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
             "the direction of each effect only."
         )
     legend_md = "; ".join(f"{s} {name}: {what}" for name, s, what in LEGEND)
-    md = [f"# Table 3 reproduction: {h['sweep']}", "", _facts(h), "", *budget, "",
+    images = figures(t, df)
+    forest = []
+    if images.get(FOREST):  # the picture before the tables, also beside report.md
+        (out / "forest.png").write_bytes(base64.b64decode(images[FOREST]))
+        forest = [f"![{FOREST}: each row's difference from base, its seeds and the paper's](forest.png)", ""]
+    md = [f"# Table 3 reproduction: {h['sweep']}", "", _facts(h), "", *budget, "", *forest,
           f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
           "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(d), "", notes, "",
           "## The paper's claims, judged on these results", "", f"Legend: {legend_md}.", "",
@@ -357,7 +363,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
             t,
             measured(pd.concat([claims, *set_claims.values()], ignore_index=True))[0],
             problems,
-            figures(t, df),
+            images,
             notes,
             LEGEND,
             RULE.format(procedure=rule.describe()),

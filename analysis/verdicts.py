@@ -311,7 +311,7 @@ def settle(claim: dict, reading: str, comps: list[Comparison], diverged: dict | 
     outcomes = [c.outcome for c in comps]
     tested = [o for o in outcomes if o in (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE)]
     agree, contra = outcomes.count(Outcome.AGREES), outcomes.count(Outcome.CONTRADICTS)
-    if all(o == Outcome.MISSING for o in outcomes) and not any(c.na or c.nb for c in comps):
+    if all(o == Outcome.MISSING for o in outcomes) and not any(c.na for c in comps):  # none of its own rows ran
         verdict = Verdict.NOT_MEASURED
     elif Outcome.MISSING in outcomes and not contra:
         verdict = Verdict.INCOMPLETE  # a claim is not judged on part of its rows

@@ -56,7 +56,7 @@ def _report(out: Path, env) -> dict:
     """`tsweep report` of the sweep: its stderr and the files it wrote, read now (a later report replaces them)."""
     r = tsweep("report", out, "--bootstrap", "50", env=env)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
-    files = {p.name: p.read_text(encoding="utf-8") for p in (out / "report").iterdir()}
+    files = {p.name: p.read_text(encoding="utf-8") for p in (out / "report").iterdir() if p.suffix != ".png"}
     return {"stderr": r.stderr, **files}
 
 

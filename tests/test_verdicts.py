@@ -439,3 +439,30 @@ def test_unstable_is_about_the_estimate_not_the_threshold():
     const_new, const_old = unstable_rates(rng, 2, 400, 2.1, 2.1)
     flip_new, _ = unstable_rates(rng, 2, 300, 2.5, -2.5)
     assert const_new <= 0.10 and const_old >= 0.15 and flip_new >= 0.80, (const_new, const_old, flip_new)
+
+
+def test_family_procedures_match_statsmodels():
+    """decide() rejects exactly what statsmodels' Benjamini-Hochberg and Holm reject at alpha (a doubled or halved
+    threshold fails here), and leaves a rejected comparison on its side."""
+    from analysis.verdicts import Comparison, decide
+
+    rng = np.random.default_rng(9)
+    for method, name in (("bh", "fdr_bh"), ("holm", "holm")):
+        for _ in range(6):  # each multipletests call runs gc.collect()
+            p = list(rng.uniform(0, 0.06, size=int(rng.integers(3, 30))))
+            comps = [Comparison("a", "<", "b", "dev_bleu", outcome=Outcome.AGREES, p=x) for x in p]
+            decide(comps, Rule(method=method))
+            want = multipletests(p, alpha=0.05, method=name)[0]
+            assert [c.outcome == Outcome.AGREES for c in comps] == list(want)
+
+
+def test_p_is_charged_for_looks_and_candidates():
+    values = {"base": np.array([20.0, 20.3, 19.8]), "A1": np.array([19.0, 19.4, 19.1]),
+              "A2": np.array([20.1, 20.0, 20.2]), "A3": np.array([19.9, 20.1, 20.0])}  # fmt: skip
+    noise = pooled_noise(values)
+    one = compare(values, noise, "A1", "<", "base", "dev_bleu")
+    three = compare(values, noise, "A1", "<", "base", "dev_bleu", rule=Rule(looks=3))
+    best = compare(values, noise, "A1", "<", "best:base,A2,A3", "dev_bleu", rule=Rule(looks=2))
+    assert three.p == pytest.approx(min(1.0, 3 * one.p)) and three.level == pytest.approx(0.05 / 3)
+    raw = compare(values, noise, "A1", "<", best.b, "dev_bleu")
+    assert best.p == pytest.approx(min(1.0, 6 * raw.p)) and best.candidates == ("base", "A2", "A3")
