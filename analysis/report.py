@@ -170,8 +170,8 @@ def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame, rule: Rule)
     lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
     lines.append(f"**Decision rule**: {rule.describe()}.")
     parts = [f"{READINGS[r].label}: {n.describe()}" for r, n in noise.items()]
-    lines.append("**Seed noise** (moderated: each row's variance shrunk toward a prior fitted to all rows', never "
-                 "below its own): " + "; ".join(parts) + ".")  # fmt: skip
+    lines.append("**Seed noise** (moderated: each row's variance shrunk toward a prior fitted to all rows', of df "
+                 "d0; a row's own kept where beyond the prior's 90th percentile): " + "; ".join(parts) + ".")
     rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
     lines.append(
         "**Seed pairing**: correlation of a row's seed-k deviation with base's at the same seed: "

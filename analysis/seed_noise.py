@@ -97,7 +97,7 @@ class Noise:
             return "no replicate, no estimate"
         text = f"σ = {self.sigma:.3f} (pooled, df {self.df}, {self.rows} rows)"
         if self.model == "moderated":
-            d0 = f"{self.prior_df:.1f}" if math.isfinite(self.prior_df) else "∞: the rows' spreads agree, pooled test"
+            d0 = f"{self.prior_df:.2g}" if math.isfinite(self.prior_df) else "∞: the rows' spreads agree, pooled test"
             text += f"; prior df d0 = {d0}"
             if self.floored:
                 text += "; own spread used for " + ", ".join(f"{r} (sd {sd:.3f})" for r, sd in self.floored)

@@ -197,6 +197,7 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
     c.na, c.nb = len(va), len(vb)
     if not len(va) or not len(vb) or absent:
         c.detail = f"no finished trial of {', '.join(absent) if absent else a if not len(va) else b_name}"
+        c.b = f"the best of {b[5:]}" if absent else c.b
         return c
     c.diff = float(va.mean() - vb.mean())
     single = min(len(va), len(vb)) == 1
