@@ -345,7 +345,7 @@ def cmd_report(args) -> int:
     else:
         from analysis.report import write_report
 
-        out = write_report(view, args.out, samples=args.bootstrap)
+        out = write_report(view, args.out, samples=args.bootstrap, family=args.family, method=args.method)
         print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
     if store and not args.out:
         store.push(out, "report")
@@ -359,4 +359,10 @@ def register_report(sub) -> None:
     p.add_argument("sweep_dir")
     p.add_argument("--out", default=None, help="output directory (default SWEEP_DIR/report)")
     p.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap samples")
+    p.add_argument("--family", choices=["report", "claim"], default="report",
+                   help="what the multiple-testing procedure covers: the whole report (default: every claim-reading "
+                   "and row against base together) or each claim-reading alone (the header says so)")  # fmt: skip
+    p.add_argument("--method", choices=["bh", "holm"], default="bh",
+                   help="the procedure over the report's family: bh (Benjamini-Hochberg, false discovery rate; "
+                   "default) or holm (family-wise error rate)")  # fmt: skip
     p.set_defaults(func=cmd_report)

@@ -191,6 +191,11 @@ def test_report_files(sweep, tmp_path):
     assert 'id="legend"' in html and "v-held" in html and "v-contradicted" in html
     assert 'href="#row-A1"' in html and 'id="row-A1"' in html and "class=diff" in html
     assert (out / "table.tex").read_text().startswith("\\begin{tabular}")
+    assert "Benjamini-Hochberg (false discovery rate) over the report's family" in md and (out / "forest.png").exists()
+    seeds = pd.read_csv(out / "seeds.csv")
+    assert len(seeds) == 19 and {"row", "seed", "status", "dev_bleu", "dev_ce"} <= set(seeds.columns)
+    per_claim = (write_report(sweep, tmp_path / "c", samples=20, family="claim") / "report.md").read_text()
+    assert "per claim: Holm over each claim-reading's comparisons" in per_claim
     assert "bleu_dev" in (out / "table.csv").read_text().splitlines()[0]
 
 
