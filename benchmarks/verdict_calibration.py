@@ -84,6 +84,18 @@ def unstable_rates(rng, seeds: int, tables: int, before: float, after: float, rh
     return new / tables, old / tables
 
 
+def machine_line(command: str) -> str:
+    """Where and when these figures were made: machine, CPU flags, date, commit, command."""
+    import platform
+    import subprocess
+
+    flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    isa = "avx512_bf16" if "avx512_bf16" in flags else "avx2" if "avx2" in flags else "other"
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return (f"# {platform.machine()} {platform.processor() or ''} cpu flags: {isa}; "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; commit {commit or '?'}; {command}")  # fmt: skip
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", type=int, default=3000)
@@ -92,6 +104,7 @@ def main(argv=None) -> None:
     rng = np.random.default_rng(a.seed)
     n = a.tables
     t0 = time.time()
+    print(machine_line(f"python benchmarks/verdict_calibration.py --tables {n} --seed {a.seed}"))
     print(f"tables per cell: {n}; demo shape: {len(sim.DEMO_ROWS)} rows, sigma {sim.DEMO_SIGMA}, rho {sim.DEMO_RHO}")
     print("\n## complete null (report: P(>=1 false decided verdict); per verdict: share of claim-readings)")
     for seeds in (2, 3):
