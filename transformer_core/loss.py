@@ -21,11 +21,14 @@ def label_smoothed_nll(
     target = target.reshape(-1)
     keep = target != pad_id
     logits, target = logits[keep], target[keep]
-    logp = F.log_softmax(logits, dim=-1)
+    loss, nll = smoothed_terms(F.log_softmax(logits, dim=-1), target, eps_ls)
+    return loss.sum(), nll.sum().detach(), keep.sum()
+
+
+def smoothed_terms(logp: torch.Tensor, target: torch.Tensor, eps_ls: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token smoothed loss and plain NLL from log-probabilities logp (n, V) and targets (n,)."""
     nll = -logp.gather(1, target[:, None]).squeeze(1)
     if eps_ls > 0:
         smooth = -logp.mean(dim=-1)
-        loss = (1.0 - eps_ls) * nll + eps_ls * smooth
-    else:
-        loss = nll
-    return loss.sum(), nll.sum().detach(), keep.sum()
+        return (1.0 - eps_ls) * nll + eps_ls * smooth, nll
+    return nll, nll

@@ -51,9 +51,14 @@ def learning_rate(
     _fail("schedule", schedule, "one of " + ", ".join(repr(s) for s in SCHEDULES))
 
 
-def make_adam(params: Iterable[torch.nn.Parameter], betas=(0.9, 0.98), eps: float = 1e-9) -> torch.optim.Adam:
-    """Adam with the paper's beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9; the rate is set per step."""
-    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps)
+def make_adam(
+    params: Iterable[torch.nn.Parameter], betas=(0.9, 0.98), eps: float = 1e-9, fused: bool = False
+) -> torch.optim.Adam:
+    """Adam with the paper's beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9; the rate is set per step.
+
+    ``fused``: torch's fused kernel, one pass over each parameter instead of about ten element-wise ops; its
+    updates equal the per-parameter loop's to rounding (not bit for bit), and on a CPU it is about 3x faster."""
+    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps, **({"fused": True} if fused else {}))
 
 
 def average_state_dicts(states: list[dict]) -> dict:

@@ -28,12 +28,12 @@ from typing import Callable, Optional
 import torch
 
 from . import rundir
-from .data import PAD, BatchStream
-from .device import autocast, resolve_device, resolve_precision
+from .compiling import ForwardLoss
+from .data import BatchStream
+from .device import resolve_device, resolve_precision
 from .distributed import sum_gradients, world
 from .errors import ConfigError
 from .lm_task import LMTask
-from .loss import label_smoothed_nll
 from .model import count_parameters
 from .optim import learning_rate, make_adam
 from .run_config import RunConfig, TrainConfig
@@ -179,7 +179,9 @@ class Trainer:
         torch.manual_seed(t.seed)
         self.model = self.task.model(config, self.corpus.vocab_size).to(self.device)
         self.params = count_parameters(self.model)
-        self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps)
+        self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
+        self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile)
+        self.compile_seconds: Optional[float] = None  # compiled: this session's first step, compiling included
         self.rank, self.world = world()
         if t.accumulate % self.world:
             raise ConfigError(
@@ -234,6 +236,7 @@ class Trainer:
         self.model.train()
         loss_sum = nll_sum = 0.0
         ntok = 0
+        started = time.perf_counter()
         for _ in range(self.local_accumulate):
             t0 = time.perf_counter()
             batch = next(self.stream)
@@ -241,11 +244,7 @@ class Trainer:
             tgt_out = batch.tgt_out.to(self.device, non_blocking=True)
             t1 = time.perf_counter()
             self.seconds["data"] += t1 - t0
-            mask = tgt_out != PAD
-            with autocast(self.device, self.precision):
-                hidden = self.model.features(*inputs)
-                logits = self.model.generator(hidden[mask])  # only real target positions: (n, V)
-            loss, nll, n = label_smoothed_nll(logits, tgt_out[mask], t.eps_ls, PAD)
+            loss, nll, n = self.forward_loss(inputs, tgt_out)  # logits of real target positions only
             loss.backward()
             loss_sum, nll_sum, ntok = loss_sum + float(loss.detach()), nll_sum + float(nll), ntok + int(n)
             self.seconds["train"] += time.perf_counter() - t1
@@ -264,6 +263,8 @@ class Trainer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         self.seconds["train"] += time.perf_counter() - t1
+        if self.compile_seconds is None and self.forward_loss.mode == "on":
+            self.compile_seconds = round(time.perf_counter() - started, 2)
         self.step += 1
         self.tokens += ntok
         return loss_sum / max(ntok, 1), nll_sum / max(ntok, 1), ntok
@@ -320,6 +321,9 @@ def result_base(tr: Trainer, started: float) -> dict:
         "device": str(tr.device),
         "precision": tr.precision,
         "threads": torch.get_num_threads(),
+        "compile": tr.forward_loss.mode,
+        "compile_seconds": tr.compile_seconds,
+        "fused_adam": t.fused_adam,
         "torch_version": torch.__version__,
         **tr.task.versions(),
         "python": platform.python_version(),
