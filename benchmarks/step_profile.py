@@ -165,6 +165,10 @@ def profile_worker(args, values: dict, precision: str, seed: int) -> dict:
         for _ in range(args.steps):
             tr.train_step()
         seconds, tokens = time.perf_counter() - t0, tr.tokens - tokens0
+        if not args.profile_steps:
+            return {"precision": tr.precision, "compile": tr.forward_loss.mode, "params": tr.params,
+                    "tokens_per_second": tokens / seconds, "ms_per_step": 1000.0 * seconds / args.steps,
+                    "warmup_seconds": warmup_s, "compile_seconds": tr.compile_seconds}  # fmt: skip
         data0 = tr.seconds["data"]
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(args.steps):
@@ -175,7 +179,7 @@ def profile_worker(args, values: dict, precision: str, seed: int) -> dict:
         by_class["overhead"] = max(0.0, profiled_ms - sum(v for k, v in by_class.items() if k != "overhead"))
     return {
         "precision": tr.precision,
-        "compile": getattr(tr, "compile_mode", "off"),
+        "compile": tr.forward_loss.mode,
         "params": tr.params,
         "tokens_per_second": tokens / seconds,
         "ms_per_step": 1000.0 * seconds / args.steps,
@@ -190,10 +194,7 @@ def profile_worker(args, values: dict, precision: str, seed: int) -> dict:
 # ------------------------------------------------------------------------------------------------- driver
 def run_workers(argv_sets: list[list[str]]) -> list[dict]:
     """Run this script's worker mode once per argv, all at the same time; their JSON results in order."""
-    procs = [
-        subprocess.Popen([sys.executable, __file__, *a], stdout=subprocess.PIPE, text=True)
-        for a in argv_sets
-    ]
+    procs = [subprocess.Popen([sys.executable, __file__, *a], stdout=subprocess.PIPE, text=True) for a in argv_sets]
     out = []
     for p in procs:
         stdout, _ = p.communicate()
@@ -247,11 +248,12 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], help="key=value over the base row (e.g. compile=on)")
     ap.add_argument("--json", default=None, help="write every figure here")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--no-profile", dest="profile_steps", action="store_false", help=argparse.SUPPRESS)
     args = ap.parse_args()
     from transformer_core.run_config import parse_assignments
 
     values = base_row_values(args.profile, args.corpus, args.data_dir, parse_assignments(args.set))
-    if args.worker:  # "profile:PRECISION:SEED" or "peak:PRECISION"
+    if args.worker:  # "profile:PRECISION:SEED", "time:PRECISION:SEED" (no profiler) or "peak:PRECISION"
         kind, precision, *rest = args.worker.split(":")
         if kind == "peak":
             from transformer_core.data import load_corpus
@@ -259,6 +261,7 @@ def main() -> None:
             vocab = load_corpus(args.corpus, values["vocab"], args.data_dir).vocab_size
             print(json.dumps(matmul_peak(precision, model_shapes(values, vocab))))
         else:
+            args.profile_steps = args.profile_steps and kind == "profile"
             print(json.dumps(profile_worker(args, values, precision, int(rest[0]))))
         return
     common = ["--profile", args.profile, "--corpus", args.corpus, "--steps", str(args.steps)]

@@ -6,14 +6,23 @@ position (padding included).  Ours: token-budget batches bucketed by length,
 logits only for real target positions, precision 'auto'.  Each runs for the
 same wall time on bible-en-de; prints both rates and the ratio.
 
+Then the step itself, before vs after (``--row-steps`` > 0): the base row of ``--profile`` (cpu: one thread per
+trial) with each way of running a step (eager as before, fused Adam, torch.compile, both), in each precision the
+machine has, alone and two trials at once (two processes, one thread each), side by side in one run: target
+tokens/s, MFU against the one-thread matmul peak measured in the same run (benchmarks/step_profile.py), the
+ratio to eager, and the compile time (the first step, compiling included).
+
     python benchmarks/trainer_throughput.py [--seconds 90] [--corpus bible-en-de] [--vocab 8000]
+        [--profile cpu] [--row-steps 100] [--variants before,fused_adam,compile,after] [--skip-plain]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -25,6 +34,12 @@ from transformer_core.tracking import JsonTracker
 from transformer_core.train import Trainer
 
 MODEL = dict(N=3, d_model=256, d_ff=1024, h=4, d_k=64, d_v=64)
+VARIANTS = {
+    "before": [],
+    "fused_adam": ["fused_adam=true"],
+    "compile": ["compile=on"],
+    "after": ["compile=on", "fused_adam=true"],
+}
 
 
 def plain_loop(corpus, seconds: float, sentences: int = 64) -> tuple[float, float]:
@@ -72,13 +87,52 @@ def our_trainer(corpus_name, vocab, data_dir, seconds: float) -> tuple[float, st
         return tokens / (time.perf_counter() - t0), tr.precision
 
 
+def row_steps(args) -> None:
+    """The profile's base row, each variant, each precision, alone and two at once; one line each."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from step_profile import cpu_flags, machine_precisions, run_workers
+
+    common = ["--profile", args.profile, "--corpus", args.corpus, "--steps", str(args.row_steps), "--no-profile"]
+    common += ["--warmup", "10"] + (["--data-dir", args.data_dir] if args.data_dir else [])
+    print(f"\nbase row of profile {args.profile}, one thread per trial, {args.row_steps} timed steps after 10; "
+          f"CPU flags {cpu_flags()}, torch {torch.__version__}")  # fmt: skip
+    for precision in machine_precisions():
+        peak = run_workers([common + ["--worker", f"peak:{precision}"]])[0]["peak_gflops"]
+        print(f"{precision}: one-thread matmul peak {peak:.0f} GFLOP/s")
+        first = {}
+        for name in args.variants.split(","):
+            sets = [x for kv in VARIANTS[name] for x in ("--set", kv)]
+            for together in (1, 2):
+                runs = run_workers([common + sets + ["--worker", f"time:{precision}:{1 + i}"] for i in range(together)])
+                rates = [r["tokens_per_second"] for r in runs]
+                mfu = [6 * r["params"] * t / (peak * 1e9) for r, t in zip(runs, rates)]
+                first.setdefault(together, sum(rates))
+                comp = [r["compile_seconds"] for r in runs if r["compile_seconds"] is not None]
+                print(f"  {name:<10} {'alone' if together == 1 else 'two at once':<11} "
+                      + " + ".join(f"{t:6,.0f}" for t in rates) + " target tokens/s, MFU "
+                      + " / ".join(f"{100 * m:.0f}%" for m in mfu)
+                      + f", {sum(rates) / first[together]:.2f}x before (compile {runs[0]['compile']}"
+                      + (f", first step {max(comp):.0f} s" if comp else "") + ")")  # fmt: skip
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=90)
     ap.add_argument("--corpus", default="bible-en-de")
     ap.add_argument("--vocab", type=int, default=8000)
     ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--profile", default="cpu", help="the profile whose base row the step comparison trains")
+    ap.add_argument("--row-steps", type=int, default=100, help="timed steps per step variant (0: skip that part)")
+    ap.add_argument("--variants", default="before,fused_adam,compile,after", help=f"of {', '.join(VARIANTS)}")
+    ap.add_argument("--skip-plain", action="store_true", help="only the step comparison")
     args = ap.parse_args()
+    if not args.skip_plain:
+        plain_vs_ours(args)
+    if args.row_steps:
+        row_steps(args)
+
+
+def plain_vs_ours(args) -> None:
     corpus = load_corpus(args.corpus, args.vocab, args.data_dir)
     plain, waste = plain_loop(corpus, args.seconds)
     ours, precision = our_trainer(args.corpus, args.vocab, args.data_dir, args.seconds)

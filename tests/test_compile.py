@@ -51,6 +51,8 @@ def test_fused_adam_trains_like_the_loop(tmp_path, fixture_data_dir):
     assert tr.opt.defaults.get("fused") is True
     assert loop[0] == fused[0]  # the first loss comes before any update
     assert fused == pytest.approx(loop, rel=1e-4)
+    again, _ = _losses(tmp_path / "again", fixture_data_dir, 6, fused_adam=True)
+    assert again == fused  # deterministic per seed
 
 
 @pytest.mark.slow
@@ -61,3 +63,5 @@ def test_compiled_step_trains_like_eager(tmp_path, fixture_data_dir):
     compiled, tr = _losses(tmp_path / "compiled", fixture_data_dir, 4, compile="on")
     assert tr.forward_loss.mode == "on" and tr.compile_seconds > 0
     assert compiled == pytest.approx(eager, rel=1e-4)
+    again, _ = _losses(tmp_path / "again", fixture_data_dir, 4, compile="on")
+    assert again == compiled  # deterministic per seed
