@@ -1,145 +1,57 @@
-"""`tsweep`: the one console script (params, data, train, plan, run, status, report)."""
+"""`tsweep`: the one console script.
+
+Every subcommand lives in its own module of this package, listed in COMMANDS, and registers itself on the
+parser with ``register(subparsers)``:
+
+  cli_params    params        parameter counts of Table 3's rows or a spec's rows
+  cli_knobs     knobs         the knob table (--markdown: docs/knobs.md)
+  cli_data      data          prepare, info and list corpora
+  cli_train     train         train and evaluate one configuration
+  cli_sweep     plan          a spec's trial table and time estimate, nothing run
+                run           run a sweep with Ray Tune
+                status        each trial's state (--watch: the live view)
+  cli_report    report        a sweep's report (Table 3 layout, or a search's)
+  cli_eval      evaluate      score trained models on a test set
+                translate     translate text with a trained model
+  cli_bench     bench-device  measure this device's training FLOP/s for plan
+  cli_estimate  estimate      device-hours of a spec per GPU profile (docs/cluster.md)
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import logging
 import os
 import sys
 
 from transformer_core.errors import UserError
 
-
-def _variant(cfg, base) -> str:
-    """The model knobs of ``cfg`` beyond the printed columns that differ from ``base``, as key=value."""
-    import dataclasses
-
-    from transformer_core.config import ffn_inner
-
-    shown = ("N", "d_model", "d_ff", "h", "d_k", "d_v")
-    parts = [
-        f"{f.name}={getattr(cfg, f.name)}"
-        for f in dataclasses.fields(cfg)
-        if f.name not in shown and getattr(cfg, f.name) != getattr(base, f.name)
-    ]
-    if cfg.activation == "swiglu":
-        parts.append(f"(swiglu inner width {ffn_inner(cfg.d_ff, cfg.activation)})")
-    return " ".join(parts)
+# the modules of the subcommands, in the order `tsweep --help` lists them
+COMMANDS = (
+    "cli_params",
+    "cli_knobs",
+    "cli_data",
+    "cli_train",
+    "cli_sweep",
+    "cli_report",
+    "cli_eval",
+    "cli_bench",
+    "cli_estimate",
+)
 
 
-def _params_rows(args) -> tuple[str, list[tuple]]:
-    """(title, rows of (label, ModelConfig, preset ModelConfig, vocab, paper count or None))."""
-    from transformer_core.config import MODEL_KEYS, model_config
-    from transformer_core.errors import ConfigError
-    from transformer_core.run_config import make_run_config, parse_assignments
-
-    sets = parse_assignments(args.set or [])
-    for key in sets:
-        if key not in MODEL_KEYS:
-            raise ConfigError(f"--set {key}: params takes model knobs only ({', '.join(MODEL_KEYS)})")
-    rows = []
-    if args.spec:
-        from .profiles import get_profile
-        from .spec import expand_row, load_spec
-
-        spec, profile = load_spec(args.spec), get_profile(args.profile)
-        preset = spec.base.get("preset", "base")
-        for row in spec.rows:
-            if row.label in profile.exclude:
-                continue
-            values = expand_row(spec, row, profile, spec.seeds[:1])[0].values
-            run = make_run_config({**values, **sets}, preset)
-            rows.append(
-                (row.label, run.model, model_config(preset), args.vocab or values["vocab"], None, run.data.task)
-            )
-        title = f"{spec.name} rows at profile {args.profile!r}"
-    else:
-        from analysis.paper import load_table3, row_overrides
-
-        for row in load_table3():
-            preset = "big" if row["row"] == "big" else "base"
-            cfg = make_run_config({**row_overrides(row), **sets}, preset).model
-            rows.append(
-                (row["row"], cfg, model_config("base"), args.vocab or 37000, row["params_millions"], "translation")
-            )
-        title = "Table 3"
-    if sets:
-        title += " with " + " ".join(f"{k}={v}" for k, v in sets.items())
-    return title, rows
-
-
-def cmd_params(args: argparse.Namespace) -> int:
-    from transformer_core.lm import closed_form_parameters_for
-
-    title, rows = _params_rows(args)
-    vocabs = sorted({r[3] for r in rows})
-    print(f"{title}: parameter counts (tied matrices once), shared vocabulary of {', '.join(f'{v:,}' for v in vocabs)}")
-    print(
-        f"{'row':<8}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}  {'ours (M)':>9}  {'paper (M)':>9}"
-        f"  {'exact':>12}  other knobs"
-    )
-    for label, cfg, base, vocab, paper, task in rows:
-        ours = closed_form_parameters_for(cfg, vocab, task)
-        paper = "" if paper is None else f"{paper:>9}"
-        print(
-            f"{label:<8}{cfg.N:>3}{cfg.d_model:>8}{cfg.d_ff:>6}{cfg.h:>4}{cfg.d_k:>5}{cfg.d_v:>5}"
-            f"  {ours / 1e6:>9.1f}  {paper:>9}  {ours:>12,}  {_variant(cfg, base)}".rstrip()
-        )
-    return 0
+def command_modules() -> list:
+    return [importlib.import_module(f".{name}", __package__) for name in COMMANDS]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tsweep", description=__doc__)
+    parser = argparse.ArgumentParser(prog="tsweep", description="Ablation and hyperparameter sweeps of the Transformer")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-
-    p = sub.add_parser(
-        "params",
-        help="parameter counts: Table 3 rows beside the paper's, or a spec's rows; --set for variants",
-        description="Parameter counts (closed form, tied matrices once) of the paper's Table 3 rows, or of a spec's"
-        " rows at a profile's scale.  --set KEY=VALUE (model knobs, repeatable) applies to every row, e.g."
-        " --set activation=swiglu --set norm_type=rmsnorm.",
-    )
-    p.add_argument("--vocab", type=int, default=None, help="shared vocabulary size (default: 37000, the paper's"
-                   " about 37000; with --spec the profile's or the spec's)")  # fmt: skip
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a model knob for every row (repeatable)")
-    p.add_argument("--spec", help="count the rows of this sweep spec instead of Table 3")
-    p.add_argument("--profile", default="paper", help="with --spec: the scale profile (default: paper)")
-    p.set_defaults(func=cmd_params)
-
-    p = sub.add_parser("knobs", help="the knob table: every configurable key, its category, scaling and help")
-    p.add_argument("--markdown", action="store_true", help="as a Markdown table (the README's key list)")
-    p.set_defaults(func=cmd_knobs)
-
-    for register in _extensions():
-        register(sub)
+    for module in command_modules():
+        module.register(sub)
     return parser
-
-
-def cmd_knobs(args: argparse.Namespace) -> int:
-    from transformer_core.knobs import KNOBS, markdown_table
-
-    if args.markdown:
-        print(markdown_table())
-        return 0
-    print(f"{'key':<18} {'where':<7} {'scaling':<8} {'Table 3':<8} help")
-    for k in KNOBS:
-        print(f"{k.name:<18} {k.where:<7} {k.scaling:<8} {'yes' if k.paper else '':<8} {k.help}")
-    return 0
-
-
-def _extensions():
-    """Subcommands defined beside the code they drive."""
-    from . import cli_bench, cli_data, cli_eval, cli_sweep, cli_train  # noqa: F401
-
-    return [
-        cli_data.register,
-        cli_train.register,
-        cli_sweep.register,
-        cli_sweep.register_report,
-        cli_eval.register,
-        cli_bench.register,
-    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -247,36 +247,14 @@ def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: i
     }
 
 
-def main(argv=None) -> None:
-    """Print the device-hours table of docs/cluster.md: `python -m sweeps.estimate [--device h100] [--mfu 0.35]`."""
-    import argparse
+def main(argv=None) -> int:
+    """`python -m sweeps.estimate ...`: the same as `tsweep estimate ...` (sweeps/cli_estimate.py)."""
+    import sys
 
-    from .spec import load_spec
+    from .cli import main as tsweep
 
-    ap = argparse.ArgumentParser(prog="python -m sweeps.estimate", description=main.__doc__)
-    ap.add_argument("--spec", default=str(Path(__file__).parent / "specs" / "table3.yaml"))
-    ap.add_argument("--device", default="h100")
-    ap.add_argument("--mfu", type=float, default=DEFAULT_MFU)
-    ap.add_argument("--gpus", type=int, default=8)
-    args = ap.parse_args(argv)
-    full, peak, precision = device_peak(args.device)
-    per_device = peak * args.mfu
-    spec = load_spec(args.spec)
-    print(f"{spec.name}, one seed of every row; {full}: {peak:.3g} FLOP/s dense {precision} x MFU {args.mfu:g} =")
-    print(f"{per_device:.3g} FLOP/s per GPU; trial time = FLOPs / FLOP/s x 1.25 + 5 s per evaluation\n")
-    n = args.gpus
-    print(
-        f"| profile | GPUs per trial | base trial FLOPs | base trial | Table 3 FLOPs | GPU-hours | wall on 1 GPU"
-        f" | wall on {n} GPUs |\n|---|---|---|---|---|---|---|---|"
-    )
-    h = lambda x: "cannot run" if x is None else f"{x:,.1f} h"
-    for profile, devices in (("gpu", 1), ("gpu-8x", 8), ("gpu-small", 1)):
-        r = spec_hours(spec, profile, per_device, devices, n)
-        print(
-            f"| {profile} | {devices} | {r['base_flops']:.2e} | {duration(r['base_hours'] * 3600)} | {r['flops']:.2e}"
-            f" | {r['device_hours']:,.0f} | {h(r['wall_1'])} | {h(r['wall_n'])} |"
-        )
+    return tsweep(["estimate", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

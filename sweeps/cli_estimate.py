@@ -1,0 +1,52 @@
+"""`tsweep estimate`: device-hours of one seed of every row of a spec at each GPU profile (docs/cluster.md).
+
+Trial time is the plan's FLOPs over a known device's peak dense FLOP/s times an MFU, as `tsweep plan --device`
+computes it (sweeps/estimate.py).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# the GPU profiles of the table and the devices one trial of each uses
+GPU_PROFILES = (("gpu", 1), ("gpu-8x", 8), ("gpu-small", 1))
+
+
+def cmd_estimate(args) -> int:
+    from .estimate import device_peak, duration, spec_hours
+    from .spec import load_spec
+
+    full, peak, precision = device_peak(args.device)
+    per_device = peak * args.mfu
+    spec = load_spec(args.spec)
+    print(f"{spec.name}, one seed of every row; {full}: {peak:.3g} FLOP/s dense {precision} x MFU {args.mfu:g} =")
+    print(f"{per_device:.3g} FLOP/s per GPU; trial time = FLOPs / FLOP/s x 1.25 + 5 s per evaluation\n")
+    n = args.gpus
+    print(
+        f"| profile | GPUs per trial | base trial FLOPs | base trial | Table 3 FLOPs | GPU-hours | wall on 1 GPU"
+        f" | wall on {n} GPUs |\n|---|---|---|---|---|---|---|---|"
+    )
+    h = lambda x: "cannot run" if x is None else f"{x:,.1f} h"  # noqa: E731
+    for profile, devices in GPU_PROFILES:
+        r = spec_hours(spec, profile, per_device, devices, n)
+        print(
+            f"| {profile} | {devices} | {r['base_flops']:.2e} | {duration(r['base_hours'] * 3600)} | {r['flops']:.2e}"
+            f" | {r['device_hours']:,.0f} | {h(r['wall_1'])} | {h(r['wall_n'])} |"
+        )
+    return 0
+
+
+def register(sub) -> None:
+    from .estimate import DEFAULT_MFU
+
+    p = sub.add_parser(
+        "estimate",
+        help="device-hours of a spec's rows at each GPU profile on a known device (the table of docs/cluster.md)",
+        description=__doc__,
+    )
+    p.add_argument("--spec", default=str(Path(__file__).parent / "specs" / "table3.yaml"),
+                   help="the sweep spec (default: sweeps/specs/table3.yaml)")  # fmt: skip
+    p.add_argument("--device", default="h100", help="a known device (h100, a100, l4, ...; default h100)")
+    p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help=f"model FLOPs utilisation (default {DEFAULT_MFU})")
+    p.add_argument("--gpus", type=int, default=8, help="GPUs of the wall-time column (default 8)")
+    p.set_defaults(func=cmd_estimate)

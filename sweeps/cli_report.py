@@ -1,0 +1,45 @@
+"""`tsweep report`: a sweep's report (Table 3 layout in Markdown, HTML, CSV and LaTeX, or a search's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def cmd_report(args) -> int:
+    from analysis.search_report import is_search_sweep, write_search_report
+
+    from .lock import check_inside
+    from .storage import open_storage
+
+    store = open_storage(str(args.sweep_dir))  # a URI: read from a pulled view, the report pushed back
+    view = store.view() if store else args.sweep_dir
+    report = Path(view) / "report"
+    for path in [] if args.out else [report, *(report.iterdir() if report.is_dir() else ())]:
+        check_inside(view, path)  # SWEEP/report and its files written inside the sweep, not through a symlink
+    if is_search_sweep(view):  # one row per sampled configuration, not the Table 3 layout
+        out = write_search_report(view, args.out)
+        print(f"search report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'trials.csv'}")
+    else:
+        from analysis.report import write_report
+
+        out = write_report(view, args.out, samples=args.bootstrap, family=args.family, method=args.method)
+        print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
+    if store and not args.out:
+        store.push(out, "report")
+        print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="report of a sweep: Table 3 layout (markdown, HTML, CSV, "
+                       "LaTeX), or for a search one row per sampled configuration")  # fmt: skip
+    p.add_argument("sweep_dir")
+    p.add_argument("--out", default=None, help="output directory (default SWEEP_DIR/report)")
+    p.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap samples")
+    p.add_argument("--family", choices=["report", "claim"], default="report",
+                   help="what the multiple-testing procedure covers: the whole report (default: every claim-reading "
+                   "and row against base together) or each claim-reading alone (the header says so)")  # fmt: skip
+    p.add_argument("--method", choices=["bh", "holm"], default="bh",
+                   help="the procedure over the report's family: bh (Benjamini-Hochberg, false discovery rate; "
+                   "default) or holm (family-wise error rate)")  # fmt: skip
+    p.set_defaults(func=cmd_report)
