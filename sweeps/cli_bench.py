@@ -83,14 +83,14 @@ def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overri
 def cmd_bench_device(args) -> int:
     from transformer_core.data import default_data_dir
     from transformer_core.errors import ConfigError
-    from transformer_core.run_config import parse_assignments
 
+    from .cli_args import set_values
     from .estimate import store_measurement
 
     if args.steps < 1 or args.warmup < 0:
         raise ConfigError(f"--steps {args.steps} --warmup {args.warmup} is invalid: allowed steps >= 1, warmup >= 0")
     data_dir = Path(args.data_dir or default_data_dir())
-    overrides = parse_assignments(args.set or [])
+    overrides = set_values(args)
     record = measure(args.profile, args.corpus, args.steps, args.warmup, args.data_dir, overrides)
     path = store_measurement(data_dir, args.profile, record)
     mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
@@ -104,6 +104,8 @@ def cmd_bench_device(args) -> int:
 
 
 def register(sub) -> None:
+    from .cli_args import add_set_argument
+
     p = sub.add_parser(
         "bench-device",
         help="measure this device's training FLOP/s on the base row (stored for tsweep plan)",
@@ -114,5 +116,5 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=50, help="timed optimiser steps (default 50)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
-    p.add_argument("--set", nargs="+", action="extend", metavar="KEY=VALUE", help="override config fields")
+    add_set_argument(p)
     p.set_defaults(func=cmd_bench_device)

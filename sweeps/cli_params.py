@@ -26,9 +26,11 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
     """(title, rows of (label, ModelConfig, preset ModelConfig, vocab, paper count or None))."""
     from transformer_core.config import MODEL_KEYS, model_config
     from transformer_core.errors import ConfigError
-    from transformer_core.run_config import make_run_config, parse_assignments
+    from transformer_core.run_config import make_run_config
 
-    sets = parse_assignments(args.set or [])
+    from .cli_args import set_values
+
+    sets = set_values(args)
     for key in sets:
         if key not in MODEL_KEYS:
             raise ConfigError(f"--set {key}: params takes model knobs only ({', '.join(MODEL_KEYS)})")
@@ -84,16 +86,18 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
+    from .cli_args import add_set_argument
+
     p = sub.add_parser(
         "params",
         help="parameter counts: Table 3 rows beside the paper's, or a spec's rows; --set for variants",
         description="Parameter counts (closed form, tied matrices once) of the paper's Table 3 rows, or of a spec's"
-        " rows at a profile's scale.  --set KEY=VALUE (model knobs, repeatable) applies to every row, e.g."
-        " --set activation=swiglu --set norm_type=rmsnorm.",
+        " rows at a profile's scale.  --set KEY=VALUE ... (model knobs) applies to every row, e.g."
+        " --set activation=swiglu norm_type=rmsnorm.",
     )
     p.add_argument("--vocab", type=int, default=None, help="shared vocabulary size (default: 37000, the paper's"
                    " about 37000; with --spec the profile's or the spec's)")  # fmt: skip
-    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a model knob for every row (repeatable)")
+    add_set_argument(p, "model knobs for every row")
     p.add_argument("--spec", help="count the rows of this sweep spec instead of Table 3")
     p.add_argument("--profile", default="paper", help="with --spec: the scale profile (default: paper)")
     p.set_defaults(func=cmd_params)

@@ -26,10 +26,12 @@ def cmd_train(args) -> int:
 
     from transformer_core import train_and_evaluate
     from transformer_core.memory import check_memory
-    from transformer_core.run_config import make_run_config, parse_assignments
+    from transformer_core.run_config import make_run_config
     from transformer_core.train import task_for
 
-    values = {**profile_values(args.preset, args.profile), "corpus": args.corpus, **parse_assignments(args.set or [])}
+    from .cli_args import set_values
+
+    values = {**profile_values(args.preset, args.profile), "corpus": args.corpus, **set_values(args)}
     if args.data_dir:
         values["data_dir"] = args.data_dir
     config = make_run_config(values, preset=args.preset)
@@ -88,6 +90,8 @@ def register(sub) -> None:
 
     from transformer_core.knobs import help_text
 
+    from .cli_args import add_set_argument
+
     p = sub.add_parser(
         "train",
         help="train and evaluate one configuration",
@@ -104,13 +108,7 @@ def register(sub) -> None:
     p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--preset", default="base", help="base or big (the paper's values)")
     p.add_argument("--profile", default=None, help=f"scale the preset onto a budget: {PROFILES_HELP}")
-    p.add_argument(
-        "--set",
-        nargs="+",
-        action="extend",
-        metavar="KEY=VALUE",
-        help="override config fields: --set N=2 d_model=128 (or repeated: --set N=2 --set d_model=128)",
-    )
+    add_set_argument(p)
     p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="also print result.json")
