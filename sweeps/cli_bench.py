@@ -104,14 +104,14 @@ def cmd_bench_device(args) -> int:
 
 
 def register(sub) -> None:
-    from .cli_args import add_set_argument
+    from .cli_args import add_profile_argument, add_set_argument
 
     p = sub.add_parser(
         "bench-device",
         help="measure this device's training FLOP/s on the base row (stored for tsweep plan)",
         description=__doc__,
     )
-    p.add_argument("--profile", default="gpu", help="the profile whose base row is measured (default gpu)")
+    add_profile_argument(p, "gpu", "the profile whose base row is measured")
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (prepared first if it is not)")
     p.add_argument("--steps", type=int, default=50, help="timed optimiser steps (default 50)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")

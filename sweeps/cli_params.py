@@ -86,7 +86,7 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from .cli_args import add_set_argument
+    from .cli_args import add_profile_argument, add_set_argument
 
     p = sub.add_parser(
         "params",
@@ -99,5 +99,5 @@ def register(sub) -> None:
                    " about 37000; with --spec the profile's or the spec's)")  # fmt: skip
     add_set_argument(p, "model knobs for every row")
     p.add_argument("--spec", help="count the rows of this sweep spec instead of Table 3")
-    p.add_argument("--profile", default="paper", help="with --spec: the scale profile (default: paper)")
+    add_profile_argument(p, "paper", "with --spec: the scale profile")
     p.set_defaults(func=cmd_params)

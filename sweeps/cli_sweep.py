@@ -7,8 +7,6 @@ import sys
 import time
 from pathlib import Path
 
-from .profiles import PROFILES_HELP
-
 
 def _fmt(x, spec=".2f"):
     return "-" if x is None or x != x else format(x, spec)
@@ -269,9 +267,11 @@ def _print_status(sweep_dir) -> int:
 
 
 def register(sub) -> None:
+    from .cli_args import add_profile_argument
+
     p = sub.add_parser("plan", help="the expanded trial table of a spec, without running anything")
     p.add_argument("spec")
-    p.add_argument("--profile", default="cpu", help=PROFILES_HELP)
+    add_profile_argument(p, "cpu")
     p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
     p.add_argument(
         "--device-flops",
@@ -302,7 +302,7 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
     p.add_argument("spec")
-    p.add_argument("--profile", default="cpu", help=PROFILES_HELP)
+    add_profile_argument(p, "cpu")
     p.add_argument(
         "--out",
         default=None,

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from .profiles import PROFILES_HELP
-
 
 def profile_values(preset: str, profile_name: str | None) -> dict:
     """Flat run keys for a preset at a profile's scale (empty: the preset as published)."""
@@ -90,7 +88,7 @@ def register(sub) -> None:
 
     from transformer_core.knobs import help_text
 
-    from .cli_args import add_set_argument
+    from .cli_args import add_profile_argument, add_set_argument
 
     p = sub.add_parser(
         "train",
@@ -107,7 +105,7 @@ def register(sub) -> None:
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")
     p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--preset", default="base", help="base or big (the paper's values)")
-    p.add_argument("--profile", default=None, help=f"scale the preset onto a budget: {PROFILES_HELP}")
+    add_profile_argument(p, None, "scale the preset onto a budget")
     add_set_argument(p)
     p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -57,10 +57,6 @@ class Profile:
         }
 
 
-# the --profile help of every command; tests/test_estimate.py checks it names every profile of profiles.yaml
-PROFILES_HELP = "paper, gpu, gpu-small, gpu-8x, cpu, cpu-2048 or smoke (sweeps/specs/profiles.yaml)"
-
-
 def load_profiles() -> dict[str, Profile]:
     text = resources.files("sweeps").joinpath("specs/profiles.yaml").read_text(encoding="utf-8")
     return {name: Profile(name=name, **body) for name, body in yaml.safe_load(text).items()}
@@ -71,3 +67,25 @@ def get_profile(name: str) -> Profile:
     if name not in profiles:
         raise ConfigError(f"unknown profile {name!r}: allowed {', '.join(profiles)}")
     return profiles[name]
+
+
+# --- help text of the commands' --profile, from profiles.yaml ----------------------------------------------------
+def profiles_help() -> str:
+    """Every profile's name in the file's order, for a --profile option's help."""
+    names = list(load_profiles())
+    return f"{', '.join(names[:-1])} or {names[-1]} (sweeps/specs/profiles.yaml)"
+
+
+def profiles_described() -> str:
+    """One line per profile: its name, its description and any other name it answers to."""
+    profiles = load_profiles()
+    width = max(map(len, profiles))
+    lines = []
+    for p in profiles.values():
+        aliases = getattr(p, "aliases", ())
+        also = f" (also: {', '.join(aliases)})" if aliases else ""
+        lines.append(f"  {p.name:<{width}}  {p.description}{also}")
+    return "\n".join(lines)
+
+
+PROFILES_HELP = profiles_help()  # tests check that it names every profile of profiles.yaml
