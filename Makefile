@@ -38,7 +38,7 @@ test: venv
 # report.html in headless Chromium (console errors, every image loads, a screenshot beside the report)
 test-browser: venv
 	command -v chromium >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q chromium)
-	$(PY) -m pytest -q -m browser tests/test_browser.py
+	$(PY) -m pytest -q -m browser tests/analysis/test_browser.py
 
 test-slow: venv
 	$(PY) -m pytest -q -m "slow or integration"

@@ -3,7 +3,9 @@ from pathlib import Path
 
 import pytest
 
-FIXTURES = Path(__file__).parent / "fixtures"
+from tests.helpers import FIXTURES
+
+E2E = Path(__file__).resolve().parent / "e2e"
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -31,3 +33,10 @@ def fixture_corpus(fixture_data_dir):
     from transformer_core.data import load_corpus
 
     return load_corpus("bible-en-de", 1000, fixture_data_dir)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test under tests/e2e/ is end to end: it gets the ``e2e`` marker (deselect with -m "not e2e")."""
+    for item in items:
+        if E2E in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)

@@ -13,7 +13,6 @@ from analysis.collect import collect
 from analysis.report import write_report
 from analysis.tables import judge_report, reproduction_table
 
-ROOT = Path(__file__).resolve().parent.parent
 REFS = [f"sentence number {i} with several words in it for the bootstrap" for i in range(120)]
 BAD = [" ".join(r.split()[:3]) for r in REFS]
 

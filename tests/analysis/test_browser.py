@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_analysis import make_sweep
 
 from analysis.report import write_report
+from tests.analysis.test_analysis import make_sweep
 
 pytestmark = pytest.mark.browser
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -26,8 +26,8 @@ from analysis.search import (
     importance,
 )
 from analysis.search_verdicts import confirmation_lines, confirmation_table, pareto_front
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SEARCH_SPEC = ROOT / "tests" / "specs" / "search-smoke.yaml"
 BLEU = Objective("dev_bleu", "max")
 

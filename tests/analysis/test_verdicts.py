@@ -25,6 +25,7 @@ from analysis.verdicts import (
     seed_correlation,
     versus_base,
 )
+from tests.helpers import ROOT
 
 ROWS = [f"R{i}" for i in range(1, 10)]
 
@@ -430,9 +431,8 @@ def test_unstable_is_about_the_estimate_not_the_threshold():
     an effect that reverses between 2/3 and the end nearly always; the rule before (the verdict changed) flagged
     the constant effect in ~30% of tables (benchmarks/verdict_calibration.py)."""
     import sys
-    from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     from verdict_calibration import unstable_rates
 
     rng = np.random.default_rng(54)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.helpers import ROOT
 from transformer_core.data import fetch, load_corpus
 from transformer_core.data.prepare import cache_dir, corpus_key, prepare_text
 from transformer_core.data.recipes.bible import (
@@ -20,8 +21,6 @@ from transformer_core.data.recipes.bible import (
     bible_db,
 )
 from transformer_core.errors import DataError
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def tsweep(*args):

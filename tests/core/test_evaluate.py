@@ -13,9 +13,9 @@ import pytest
 
 from analysis.collect import collect
 from analysis.evalsets import evaluation_sets
+from tests.helpers import ROOT
 from transformer_core.evaluation import EvalSetError, read_eval_set
 
-ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
 UNSEEN = "Ωμέγα ☃"  # characters the fixture's vocabulary has never seen
 

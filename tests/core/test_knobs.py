@@ -7,6 +7,7 @@ import yaml
 
 from sweeps.profiles import WIDTH_KNOBS, get_profile
 from sweeps.spec import ROW_KNOBS, SpecError, load_spec, search_trial
+from tests.helpers import ROOT
 from transformer_core import knobs
 from transformer_core.config import ModelConfig
 from transformer_core.run_config import DataConfig, TrainConfig
@@ -56,11 +57,9 @@ def test_search_over_run_units_steps_is_refused(tmp_path):
 
 
 def test_calibration_spec_plans_at_smoke_and_touches_only_the_base_row():
-    from pathlib import Path
-
     from sweeps.spec import plan
 
-    spec = load_spec(Path(__file__).resolve().parent.parent / "sweeps" / "specs" / "calibrate-cpu.yaml")
+    spec = load_spec(ROOT / "sweeps" / "specs" / "calibrate-cpu.yaml")
     assert [r.label for r in spec.rows] == ["base"] and set(spec.search["space"]) == {
         "schedule",
         "lr_scale",
@@ -86,11 +85,10 @@ def test_profile_keeps_d_k_even_for_rope():
 def test_a_sampled_batch_size_keeps_the_tokens_of_a_trial():
     """calibrate-cpu-batch.yaml: a sampled tokens_per_batch scales steps, warmup and eval_every by old / new batch
     (same target tokens, same schedule shape); rows of a grid spec and samples without it are unchanged."""
-    from pathlib import Path
 
     from sweeps.spec import plan
 
-    spec = load_spec(Path(__file__).resolve().parent.parent / "sweeps" / "specs" / "calibrate-cpu-batch.yaml")
+    spec = load_spec(ROOT / "sweeps" / "specs" / "calibrate-cpu-batch.yaml")
     assert [t.row for t in plan(spec, "smoke")] == ["base"]
     cpu = get_profile("cpu-2048")  # the profile the search started from (the cpu profile took its 512 batch)
     ref = search_trial(spec, cpu, {"lr_scale": 0.5, "warmup": 200}).values

@@ -17,6 +17,7 @@ import yaml
 
 from sweeps.cli import main as tsweep_main
 from sweeps.spec import SpecError, load_spec, parse_spec, plan
+from tests.helpers import ROOT
 from transformer_core import rundir
 from transformer_core.config import model_config
 from transformer_core.data.monolingual import load_lm_corpus
@@ -24,7 +25,6 @@ from transformer_core.data.prepare import BOS, EOS
 from transformer_core.lm import DecoderOnlyLM, build_lm, closed_form_lm_parameters, score, text_bytes
 from transformer_core.model import count_parameters
 
-ROOT = Path(__file__).resolve().parent.parent
 SMALL = dict(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.0)
 
 

@@ -6,13 +6,12 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
+from tests.helpers import ROOT
 from transformer_core import train_and_evaluate
 from transformer_core.run_config import make_run_config
 from transformer_core.trainer import DIVERGENCE_FACTOR, DIVERGENCE_MARGIN, DivergenceRule
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(N=1, d_model=48, d_ff=96, h=4, d_k=12, d_v=12, vocab=400, tokens_per_batch=512, max_train_len=64,
             eval_sentences=8, beam=1, max_extra=5, average_last=1, log_every=5, threads=1)  # fmt: skip
 

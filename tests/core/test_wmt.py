@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from sweeps.cli import main as tsweep_main
+from tests.helpers import FIXTURES, ROOT
 from transformer_core.data import load_corpus
 from transformer_core.data.fetch import MIRROR_ENV, http_file
 from transformer_core.data.prepare import prepare_text, read_meta
 from transformer_core.data.recipes import wmt
 from transformer_core.errors import DataError
 
-FIXTURE = Path(__file__).parent / "fixtures" / "wmt"
-ROOT = Path(__file__).parents[1]
+FIXTURE = FIXTURES / "wmt"
 
 
 class Mirror:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.helpers import ROOT
 from transformer_core.run_config import make_run_config
 from transformer_core.rundir import TrialRecord
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(
     N=1,
     d_model=48,

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from sweeps.cli import main
+from tests.helpers import ROOT
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parent.parent
 OOD = [  # a few lines outside the corpus's domain (the fixture is Bible verses)
     ("The train leaves at seven.", "Der Zug fährt um sieben ab."),
     ("My computer is broken.", "Mein Computer ist kaputt."),

@@ -7,15 +7,14 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import optuna
 import pytest
 import yaml
 
 from analysis.samples import sample_label
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SPACE = {"lr_scale": {"type": "loguniform", "low": 0.3, "high": 3.0}, "warmup": {"type": "choice", "values": [5, 10]}}
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]  # five real searches, about six minutes: opt in with -m slow
 

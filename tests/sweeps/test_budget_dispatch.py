@@ -13,8 +13,8 @@ import yaml
 from sweeps.cli import main as tsweep
 from sweeps.estimate import Throughput
 from sweeps.spec import load_spec
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).parents[1]
 TABLE3 = str(ROOT / "sweeps" / "specs" / "table3.yaml")
 # the paper's order puts C1 (which no claim here can use: C-bigger-better needs C1..C7) first
 SPEC = {

@@ -4,7 +4,6 @@ and what a budget reaches on parallel slots."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from analysis.claims import CLAIMS, claim_rows
 from sweeps.budget_order import (
@@ -16,6 +15,7 @@ from sweeps.budget_order import (
     row_order,
     schedule,
 )
+from tests.helpers import ROOT
 
 TABLE3_ROWS = ["base", *"A1 A2 A3 A4 B1 B2 C1 C2 C3 C4 C5 C6 C7 D1 D2 D3 D4 E1".split()]
 
@@ -122,7 +122,7 @@ def test_a_sweeps_plan_uses_measured_times_and_resumes_stopped_trials_from_their
     from sweeps.budget_plan import plan_for, trial_estimates
     from sweeps.spec import load_spec, plan
 
-    spec = load_spec(Path(__file__).parents[1] / "sweeps" / "specs" / "table3.yaml")
+    spec = load_spec(ROOT / "sweeps" / "specs" / "table3.yaml")
     trials = plan(spec, "cpu")
     est = trial_estimates(spec, trials, 1.5e10)
     ids = {(t.row, t.seed): t.trial_id for t in trials}

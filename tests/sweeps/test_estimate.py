@@ -14,9 +14,9 @@ from sweeps import estimate
 from sweeps.cli import main as tsweep
 from sweeps.profiles import get_profile
 from sweeps.spec import load_spec, plan
+from tests.helpers import ROOT
 from transformer_core.run_config import make_run_config
 
-ROOT = Path(__file__).parents[1]
 TABLE3 = str(ROOT / "sweeps" / "specs" / "table3.yaml")
 SMOKE = str(ROOT / "tests" / "specs" / "smoke.yaml")
 

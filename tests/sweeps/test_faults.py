@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from sweeps.lock import SweepLock
+from tests.helpers import ROOT
 from transformer_core.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
 ALLOWED = "allowed letters, digits, '_', '.', '-' (not starting with '.')"
 

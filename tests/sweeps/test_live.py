@@ -7,8 +7,6 @@ from pathlib import Path
 
 from sweeps.live import LiveView, events, snapshot, summary_line
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def _sweep(tmp_path: Path) -> Path:
     plan = {f"{r}-s{s}-x": {"row": r, "seed": s, "values": {"steps": 20}} for r in ("base", "A1") for s in (1, 2)}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from sweeps.storage import Storage, is_uri
+from tests.helpers import ROOT
 from transformer_core.errors import UserError
 
-ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
 
 

@@ -4,14 +4,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from sweeps.spec import load_spec, plan
+from tests.helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
 
 
