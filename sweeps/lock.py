@@ -34,6 +34,7 @@ from transformer_core.errors import UserError
 from transformer_core.run_config import RUN_ONLY, DataConfig, TrainConfig
 from transformer_core.rundir import DiskFullError
 
+from .profiles import same_profile
 from .storage import Storage, open_storage
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ def check_state(
         raise UserError(
             f"{where} already holds sweep {state['name']!r}: resume it with --resume, or give another --out"
         )
-    if state.get("profile") != profile:
+    if not same_profile(state.get("profile"), profile):  # an alias and the profile's own name are one profile
         raise UserError(
             f"{where} was run with profile {state.get('profile')!r}, not {profile!r}: resume with the same profile"
         )

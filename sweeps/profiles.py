@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from importlib import resources
+from typing import Optional
 
 import yaml
 
@@ -22,6 +24,7 @@ class Profile:
     train: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)
     exclude: dict = field(default_factory=dict)  # row label -> why this profile leaves it out
+    aliases: tuple = ()  # other names it answers to; not part of its rules (a trial never records them)
 
     def scale_model(self, knobs: dict) -> dict:
         """Model knobs in paper units -> knobs at this profile's scale."""
@@ -58,15 +61,40 @@ class Profile:
 
 
 def load_profiles() -> dict[str, Profile]:
+    """Every profile of profiles.yaml under its own name, in the file's order (aliases are not keys)."""
     text = resources.files("sweeps").joinpath("specs/profiles.yaml").read_text(encoding="utf-8")
-    return {name: Profile(name=name, **body) for name, body in yaml.safe_load(text).items()}
+    out = {}
+    for name, body in yaml.safe_load(text).items():
+        out[name] = Profile(name=name, **{**body, "aliases": tuple(body.get("aliases") or ())})
+    return out
+
+
+def profile_aliases() -> dict[str, str]:
+    """alias -> the profile's own name."""
+    return {alias: p.name for p in load_profiles().values() for alias in p.aliases}
+
+
+def canonical_profile_name(name: str) -> str:
+    """The profile's own name for ``name`` (itself, or the profile an alias names); unknown names unchanged."""
+    return profile_aliases().get(name, name)
+
+
+def same_profile(a: Optional[str], b: Optional[str]) -> bool:
+    """Whether two profile names (either may be an alias) name one profile."""
+    return a == b or (a is not None and b is not None and canonical_profile_name(a) == canonical_profile_name(b))
 
 
 def get_profile(name: str) -> Profile:
+    """The profile called ``name``, or answering to it as an alias.  The profile keeps the name it was asked
+    for: a run under an alias records the alias, exactly as it did before the profile was given its own name,
+    and its rules and trials are the profile's."""
     profiles = load_profiles()
-    if name not in profiles:
-        raise ConfigError(f"unknown profile {name!r}: allowed {', '.join(profiles)}")
-    return profiles[name]
+    if name in profiles:
+        return profiles[name]
+    aliases = profile_aliases()
+    if name in aliases:
+        return dataclasses.replace(profiles[aliases[name]], name=name)
+    raise ConfigError(f"unknown profile {name!r}: allowed {', '.join(profiles)}")
 
 
 # --- help text of the commands' --profile, from profiles.yaml ----------------------------------------------------
