@@ -1,14 +1,10 @@
 """The search report: each sampled configuration a row of its own, the expected best of n (Dodge et al. 2019),
-importance, and a real smoke search rendered end to end."""
+importance, confirmation with fresh seeds, plots (a real smoke search rendered end to end:
+tests/e2e/test_search_report_e2e.py)."""
 
 import itertools
 import json
 import math
-import os
-import re
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import optuna
@@ -131,64 +127,6 @@ def test_a_search_sweep_named_before_samples_had_labels_is_read_one_row_per_samp
     assert len(configurations(df, [BLEU])) == 2
 
 
-@pytest.fixture(scope="module")
-def smoke_search(tmp_path_factory, fixture_data_dir):
-    """A real search sweep (Ray Tune, Optuna, MLflow) at the smoke profile on the fixture corpus, and its report."""
-    out = tmp_path_factory.mktemp("search") / "sweep"
-    env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir), RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
-
-    def tsweep(*args):
-        return subprocess.run([sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env,
-                              timeout=900, cwd=ROOT)  # fmt: skip
-
-    r = tsweep("run", str(SEARCH_SPEC), "--profile", "smoke", "--out", str(out), "--num-cpus", "2")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    rep = tsweep("report", str(out))
-    assert rep.returncode == 0, rep.stdout[-3000:] + rep.stderr[-3000:]
-    return out, rep.stdout
-
-
-@pytest.mark.e2e
-def test_the_search_report_of_a_real_smoke_search(smoke_search):
-    out, stdout = smoke_search
-    assert "search report written" in stdout
-    report = out / "report"
-    md = (report / "report.md").read_text()
-    trials = [json.loads((t / "trial.json").read_text()) for t in sorted((out / "trials").iterdir())]
-    assert len(trials) == 5 and all(t["id"].startswith("sample-") and t["group"] == "search" for t in trials)
-    samples = {sample_label(t["search"]) for t in trials}
-    assert {t["row"] for t in trials} == samples and len(samples) == 5  # five configurations, not five seeds of base
-    section = md.split("## Configurations")[1].split("##")[0]
-    assert sum(line.startswith("| ") for line in section.splitlines()) == 1 + 5  # header + one row per sample
-    assert all(s in section for s in samples) and "| base |" not in md
-    every = md.split("## Every trial")[1]
-    assert all(t["id"] in every for t in trials)
-    assert "fANOVA" in md and "PED-ANOVA" in md and "Dodge et al. 2019" in md
-    evp = pd.read_csv(report / "expected-best.csv")
-    assert list(evp["n"]) == [1, 2, 3, 4, 5] and evp["expected_best"].is_monotonic_decreasing  # dev_ppl: min
-    imp = pd.read_csv(report / "importance.csv")
-    assert set(imp["evaluator"]) == {"fANOVA", "PED-ANOVA"} and set(imp["param"]) <= {"lr_scale", "warmup", "d_model"}
-    for png in ("progress.png", "parallel-coordinates.png", "slices.png"):
-        assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({png})" in md
-    page = (report / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3
-    assert not re.search(r"(src|href)=[\"']?https?://", page)  # offline: nothing fetched from a network
-    configs = pd.read_csv(report / "configurations.csv")
-    best = configs.loc[configs["rank"] == 1, "dev_ppl"].iloc[0]
-    finished = [json.loads((out / "trials" / t["id"] / "result.json").read_text()) for t in trials]
-    assert best == pytest.approx(min(r["dev_ppl"] for r in finished if r["status"] == "finished"))
-
-
-@pytest.mark.e2e
-def test_load_sweep_reads_the_real_smoke_search(smoke_search):
-    from sweeps import load_sweep
-
-    s = load_sweep(smoke_search[0])
-    assert s.kind == "search" and len(s.trials) == 5 and len(s.configurations) == 5
-    assert set(s.curves["trial_id"]) == set(s.trials["trial_id"]) and s.curves["dev_ce"].notna().all()
-    assert s.verdicts["rank"].iloc[0] == 1 and set(s.results["row"]) == set(s.configurations["sample"])
-
-
 def _confirmed(winner_fresh, other_fresh):
     a, b = {"lr_scale": 0.5}, {"lr_scale": 2.0}
     rows = [_trial("a1", a, 1, 12.0, started=1), _trial("b1", b, 1, 10.0, started=2)]
@@ -212,41 +150,6 @@ def test_confirmation_judges_the_search_winner_against_the_rest_with_fresh_seeds
     assert "within seed noise" in " ".join(confirmation_lines(table, BLEU))
     table, a, b = _confirmed([8.0, 8.1, 7.9], [11.0, 11.2, 10.9])
     assert table.attrs["comparison"].outcome.value == "contradicts"
-
-
-@pytest.mark.e2e
-def test_optuna_dashboard_opens_the_search_study_over_loopback(smoke_search):
-    """optuna-dashboard sqlite:///SWEEP_DIR/optuna.db (as the README says) serves the sweep's study on 127.0.0.1."""
-    import shutil
-    import socket
-    import time
-    import urllib.request
-
-    exe = shutil.which("optuna-dashboard", path=str(Path(sys.executable).parent))
-    if exe is None:
-        pytest.skip("optuna-dashboard is not installed (pip install -e '.[dashboard]')")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    db = smoke_search[0] / "optuna.db"
-    proc = subprocess.Popen([exe, f"sqlite:///{db}", "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        body, deadline = None, time.time() + 60
-        while body is None and time.time() < deadline and proc.poll() is None:
-            try:
-                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5).read()
-            except OSError:
-                time.sleep(0.5)
-        assert body is not None, "optuna-dashboard did not answer"
-        (study,) = json.loads(body)["study_summaries"]
-        assert study["study_name"] == "search-smoke" and study["directions"] == ["minimize"]
-        detail = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{study['study_id']}",
-                                                   timeout=10).read())  # fmt: skip
-        assert len([t for t in detail["trials"] if t["state"] == "Complete"]) == 5
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_plots_draw_a_search_where_a_configuration_has_no_score_yet():
