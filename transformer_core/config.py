@@ -4,8 +4,8 @@ ModelConfig holds the architecture knobs of Table 3 (N, d_model, d_ff, h, d_k,
 d_v, P_drop, positional encoding) plus a few knobs beyond the paper.  Every
 Table 3 row is ``dataclasses.replace(PRESETS["base"], **overrides)``.
 
-Modern variants (issue 17; defaults are the paper's, and a field at its default leaves a run's content hash
-as it was before the field existed):
+Modern variants (defaults are the paper's, and a field at its default leaves a run's content hash as it
+would be without the field):
 
 - ``positional``: sinusoidal, learned (the paper's), rope (rotary, on each head's d_k: d_k must be even),
   alibi (linear distance biases on the self-attention logits) or none.  rope and alibi act in self-attention

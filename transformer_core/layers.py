@@ -1,7 +1,8 @@
 """Encoder and decoder layers (paper section 3.1) with post- or pre-norm residuals.
 
-Variants beyond the paper (issue 17): ``norm_type`` rmsnorm (``torch.nn.RMSNorm``, scale only, the same eps
-as the LayerNorm) and ``activation`` gelu or swiglu in the feed-forward layer.
+Variants beyond the paper, so that modern choices can be compared on the same model: ``norm_type`` rmsnorm
+(``torch.nn.RMSNorm``, scale only, the same eps as the LayerNorm) and ``activation`` gelu or swiglu in the
+feed-forward layer.
 """
 
 from __future__ import annotations

@@ -151,7 +151,7 @@ class RunConfig:
         if content["task"] == "translation":  # the default before there was a task key: ids stay as they were
             del content["task"]
         for key, cls in (("norm_type", ModelConfig), ("activation", ModelConfig), ("beam_stop", TrainConfig)):
-            # fields added later (issue 17, beam_stop): at their default, ids stay as they were
+            # fields added after trials were first hashed: at their default, ids stay as they were
             if key in content and content[key] == getattr(cls, key):
                 del content[key]
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
