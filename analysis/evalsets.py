@@ -19,7 +19,7 @@ import json
 import logging
 import math
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,7 +28,7 @@ import pandas as pd
 from transformer_core.inference import EVALS
 from transformer_core.rundir import RESULT, Status
 
-from .claims import CLAIMS, claim_rows
+from .claims import CLAIMS, Claim, as_claims, claim_rows
 from .tables import claim_record, row_order
 from .trajectory import regime
 from .verdicts import READINGS, Reading, Rule, judge_table, pooled_noise, seed_values
@@ -134,22 +134,21 @@ def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> t
     return pd.DataFrame(shown), pd.DataFrame(numbers)
 
 
-def set_claims(name: str, claims: list[dict] = CLAIMS) -> list[dict]:
+def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
     """The claims with their dev readings replaced by the set's (margins carried over; see the module doc)."""
     out = []
-    for c in claims:
-        margin = c.get("margin")
-        equal = any(rel == "~" for _, rel, _ in c["comparisons"])
+    for c in as_claims(claims):
+        equal = any(rel == "~" for _, rel, _ in c.comparisons)
         readings, margins = [], {}
-        for dev in c["readings"]:
+        for dev in c.readings:
             for metric in FROM_DEV.get(dev, ()):
-                m = margin.get(metric if metric == "chrf" else dev) if isinstance(margin, dict) else margin
+                m = c.margin_for(metric if metric == "chrf" else dev)
                 if equal and m is None:
                     continue  # an equivalence needs a margin stated before the results: none for this metric
                 readings.append(reading(name, metric))
                 margins[reading(name, metric)] = m
         if readings:
-            out.append({**c, "readings": tuple(readings), "margin": margins})
+            out.append(replace(c, readings=tuple(readings), margin=margins))
     return out
 
 
@@ -157,7 +156,7 @@ def claims_table(df: pd.DataFrame, name: str, rule: Rule = Rule(), reg: dict | N
     """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_report; the
     set's claim-readings are a family of their own."""
     claims = set_claims(name)
-    by_id, rows_of = {c["id"]: c for c in claims}, claim_rows(claims)
+    by_id, rows_of = {c.id: c for c in claims}, claim_rows(claims)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
     return pd.DataFrame(
         [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained) for r in judge_table(df, claims, rule).claims]

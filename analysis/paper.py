@@ -6,8 +6,11 @@ import csv
 from importlib import resources
 
 from transformer_core.config import PAPER_RECIPE
+from transformer_core.knobs import PAPER_COLUMNS, knob
 
-KNOBS = ("N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional")
+# Table 3's columns that configure a trained model (the model's knobs and label smoothing, a recipe field);
+# train_steps, the remaining column, is the spec's and scaled by the profile
+KNOBS = tuple(n for n in PAPER_COLUMNS if knob(n).where in ("model", "recipe"))
 PAPER_FACTS = {
     "vocab": 37000,
     "base_steps": PAPER_RECIPE["base"]["train_steps"],
@@ -38,4 +41,4 @@ def load_table3() -> list[dict]:
 
 def row_overrides(row: dict) -> dict:
     """The ModelConfig knobs of one Table 3 row (eps_ls belongs to training)."""
-    return {k: row[k] for k in KNOBS if k != "eps_ls"}
+    return {k: row[k] for k in KNOBS if knob(k).where == "model"}

@@ -1,30 +1,11 @@
-"""Means with 95% intervals across seeds, and paired bootstrap significance (sacrebleu)."""
+"""Sentence-sampling significance: sacrebleu's paired bootstrap per seed, combined across seeds (Fisher)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 from scipy import stats
-
-
-def mean_ci(values) -> tuple[float, float | None, int]:
-    """Mean, half-width of the 95% t-interval (None for a single seed), n."""
-    v = np.asarray([x for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))], dtype=float)
-    if len(v) == 0:
-        return float("nan"), None, 0
-    if len(v) == 1:
-        return float(v[0]), None, 1
-    half = stats.t.ppf(0.975, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return float(v.mean()), float(half), len(v)
-
-
-def intervals_overlap(a: tuple, b: tuple) -> bool | None:
-    (ma, ha, _), (mb, hb, _) = a, b
-    if ha is None or hb is None:
-        return None
-    return abs(ma - mb) <= ha + hb
 
 
 def paired_bootstrap(base_hyps: list[str], row_hyps: list[str], refs: list[str], samples: int = 1000) -> float:

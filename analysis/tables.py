@@ -16,7 +16,7 @@ import pandas as pd
 from transformer_core.knobs import KNOBS, PAPER_COLUMNS
 from transformer_core.rundir import Status
 
-from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, claim_rows, claims_for
+from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for
 from .paper import load_table3
 from .stats import combine_pvalues, paired_bootstrap, read_lines
 from .trajectory import frac_label, regime, trajectories, trajectory_text, unstable
@@ -150,22 +150,22 @@ def _mean(fin: pd.DataFrame, column: str) -> float:
     return float(v.mean()) if v.notna().any() else float("nan")
 
 
-def not_measured_record(claim: dict, rows: list[str], why: str) -> dict:
+def not_measured_record(claim: Claim, rows: list[str], why: str) -> dict:
     """A claims-table line for a claim this sweep cannot judge (e.g. a BLEU-only claim in an LM sweep)."""
-    return {"claim": claim["id"], "text": claim["text"], "reading": READINGS[claim["readings"][0]].label,
+    return {"claim": claim.id, "text": claim.text, "reading": READINGS[claim.readings[0]].label,
             "verdict": Verdict.NOT_MEASURED.value, "symbol": Verdict.NOT_MEASURED.symbol, "trajectory": "",
             "unstable": False, "rows": ",".join(rows), "summary": why, "evidence": "", "caveat": ""}  # fmt: skip
 
 
-def claim_record(res, claim: dict, rows: list[str], undertrained: bool, path: list | None = None) -> dict:
+def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: list | None = None) -> dict:
     """One line of a claims table: verdict, trajectory (when judged over the budget), each comparison's outcome
     and numbers, the difference the table could detect, diverged seeds, caveat."""
     caveat = ""
-    if undertrained and claim.get("kind") in UNDERTRAINED_KINDS:
+    if undertrained and claim.kind in UNDERTRAINED_KINDS:
         caveat = "undertrained regime: capacity and regularisation effects may invert"
     return {
         "claim": res.claim,
-        "text": claim["text"],
+        "text": claim.text,
         "reading": READINGS[res.reading].label,
         "verdict": res.verdict.value,
         "symbol": res.verdict.symbol,
@@ -189,10 +189,10 @@ def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None)
     vrows = unclaimed_rows(df) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
     final, traj, vtraj = trajectories(df, claims, rule, vrows)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
-    rows_of, by_id = claim_rows(CLAIMS), {c["id"]: c for c in claims}
+    rows_of, by_id = claim_rows(CLAIMS), {c.id: c for c in claims}
     table = pd.DataFrame(
         [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)])
-         for r in final.claims] + [not_measured_record(c, rows_of[c["id"]], BLEU_ONLY) for c in apart]
+         for r in final.claims] + [not_measured_record(c, rows_of[c.id], BLEU_ONLY) for c in apart]
     )  # fmt: skip
     return table, _versus_table(df, final, vtraj)
 

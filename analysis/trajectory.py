@@ -18,6 +18,7 @@ import pandas as pd
 from transformer_core import rundir
 from transformer_core.rundir import Status
 
+from .claims import Claim
 from .verdicts import Comparison, Judgement, Rule, Verdict, judge_table
 
 # The base's dev cross-entropy still falling by more than this over the last third of training
@@ -74,7 +75,7 @@ def points(df: pd.DataFrame) -> dict[float, pd.DataFrame]:
     return out
 
 
-def trajectories(df: pd.DataFrame, claims: list[dict], rule: Rule = Rule(), versus_rows: list[str] = ()):
+def trajectories(df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = ()):
     """(final Judgement, {(claim, reading): [(fraction, ClaimResult)]}, {(row, reading): [(fraction, Comparison)]})
     with the final point last; every point is judged with the same rule (its own family)."""
     traj: dict[tuple, list] = {}

@@ -31,6 +31,7 @@ from scipy import stats
 
 from transformer_core.rundir import Status
 
+from .claims import Claim, as_claims
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
 
 ALPHA = 0.05
@@ -295,17 +296,13 @@ class ClaimResult:
     diverged: dict = field(default_factory=dict)  # row -> diverged seeds (not in the means)
 
 
-def _margin(claim: dict, reading: str) -> float | None:
-    m = claim.get("margin")
-    return m.get(reading) if isinstance(m, dict) else m
+def claim_comparisons(claim: Claim, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> list[Comparison]:
+    claim = Claim.of(claim)
+    return [compare(values, noise, a, rel, b, reading, claim.margin_for(reading), rule) for a, rel, b in
+            claim.comparisons]  # fmt: skip
 
 
-def claim_comparisons(claim: dict, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> list[Comparison]:
-    return [compare(values, noise, a, rel, b, reading, _margin(claim, reading), rule) for a, rel, b in
-            claim["comparisons"]]  # fmt: skip
-
-
-def settle(claim: dict, reading: str, comps: list[Comparison], diverged: dict | None = None) -> ClaimResult:
+def settle(claim: Claim, reading: str, comps: list[Comparison], diverged: dict | None = None) -> ClaimResult:
     """The verdict from comparisons the family's procedure has decided.  Held when every comparison agrees,
     contradicted when some contradict and none agree, mixed when both; within noise otherwise; incomplete when
     a row (or a best-of candidate) has no finished trial and nothing contradicts."""
@@ -332,12 +329,12 @@ def settle(claim: dict, reading: str, comps: list[Comparison], diverged: dict | 
     detail = counts if len(comps) > 1 else outcomes[0].value
     if gone:
         detail += "; diverged seeds, not in the means: " + ", ".join(f"{r} {k}" for r, k in sorted(gone.items()))
-    res = ClaimResult(claim["id"], reading, verdict, comps, detail, diverged=gone)
+    res = ClaimResult(Claim.of(claim).id, reading, verdict, comps, detail, diverged=gone)
     res.detectable = max((detectable(c) for c in comps), default=float("nan"))
     return res
 
 
-def judge_claim(claim: dict, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> ClaimResult:
+def judge_claim(claim: Claim, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> ClaimResult:
     """One claim on one reading judged alone (its comparisons are the family: Holm over them)."""
     comps = claim_comparisons(claim, values, noise, reading, rule)
     decide(comps, Rule(rule.alpha, rule.looks, "claim", "holm", rule.variance))
@@ -351,14 +348,14 @@ class Judgement:
     family: int = 0  # comparisons the procedure was applied to (with a p)
 
 
-def judge(values: dict[str, dict], claims: list[dict], rule: Rule = Rule(), versus_rows: list[str] = (),
+def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = (),
           diverged: dict | None = None, base: str = "base") -> Judgement:  # fmt: skip
     """Every claim on every reading it has, and each of ``versus_rows`` against base on every reading in
     ``values`` ({reading: {row: seed values}}), decided together (rule.family == "report") or claim by claim
     and reading by reading (rule.family == "claim")."""
     noise = {r: pooled_noise(v, rule.variance) for r, v in values.items()}
-    per_claim = [(c, r, claim_comparisons(c, values[r], noise[r], r, rule)) for c in claims for r in c["readings"]
-                 if r in values]  # fmt: skip
+    per_claim = [(c, r, claim_comparisons(c, values[r], noise[r], r, rule)) for c in as_claims(claims)
+                 for r in c.readings if r in values]  # fmt: skip
     versus = {r: _versus(values[r], noise[r], versus_rows, r, rule, base) for r in values} if versus_rows else {}
     groups = [comps for _, _, comps in per_claim] + list(versus.values())
     if rule.family == "report":
@@ -378,9 +375,10 @@ def _versus(values: dict, noise: Noise, rows: list[str], reading: str, rule: Rul
     return [compare(values, noise, r, ">", base, reading, rule=rule) for r in rows if r != base]
 
 
-def judge_table(df: pd.DataFrame, claims: list[dict], rule: Rule = Rule(), versus_rows: list[str] = ()) -> Judgement:
+def judge_table(df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = ()) -> Judgement:
     """``judge`` on a collected frame: finished seeds per row and reading; diverged seeds counted."""
-    readings = list(dict.fromkeys([r for c in claims for r in c["readings"]] + (
+    claims = as_claims(claims)
+    readings = list(dict.fromkeys([r for c in claims for r in c.readings] + (
         list(VERSUS_READINGS[sweep_kind(df)]) if versus_rows else [])))  # fmt: skip
     values = {r: seed_values(df, r) for r in readings}
     diverged = df[df["status"] == Status.DIVERGED].groupby("row").size().to_dict() if len(df) else {}
@@ -403,7 +401,7 @@ def versus_base(values: dict, noise: Noise, rows: list[str], reading: str, rule:
 
 
 # ---------------------------------------------------------------------------------------------- adaptive seeds
-def undecided_rows(df: pd.DataFrame, claims: list[dict], rule: Rule, max_seeds: int) -> dict[str, str]:
+def undecided_rows(df: pd.DataFrame, claims: list[Claim], rule: Rule, max_seeds: int) -> dict[str, str]:
     """Rows where more seeds could decide a verdict: {row: why}.
 
     A comparison qualifies when it is within noise (or lacks replicates) and, if its observed difference
@@ -412,8 +410,9 @@ def undecided_rows(df: pd.DataFrame, claims: list[dict], rule: Rule, max_seeds: 
     each such row; rows already at max_seeds are left out.
     """
     why: dict[str, str] = {}
+    claims = as_claims(claims)
     j = judge_table(df, claims, rule)
-    values = {r: seed_values(df, r) for r in {r for c in claims for r in c["readings"]}}
+    values = {r: seed_values(df, r) for r in {r for c in claims for r in c.readings}}
     noise = {r: pooled_noise(v, rule.variance) for r, v in values.items()}
     for res in j.claims:
         reading = res.reading
