@@ -1,4 +1,4 @@
-"""Paths and small shared values for the tests (importable as ``tests.helpers``)."""
+"""Paths and the tiny models shared by the tests (importable as ``tests.helpers``)."""
 
 from pathlib import Path
 
@@ -6,3 +6,31 @@ ROOT = Path(__file__).resolve().parent.parent  # the repository
 FIXTURES = ROOT / "tests" / "fixtures"  # committed data: bible-mini.db, wmt/
 SPECS = ROOT / "tests" / "specs"  # sweep specs sized for the fixture corpus
 SMOKE = SPECS / "smoke.yaml"
+
+# A model small enough to build and run forward in milliseconds (model-level tests: shapes, masks, counts).
+SMALL_MODEL = dict(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.0)
+
+# The shape of the tiny model the training tests train on the fixture corpus (one layer, 48 wide).
+TINY_MODEL = dict(N=1, d_model=48, d_ff=96, h=4, d_k=12, d_v=12)
+
+# Run-config values of a tiny training run on the fixture corpus: a few seconds per run on one thread.
+TINY_RUN = dict(
+    TINY_MODEL,
+    P_drop=0.0,
+    vocab=400,
+    tokens_per_batch=512,
+    warmup=10,
+    eval_sentences=8,
+    beam=2,
+    max_extra=10,
+    threads=1,
+    log_every=5,
+    average_last=2,
+)
+
+
+def tiny_run_config(data_dir, **values):
+    """The RunConfig of TINY_RUN on the corpora under ``data_dir``, with ``values`` on top."""
+    from transformer_core.run_config import make_run_config
+
+    return make_run_config({**TINY_RUN, "data_dir": str(data_dir), **values})

@@ -13,15 +13,13 @@ import yaml
 
 from sweeps.cli import main as tsweep_main
 from sweeps.spec import SpecError, load_spec, parse_spec, plan
-from tests.helpers import ROOT
+from tests.helpers import ROOT, SMALL_MODEL
 from transformer_core import rundir
 from transformer_core.config import model_config
 from transformer_core.data.monolingual import load_lm_corpus
 from transformer_core.data.prepare import BOS, EOS
 from transformer_core.lm import DecoderOnlyLM, build_lm, closed_form_lm_parameters, score, text_bytes
 from transformer_core.model import count_parameters
-
-SMALL = dict(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +52,7 @@ def test_bits_per_byte_against_a_hand_computation(lm_corpus):
     assert [processor.decode(list(map(int, p))) for p in dev.tgt] == dev_file.read_text(encoding="utf-8").splitlines()
     torch.manual_seed(0)
     for max_len in (1024, 8):  # 8: every line is scored in windows of 8 predictions
-        model = build_lm(model_config("base", **SMALL, max_len=max_len), lm_corpus.vocab_size)
+        model = build_lm(model_config("base", **SMALL_MODEL, max_len=max_len), lm_corpus.vocab_size)
         model.eval()
         s = score(model, dev, "cpu", "fp32", budget=300)  # several padded batches
         nll, tokens = _hand_nll(model, dev.tgt, max_len)
@@ -72,7 +70,7 @@ def test_bits_per_byte_against_a_hand_computation(lm_corpus):
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "alibi", "none"])
 def test_lm_is_causal_and_ties_its_embeddings(positional):
     torch.manual_seed(0)
-    cfg = model_config("base", **SMALL, positional=positional, norm="pre", activation="swiglu")
+    cfg = model_config("base", **SMALL_MODEL, positional=positional, norm="pre", activation="swiglu")
     model = build_lm(cfg, 50)
     model.eval()
     x = torch.randint(4, 50, (2, 12))
@@ -87,11 +85,11 @@ def test_lm_is_causal_and_ties_its_embeddings(positional):
     assert count_parameters(model) == closed_form_lm_parameters(cfg, 50)
     assert not any("cross" in name for name, _ in model.named_parameters())  # no cross-attention
     assert len(model.layers) == cfg.N
-    untied = build_lm(model_config("base", **SMALL, positional=positional, tie="none"), 50)
+    untied = build_lm(model_config("base", **SMALL_MODEL, positional=positional, tie="none"), 50)
     assert untied.generator.weight is not untied.embed.weight
     assert count_parameters(untied) == closed_form_lm_parameters(untied.cfg, 50)
     tied = build_lm(dataclasses.replace(untied.cfg, tie="all"), 50)
-    assert count_parameters(untied) - count_parameters(tied) == 50 * SMALL["d_model"]  # one more V x d matrix
+    assert count_parameters(untied) - count_parameters(tied) == 50 * SMALL_MODEL["d_model"]  # one more V x d matrix
 
 
 def test_tsweep_train_task_lm_at_smoke_size(tmp_path, fixture_data_dir, capsys):

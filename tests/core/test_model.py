@@ -6,13 +6,12 @@ import torch
 
 import transformer_core as tc
 from analysis.paper import load_table3, row_overrides
-
-SMALL = dict(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.0)
+from tests.helpers import SMALL_MODEL
 
 
 def small_model(seed=0, vocab=40, **kw):
     torch.manual_seed(seed)
-    cfg = tc.model_config("base", **{**SMALL, **kw})
+    cfg = tc.model_config("base", **{**SMALL_MODEL, **kw})
     return tc.build_model(cfg, vocab).eval()
 
 
@@ -178,7 +177,7 @@ def test_parameter_count_matches_closed_form_for_every_table3_row(row):
 
 def test_tying_counts_shared_matrix_once():
     counts = {
-        t: tc.count_parameters(tc.build_model(tc.model_config("base", **SMALL, tie=t), 100))
+        t: tc.count_parameters(tc.build_model(tc.model_config("base", **SMALL_MODEL, tie=t), 100))
         for t in ("all", "decoder", "none")
     }
     assert counts["decoder"] - counts["all"] == 100 * 32

@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from tests.helpers import TINY_RUN, tiny_run_config
 from transformer_core import rundir, train_and_evaluate, trainer
 from transformer_core import train as train_module
 from transformer_core.device import cpu_bf16_speedup, resolve_precision
@@ -16,29 +17,6 @@ from transformer_core.errors import ConfigError, UserError
 from transformer_core.optim import learning_rate
 from transformer_core.run_config import make_run_config
 from transformer_core.train import DIVERGENCE_MARGIN, DIVERGENCE_WINDOWS, DivergenceRule, is_eval_step
-
-TINY = dict(
-    N=1,
-    d_model=48,
-    d_ff=96,
-    h=4,
-    d_k=12,
-    d_v=12,
-    P_drop=0.0,
-    vocab=400,
-    tokens_per_batch=512,
-    warmup=10,
-    eval_sentences=8,
-    beam=2,
-    max_extra=10,
-    threads=1,
-    log_every=5,
-    average_last=2,
-)
-
-
-def run_config(data_dir, **kw):
-    return make_run_config({**TINY, "data_dir": str(data_dir), **kw})
 
 
 @pytest.mark.slow  # ~30 s; test_model's copy task and the fixture runs cover the same path by default
@@ -52,7 +30,7 @@ def test_copy_task_through_train_and_evaluate(tmp_path):
     tgt.write_text("\n".join(line.upper() for line in lines) + "\n")
     cfg = make_run_config(
         {
-            **TINY,
+            **TINY_RUN,
             "corpus": f"files:{src},{tgt}",
             "vocab": 64,
             "data_dir": str(tmp_path / "d"),
@@ -77,7 +55,7 @@ def test_copy_task_through_train_and_evaluate(tmp_path):
 @pytest.fixture(scope="module")
 def fixture_run(fixture_corpus, fixture_data_dir, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("run")
-    result = train_and_evaluate(run_config(fixture_data_dir, steps=20, eval_every=10), workdir)
+    result = train_and_evaluate(tiny_run_config(fixture_data_dir, steps=20, eval_every=10), workdir)
     return workdir, result
 
 
@@ -113,14 +91,14 @@ def test_fixture_run_writes_every_file(fixture_run):
 
 def test_finished_run_is_not_trained_again(fixture_run, fixture_data_dir):
     workdir, result = fixture_run
-    again = train_and_evaluate(run_config(fixture_data_dir, steps=20, eval_every=10), workdir)
+    again = train_and_evaluate(tiny_run_config(fixture_data_dir, steps=20, eval_every=10), workdir)
     assert again == result
 
 
 def test_workdir_of_another_config_is_refused(fixture_run, fixture_data_dir):
     workdir, _ = fixture_run
     with pytest.raises(ConfigError, match="another configuration"):
-        train_and_evaluate(run_config(fixture_data_dir, steps=21, eval_every=10), workdir)
+        train_and_evaluate(tiny_run_config(fixture_data_dir, steps=21, eval_every=10), workdir)
 
 
 EVAL_KEYS = {"kind", "step", "steps", "dev_ppl", "dev_ce", "dev_bleu", "dev_sentences", "signature"}
@@ -135,7 +113,7 @@ def _train_losses(workdir):
 
 
 def test_resume_after_interruption_matches_uninterrupted(fixture_corpus, fixture_data_dir, tmp_path):
-    cfg = run_config(fixture_data_dir, steps=20, eval_every=10, P_drop=0.1)
+    cfg = tiny_run_config(fixture_data_dir, steps=20, eval_every=10, P_drop=0.1)
     full = train_and_evaluate(cfg, tmp_path / "full")
 
     def interrupt(p):
@@ -153,7 +131,7 @@ def test_resume_after_interruption_matches_uninterrupted(fixture_corpus, fixture
 
 
 def test_divergence_is_a_result_not_a_crash(fixture_corpus, fixture_data_dir, tmp_path):
-    result = train_and_evaluate(run_config(fixture_data_dir, steps=20, eval_every=10, lr_scale=1e30), tmp_path)
+    result = train_and_evaluate(tiny_run_config(fixture_data_dir, steps=20, eval_every=10, lr_scale=1e30), tmp_path)
     assert result["status"] == "diverged" and 1 <= result["diverged_at"] <= 20
     assert json.loads((tmp_path / "result.json").read_text())["status"] == "diverged"
     r = subprocess.run(
@@ -168,7 +146,7 @@ def test_divergence_is_a_result_not_a_crash(fixture_corpus, fixture_data_dir, tm
             "--data-dir",
             str(fixture_data_dir),
         ]
-        + [f"--set={k}={v}" for k, v in {**TINY, "steps": 20, "eval_every": 10, "lr_scale": 1e30}.items()],
+        + [f"--set={k}={v}" for k, v in {**TINY_RUN, "steps": 20, "eval_every": 10, "lr_scale": 1e30}.items()],
         capture_output=True,
         text=True,
     )
@@ -182,7 +160,7 @@ def test_precision_auto_follows_the_hardware(fixture_corpus, fixture_data_dir, t
     assert resolve_precision("auto", cpu) == ("bf16" if cpu_bf16_speedup() > 1.1 else "fp32")
     with pytest.raises(ConfigError, match="precision='fp16'"):
         resolve_precision("fp16", cpu)
-    result = train_and_evaluate(run_config(fixture_data_dir, steps=2, eval_every=2, precision="fp32"), tmp_path)
+    result = train_and_evaluate(tiny_run_config(fixture_data_dir, steps=2, eval_every=2, precision="fp32"), tmp_path)
     assert result["precision"] == "fp32" and result["device"] == "cpu"
 
 
@@ -213,7 +191,7 @@ def test_eval_step_cadence():
 def test_eval_bleu_final_decodes_only_at_the_last_step(fixture_run, fixture_data_dir, tmp_path):
     _, full = fixture_run
     seen = []
-    cfg = run_config(fixture_data_dir, steps=20, eval_every=10, eval_bleu="final")
+    cfg = tiny_run_config(fixture_data_dir, steps=20, eval_every=10, eval_bleu="final")
     result = train_and_evaluate(cfg, tmp_path, progress=lambda p: seen.append(p) if p["evaluated"] else None)
     mid, last = _records(tmp_path, "eval")
     assert set(mid) == set(last) == EVAL_KEYS and (mid["step"], last["step"], mid["steps"]) == (10, 20, 20)
@@ -242,7 +220,7 @@ def test_beam_stop_reaches_every_decode_of_a_run(fixture_data_dir, tmp_path, mon
         return decoding.beam_search(*args, stop=stop, **kw)
 
     monkeypatch.setattr(evaluation, "beam_search", observed)
-    cfg = run_config(fixture_data_dir, steps=10, eval_every=10, eval_bleu="final", beam_stop="length")
+    cfg = tiny_run_config(fixture_data_dir, steps=10, eval_every=10, eval_bleu="final", beam_stop="length")
     result = train_and_evaluate(cfg, tmp_path / "run")
     assert result["status"] == "finished" and result["beam_stop"] == "length"
     assert seen and set(seen) == {"length"}  # dev at the last step, then test
@@ -252,7 +230,7 @@ def test_beam_stop_reaches_every_decode_of_a_run(fixture_data_dir, tmp_path, mon
 
 
 def test_truncated_checkpoint_falls_back_to_the_previous_one(fixture_corpus, fixture_data_dir, tmp_path, caplog):
-    cfg = run_config(fixture_data_dir, steps=20, eval_every=10, eval_bleu="final")  # step 10 holds dev_bleu None
+    cfg = tiny_run_config(fixture_data_dir, steps=20, eval_every=10, eval_bleu="final")  # step 10 holds dev_bleu None
     full = train_and_evaluate(cfg, tmp_path / "full")
     workdir = tmp_path / "cut"
     train_and_evaluate(cfg, workdir)
@@ -297,7 +275,7 @@ def test_full_disk_is_a_one_line_user_error(fixture_corpus, fixture_data_dir, tm
 
     monkeypatch.setattr(train_module.torch, "save", no_space)
     with pytest.raises(UserError, match=r"checkpoints'.*while writing step-2.pt \(about [0-9.]+ KB needed\)"):
-        train_and_evaluate(run_config(fixture_data_dir, steps=2, eval_every=2), tmp_path / "run")
+        train_and_evaluate(tiny_run_config(fixture_data_dir, steps=2, eval_every=2), tmp_path / "run")
 
 
 def test_divergence_rule_counts_high_windows_after_warmup():
@@ -316,7 +294,7 @@ def test_divergence_rule_counts_high_windows_after_warmup():
 def test_finite_but_exploding_loss_is_divergence(fixture_corpus, fixture_data_dir, tmp_path, monkeypatch):
     """lr_scale 25 on the tiny model: the loss climbs far above ln(V) without ever being NaN."""
     monkeypatch.setattr(trainer, "DIVERGENCE_FACTOR", 1e9)  # the rule after warmup alone (see test_warmup_divergence)
-    result = train_and_evaluate(run_config(fixture_data_dir, steps=40, eval_every=40, lr_scale=25), tmp_path)
+    result = train_and_evaluate(tiny_run_config(fixture_data_dir, steps=40, eval_every=40, lr_scale=25), tmp_path)
     losses = _train_losses(tmp_path)
     threshold = math.log(result["vocab_size"]) + DIVERGENCE_MARGIN
     assert all(math.isfinite(x) for x in losses) and losses[-1] > threshold
@@ -326,7 +304,7 @@ def test_finite_but_exploding_loss_is_divergence(fixture_corpus, fixture_data_di
 
 
 def test_schedule_drives_the_logged_rate(fixture_corpus, fixture_data_dir, tmp_path):
-    cfg = run_config(fixture_data_dir, steps=10, eval_every=10, schedule="linear", warmup=4)
+    cfg = tiny_run_config(fixture_data_dir, steps=10, eval_every=10, schedule="linear", warmup=4)
     result = train_and_evaluate(cfg, tmp_path)
     rates = {r["step"]: r["lr"] for r in _records(tmp_path, "train")}
     assert rates == {5: pytest.approx(learning_rate(5, 10, 48, 4, 1.0, "linear")), 10: 0.0}

@@ -7,12 +7,13 @@ import pytest
 import torch
 
 import transformer_core as tc
+from tests.helpers import SMALL_MODEL
 from transformer_core.attention import MultiHeadAttention
 from transformer_core.config import ffn_inner
 from transformer_core.positional import Rotary, alibi_bias, alibi_slopes
 from transformer_core.run_config import make_run_config
 
-SMALL = dict(N=2, d_model=32, d_ff=48, h=4, d_k=8, d_v=8, P_drop=0.0, max_len=64)
+SMALL = dict(SMALL_MODEL, d_ff=48, max_len=64)
 VOCAB = 40
 POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")
 IN_ATTENTION = ("rope", "alibi", "none")

@@ -7,13 +7,13 @@ import os
 import subprocess
 import sys
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TINY_MODEL
 from transformer_core import train_and_evaluate
 from transformer_core.run_config import make_run_config
 from transformer_core.trainer import DIVERGENCE_FACTOR, DIVERGENCE_MARGIN, DivergenceRule
 
-TINY = dict(N=1, d_model=48, d_ff=96, h=4, d_k=12, d_v=12, vocab=400, tokens_per_batch=512, max_train_len=64,
-            eval_sentences=8, beam=1, max_extra=5, average_last=1, log_every=5, threads=1)  # fmt: skip
+TINY = dict(TINY_MODEL, vocab=400, tokens_per_batch=512, max_train_len=64, eval_sentences=8, beam=1, max_extra=5,
+            average_last=1, log_every=5, threads=1)  # fmt: skip
 
 
 def test_a_window_far_above_ln_v_is_divergence_in_warmup_too():

@@ -10,30 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, TINY_RUN
 from transformer_core.run_config import make_run_config
 from transformer_core.rundir import TrialRecord
 
-TINY = dict(
-    N=1,
-    d_model=48,
-    d_ff=96,
-    h=4,
-    d_k=12,
-    d_v=12,
-    P_drop=0.0,
-    vocab=400,
-    tokens_per_batch=512,
-    warmup=10,
-    eval_sentences=8,
-    beam=2,
-    max_extra=10,
-    threads=1,
-    log_every=2,
-    average_last=1,
-    steps=8,
-    eval_every=8,
-)
+TINY = {**TINY_RUN, "log_every": 2, "average_last": 1, "steps": 8, "eval_every": 8}
 
 
 def _losses(workdir):
