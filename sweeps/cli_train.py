@@ -1,8 +1,13 @@
-"""`tsweep train`: one configuration through train_and_evaluate, with a progress bar."""
+"""`tsweep train`: one configuration through train_and_evaluate, showing its progress as a sweep's live view does."""
 
 from __future__ import annotations
 
 import json
+import logging
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def profile_values(preset: str, profile_name: str | None) -> dict:
@@ -19,9 +24,126 @@ def profile_values(preset: str, profile_name: str | None) -> dict:
     return {**knobs, **profile.train, **profile.data, "steps": steps, "eps_ls": paper["eps_ls"]}
 
 
-def cmd_train(args) -> int:
-    from tqdm import tqdm
+class TrainView:
+    """What `tsweep train` shows while it trains: the fields of a sweep's live view (sweeps/live.py: step, loss,
+    target tokens/s, the dev scores) for this one run.  On a terminal, a tqdm bar redrawn at every step; otherwise
+    one plain line per logging window (every log_every steps), per evaluation and when the final evaluation starts.
 
+    ``step`` is the trainer's progress callback (every step); ``metrics`` and ``status`` receive what the run
+    reports to its tracker (ShowingTracker), the same records a sweep's trial writes to metrics.jsonl."""
+
+    def __init__(self, steps: int, out=None, tty: bool | None = None, name: str = "train"):
+        from .live import TrialState
+
+        self.out = out or sys.stderr
+        self.tty = self.out.isatty() if tty is None else tty
+        self.state = TrialState(trial_id=name, name=name, status="running", steps=steps)
+        self.windows = 0  # training log windows seen (their loss and tokens/s replace the per-step figures)
+        self.bar = None
+        if self.tty:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=steps, unit="step", dynamic_ncols=True, file=self.out)
+
+    def say(self, line: str) -> None:
+        if self.bar is not None:
+            self.bar.write(line, file=self.out)
+        else:
+            print(line, file=self.out, flush=True)
+
+    def step(self, p: dict) -> None:
+        s = self.state
+        s.step = p["step"]
+        if not self.windows:  # before the first logging window: this step's loss, the run's rate so far
+            s.loss, s.tokens_per_second = p["loss"], p["tokens"] / max(p["train_seconds"], 1e-9)
+        if self.bar is not None:
+            self.bar.n = s.step
+            self.bar.set_postfix(self._fields(), refresh=False)
+            self.bar.refresh()
+        if s.step >= s.steps:
+            self.say(f"{s.name}: step {s.step}/{s.steps} done; final evaluation (checkpoint average, test set)")
+
+    def _fields(self) -> dict:
+        s, out = self.state, {}
+        if s.loss is not None:
+            out["loss"] = f"{s.loss:.3f}"
+        if s.dev_bpb is not None:
+            out["bits/byte"] = f"{s.dev_bpb:.3f}"
+        elif s.dev_bleu is not None:
+            out["dev BLEU"] = f"{s.dev_bleu:.2f}"
+        if s.dev_ppl is not None:
+            out["PPL"] = f"{s.dev_ppl:.1f}"
+        if s.tokens_per_second:
+            out["tok/s"] = f"{s.tokens_per_second:,.0f}"
+        return out
+
+    def metrics(self, metrics: dict, step: int) -> None:
+        from .live import trial_line
+
+        s = self.state
+        s.step = max(s.step, step)
+        if "tokens_per_second" in metrics:  # a training log window
+            self.windows += 1
+            s.loss, s.tokens_per_second = metrics.get("loss"), metrics.get("tokens_per_second")
+            if self.bar is None:
+                self.say(trial_line(s))
+        elif "dev_ppl" in metrics:  # an evaluation (the final scores carry test_* keys instead)
+            s.evals += 1
+            s.dev_ppl, s.dev_bpb = metrics.get("dev_ppl"), metrics.get("dev_bpb")
+            s.dev_bleu = metrics.get("dev_bleu", s.dev_bleu)
+            scores = f"dev BLEU {s.dev_bleu:.2f}, " if s.dev_bleu is not None else ""
+            scores += f"dev bits/byte {s.dev_bpb:.3f}, " if s.dev_bpb is not None else ""
+            self.say(f"{s.name}: eval at step {s.step}/{s.steps}: {scores}dev PPL {s.dev_ppl:.2f}")
+
+    def status(self, status: str, reason: str = "") -> None:
+        self.state.status = status.lower()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+class ShowingTracker:
+    """The tracker train_and_evaluate makes when given none (a JsonTracker writing the run's tracking.jsonl;
+    tracking.rankN.jsonl on another worker), with every call also shown by a TrainView.  A failure of the
+    view is logged, never raised: showing progress must not end a run."""
+
+    def __init__(self, workdir, view: TrainView):
+        self.workdir, self.view, self._inner = Path(workdir), view, None
+
+    @property
+    def inner(self):
+        if self._inner is None:  # made at the first call, as the trainer's own: after the workdir is claimed
+            from transformer_core import rundir
+            from transformer_core.distributed import world
+            from transformer_core.tracking import JsonTracker
+
+            rank, _ = world()
+            self._inner = JsonTracker(self.workdir / (rundir.TRACKING if rank == 0 else f"tracking.rank{rank}.jsonl"))
+        return self._inner
+
+    def _show(self, method: str, *args) -> None:
+        try:
+            getattr(self.view, method)(*args)
+        except Exception:  # noqa: BLE001 - a display problem is not the run's problem
+            log.debug("progress view failed", exc_info=True)
+
+    def log_params(self, params: dict) -> None:
+        self.inner.log_params(params)
+
+    def log_metrics(self, metrics: dict, step: int) -> None:
+        self.inner.log_metrics(metrics, step)
+        self._show("metrics", metrics, step)
+
+    def log_artifact(self, path: str) -> None:
+        self.inner.log_artifact(path)
+
+    def set_status(self, status: str, reason: str = "") -> None:
+        self.inner.set_status(status, reason)
+        self._show("status", status, reason)
+
+
+def cmd_train(args) -> int:
     from transformer_core import train_and_evaluate
     from transformer_core.memory import check_memory
     from transformer_core.run_config import make_run_config
@@ -35,19 +157,19 @@ def cmd_train(args) -> int:
     config = make_run_config(values, preset=args.preset)
     check_memory(config)  # before the model is allocated: one line, not the allocator's traceback
     task_for(config)  # a setting the task cannot use: its one line before the progress bar appears
-    bar = tqdm(total=config.train.steps, unit="step", dynamic_ncols=True, disable=args.quiet)
-
-    def progress(p: dict) -> None:
-        bar.n = p["step"]
-        tok_s = p["tokens"] / max(p["train_seconds"], 1e-9)
-        post = {"loss": f"{p['loss']:.3f}", "lr": f"{p['lr']:.2e}", "tok/s": f"{tok_s:.0f}"}
-        if p.get("dev_bleu") is not None:
-            post["dev_bleu"] = f"{p['dev_bleu']:.2f}"
-        bar.set_postfix(post, refresh=False)
-        bar.refresh()
-
-    result = train_and_evaluate(config, args.workdir, progress=progress)
-    bar.close()
+    if args.quiet:
+        result = train_and_evaluate(config, args.workdir)
+    else:
+        view = TrainView(config.train.steps)
+        if not view.tty:
+            view.say(
+                f"{view.state.name}: {config.train.steps} steps in {args.workdir} (a line every"
+                f" {config.train.log_every} steps and at each evaluation)"
+            )
+        try:
+            result = train_and_evaluate(config, args.workdir, ShowingTracker(args.workdir, view), view.step)
+        finally:
+            view.close()
     if result["status"] != "finished":
         print(f"run {result['status']}: {result.get('reason', '')} (see {args.workdir}/result.json)")
         return 3
@@ -108,6 +230,6 @@ def register(sub) -> None:
     add_profile_argument(p, None, "scale the preset onto a budget")
     add_set_argument(p)
     p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress (bar or lines)")
     p.add_argument("--json", action="store_true", help="also print result.json")
     p.set_defaults(func=cmd_train)
