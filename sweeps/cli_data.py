@@ -7,11 +7,20 @@ from pathlib import Path
 import numpy as np
 
 
-def _options(args) -> dict:
-    from transformer_core.data.recipes.files import OPTIONS as keys
+def recipe_options() -> dict[str, list[str]]:
+    """Every option key any corpus recipe declares (Recipe.options), with the recipes that take it."""
+    from transformer_core.data.recipes import RECIPES
 
-    opts = {k: str(Path(getattr(args, k)).resolve()) for k in keys if getattr(args, k, None)}
-    return opts
+    found: dict[str, list[str]] = {}
+    for name, recipe in RECIPES.items():
+        for key in recipe.options:
+            found.setdefault(key, []).append(name)
+    return found
+
+
+def _options(args) -> dict:
+    """The recipe options given as flags (each a file, resolved to an absolute path)."""
+    return {k: str(Path(getattr(args, k)).resolve()) for k in recipe_options() if getattr(args, k, None)}
 
 
 def _describe(corpus, budget: int) -> None:
@@ -94,8 +103,6 @@ def cmd_list(args) -> int:
 
 
 def register(sub) -> None:
-    from transformer_core.data.recipes import files as files_recipe
-
     data = sub.add_parser("data", help="prepare and inspect corpora").add_subparsers(dest="data_command", required=True)
     for name, func, text in (
         ("prepare", cmd_prepare, "fetch, clean and encode a corpus"),
@@ -109,9 +116,10 @@ def register(sub) -> None:
         )
         p.add_argument("--direction", default=None, help="e.g. en-de (default) or de-en")
         p.add_argument("--budget", type=int, default=4096, help="tokens per batch for the padding report")
-        for key in files_recipe.OPTIONS:
+        for key, recipes in recipe_options().items():  # a flag per option of a recipe, e.g. --dev-src
             flag = key.replace("_", "-")
-            p.add_argument(f"--{flag}", default=None, help=f"'files' recipe: {flag.replace('-', ' ')} file")
+            takes = " and ".join(f"'{r}'" for r in recipes) + (" recipes" if len(recipes) > 1 else " recipe")
+            p.add_argument(f"--{flag}", default=None, help=f"{takes}: {flag.replace('-', ' ')} file")
         p.set_defaults(func=func)
     p = data.add_parser("list", help="list the corpus recipes")
     p.set_defaults(func=cmd_list)
