@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # the GPU profiles of the table and the devices one trial of each uses
-GPU_PROFILES = (("gpu", 1), ("gpu-8x", 8), ("gpu-small", 1))
+GPU_PROFILES = (("gpu", 1), ("gpu-8x", 8), ("gpu-half", 1))
 
 
 def cmd_estimate(args) -> int:

@@ -8,8 +8,8 @@ one of (first found wins):
 2. ``--device NAME``: a known device's peak dense FLOP/s (bf16, or fp32 where it has no bf16) x an MFU;
 3. a measurement by ``tsweep bench-device`` on the device itself, stored as JSON in the data directory
    (``device-bench.json``; a shared data directory carries it from a GPU node to the planner);
-4. for the cpu and smoke profiles only, this project's own measurement on a 2-core laptop (3e10 FLOP/s,
-   one thread per trial).
+4. for the CPU profiles (cpu, cpu-large-batch, smoke) only, this project's own measurement on a 2-core
+   laptop (3e10 FLOP/s, one thread per trial).
 
 A GPU profile with none of 1-3 gets no time estimate, never the laptop's.
 """
@@ -29,7 +29,7 @@ from transformer_core.errors import ConfigError
 BENCH_FILE = "device-bench.json"
 DEFAULT_MFU = 0.35  # of peak dense bf16: what well-tuned Transformer training of this size commonly sustains
 LAPTOP_FLOPS = 3.0e10  # measured: one thread of the 2-core laptop this project is built on (cpu profile)
-LAPTOP_PROFILES = ("cpu", "smoke")
+LAPTOP_PROFILES = ("cpu", "cpu-large-batch", "smoke")  # one thread per trial, as measured
 FILL = 0.9  # fraction of a batch's token budget that is real tokens
 
 # Peak dense (no sparsity) FLOP/s from the vendors' datasheets: (name, bf16, fp32).  bf16 None: no bf16,
@@ -163,7 +163,9 @@ def resolve_throughput(
                 f"measured by tsweep bench-device on {m.get('device', '?')} {m.get('precision', '')}{where}, {when}"
                 f" ({bench_path(data_dir)})",
             )
-    if profile in LAPTOP_PROFILES:
+    from .profiles import canonical_profile_name
+
+    if canonical_profile_name(profile) in LAPTOP_PROFILES:
         return Throughput(LAPTOP_FLOPS, "this project's measurement on a 2-core laptop, one thread per trial")
     return None
 
