@@ -32,13 +32,15 @@ class TrainView:
     ``step`` is the trainer's progress callback (every step); ``metrics`` and ``status`` receive what the run
     reports to its tracker (ShowingTracker), the same records a sweep's trial writes to metrics.jsonl."""
 
-    def __init__(self, steps: int, out=None, tty: bool | None = None, name: str = "train"):
+    def __init__(self, steps: int, log_every: int, out=None, tty: bool | None = None, name: str = "train"):
         from .live import TrialState
 
         self.out = out or sys.stderr
         self.tty = self.out.isatty() if tty is None else tty
         self.state = TrialState(trial_id=name, name=name, status="running", steps=steps)
+        self.log_every = log_every
         self.windows = 0  # training log windows seen (their loss and tokens/s replace the per-step figures)
+        self.first = True
         self.bar = None
         if self.tty:
             from tqdm import tqdm
@@ -52,10 +54,15 @@ class TrainView:
             print(line, file=self.out, flush=True)
 
     def step(self, p: dict) -> None:
+        from .live import trial_line
+
         s = self.state
         s.step = p["step"]
         if not self.windows:  # before the first logging window: this step's loss, the run's rate so far
             s.loss, s.tokens_per_second = p["loss"], p["tokens"] / max(p["train_seconds"], 1e-9)
+        if self.first and self.bar is None and s.step < s.steps:  # training has begun (a resumed run: again)
+            self.say(f"{trial_line(s)}  (then a line every {self.log_every} steps and at each evaluation)")
+        self.first = False
         if self.bar is not None:
             self.bar.n = s.step
             self.bar.set_postfix(self._fields(), refresh=False)
@@ -160,12 +167,7 @@ def cmd_train(args) -> int:
     if args.quiet:
         result = train_and_evaluate(config, args.workdir)
     else:
-        view = TrainView(config.train.steps)
-        if not view.tty:
-            view.say(
-                f"{view.state.name}: {config.train.steps} steps in {args.workdir} (a line every"
-                f" {config.train.log_every} steps and at each evaluation)"
-            )
+        view = TrainView(config.train.steps, config.train.log_every)
         try:
             result = train_and_evaluate(config, args.workdir, ShowingTracker(args.workdir, view), view.step)
         finally:
