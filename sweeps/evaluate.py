@@ -38,9 +38,10 @@ from transformer_core.inference import EVALS, done_evaluation, eval_paths, evalu
 from transformer_core.rundir import CHECKPOINTS, CONFIG, RESULT, TRACKING, Status, checkpoint_name
 from transformer_core.tracking import JsonTracker
 
-from .lock import SweepLock, check_inside, read_sweep_state
+from .lock import SweepLock
 from .runner import _init_ray, check_address
 from .storage import Storage, open_storage
+from .sweep_state import check_inside, read_sweep_state
 from .tracking import DEFAULT_DB, MlflowTracker, _client, _retry, resolve_uri
 from .trial import trial_workdir
 

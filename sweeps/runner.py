@@ -33,20 +33,14 @@ from transformer_core.errors import UserError
 from transformer_core.rundir import RESULT, TrialRecord, write_json
 
 from .confirm import run_confirmation
+from .diskfull import no_space, no_space_message
 from .interrupts import INTERRUPTS
-from .lock import (
-    LOCK_NAME,
-    SweepLock,
-    check_state,
-    locate,
-    no_space,
-    no_space_message,
-    read_state,
-)
+from .lock import SweepLock
 from .profiles import get_profile
 from .search_state import plan_search, search_trials
 from .spec import Spec, SpecError, Trial
 from .storage import Storage
+from .sweep_state import LOCK_NAME, check_state, locate, read_state
 from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
 from .trial import done_result, finished_result, trial_workdir
 from .tune_adapter import fit_round

@@ -24,8 +24,8 @@ from transformer_core.run_config import MAX_SEED, TASKS, TRAIN_KEYS, make_run_co
 from transformer_core.rundir import TrialRecord
 
 from .bounds import check_plan_size, read_document
-from .lock import SAFE_ALLOWED, SAFE_NAME
 from .profiles import Profile, get_profile
+from .sweep_state import SAFE_ALLOWED, SAFE_NAME
 
 
 class SpecError(UserError):

@@ -16,8 +16,8 @@ from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
 from transformer_core.rundir import DONE, RESULT, TRIAL, Status, TrialRecord, write_json
 
-from .lock import SAFE_ALLOWED, SAFE_NAME, check_inside
 from .storage import open_storage
+from .sweep_state import SAFE_ALLOWED, SAFE_NAME, check_inside
 
 
 def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:

@@ -17,13 +17,14 @@ from typing import Callable, Optional
 from transformer_core.errors import UserError
 from transformer_core.rundir import TrialRecord
 
+from .diskfull import root_cause
 from .interrupts import INTERRUPTS
 from .live import LiveView
-from .lock import SAFE_ALLOWED, SAFE_NAME, root_cause
 from .replicates import run_replicates, sample_records, sample_resources, seed_cpus
 from .search_state import SearchPlan, storage_url
 from .spec import Spec
 from .storage import is_uri
+from .sweep_state import SAFE_ALLOWED, SAFE_NAME
 from .trial import read_result, run_trial
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
