@@ -10,7 +10,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_ENABLE_TELEMETRY ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: venv demo test test-slow test-browser bench clean lint format
+.PHONY: venv demo test test-unit test-slow test-browser bench clean lint format
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,15 +31,22 @@ demo: venv
 	$(VENV)/bin/tsweep report $(DEMO_DIR)
 	@echo "report: $(DEMO_DIR)/report/report.html (and report.md, table.csv, table.tex)"
 
+# Lint, then the default selection (pyproject's addopts): unit tests and tests/e2e/ (real sweeps); what CI runs
 test: venv
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q
+
+# The quick loop while editing: the default selection without tests/e2e/ (no Ray, no sweep)
+UNIT_MARKERS := not e2e and not slow and not integration and not gpu and not browser
+test-unit: venv
+	$(PY) -m pytest -q -m "$(UNIT_MARKERS)"
 
 # report.html in headless Chromium (console errors, every image loads, a screenshot beside the report)
 test-browser: venv
 	command -v chromium >/dev/null 2>&1 || (apt-get update -q && apt-get install -y -q chromium)
 	$(PY) -m pytest -q -m browser tests/analysis/test_browser.py
 
+# Opt-in: long runs and real downloaded corpora (e2e ones included)
 test-slow: venv
 	$(PY) -m pytest -q -m "slow or integration"
 

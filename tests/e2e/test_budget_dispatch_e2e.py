@@ -1,5 +1,6 @@
-"""A budget spent claim by claim on a real local Ray (smoke profile): Tune starts the trials in the order given,
-and a spent budget records the claims it did not reach for the report."""
+"""A budget on this machine, end to end: `tsweep plan --budget` measures the step time of two trials side by side
+and caches it; a budget spent claim by claim on a real local Ray (smoke profile): Tune starts the trials in the order
+given, and a spent budget records the claims it did not reach for the report."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from sweeps.cli import main as tsweep
 from sweeps.estimate import Throughput
 from sweeps.spec import load_spec
+from tests.helpers import SMOKE
 
 # the paper's order puts C1 (which no claim here can use: C-bigger-better needs C1..C7) first
 SPEC = {
@@ -73,3 +76,21 @@ def test_tune_starts_trials_claim_by_claim_and_a_spent_budget_names_what_it_miss
     assert sorted(rows, key=CLAIM_ORDER.index) == rows and len(rows) >= 6
     state = json.loads((out / "sweep.json").read_text())
     assert "unreached" not in state["adaptive"]  # every claim's rows have their seeds now
+
+
+def test_plan_budget_measures_the_step_time_here_once_and_caches_it(tmp_path, capsys, fixture_data_dir):
+    smoke = str(SMOKE)
+    args = ["plan", smoke, "--profile", "smoke", "--budget", "10m", "--data-dir", str(tmp_path)]
+    assert tsweep(args) == 0
+    out = capsys.readouterr().out
+    assert "throughput source: measured now on this machine" in out and "2 trial(s) side by side" in out
+    machines = json.loads((tmp_path / "device-bench.json").read_text())["machines"]
+    (key, record), = machines.items()  # fmt: skip
+    for part in ("profile=smoke", "cpu_flags=", "isa=", "torch=", "precision=", "threads=1", "side_by_side=2"):
+        assert part in key
+    assert record["flops_per_second"] > 0 and record["steps"] >= 2
+    assert "every trial is expected to end within it" in out
+    assert tsweep(args) == 0  # the second plan reads the cache
+    again = capsys.readouterr().out
+    assert "throughput source: measured on this machine" in again
+    assert json.loads((tmp_path / "device-bench.json").read_text())["machines"] == machines
