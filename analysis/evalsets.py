@@ -174,9 +174,7 @@ def _note(name: str, per_trial: dict, finished: int) -> str:
     )
 
 
-def evaluation_sets(
-    df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: dict | None = None
-) -> EvalSetsReport:
+def evaluation_sets(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: dict | None = None) -> EvalSetsReport:
     """The extra Table-3 column group (chrF on dev and test; BLEU and chrF on every named set) and one
     claims table per set (test and the named sets; dev's is the main claims table).  ``sweep_dir`` is where
     relative workdirs in ``df`` are resolved."""

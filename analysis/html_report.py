@@ -1,4 +1,5 @@
-"""The HTML page of the report: one file, styles and images inline (works offline), prints on A4."""
+"""The HTML page of the report: one file, styles and images inline (works offline), prints on A4.  It draws the
+report's model (analysis.report_model) and computes nothing of its own."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import html
 import pandas as pd
 
 from .plots import FOREST
+from .report_model import LEGEND, VERSUS_RULE, ReportModel, versus_summary
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -99,7 +101,10 @@ def _legend(legend) -> str:
     return f'<div class="legend" id="legend"><b>Legend</b><br>{items}</div>'
 
 
-def render(h, budget, d, t, claims, problems, images, notes, legend, rule, versus=None) -> str:
+def render(model: ReportModel) -> str:
+    """report.html of the model."""
+    h, d, images, problems = model.header, model.display, model.images, model.problems
+
     def md(s: str) -> str:  # the header lines use **bold** and "- " bullets
         s = html.escape(s)
         while "**" in s:
@@ -114,17 +119,20 @@ def render(h, budget, d, t, claims, problems, images, notes, legend, rule, versu
     body = [
         f"<h1>Table 3 reproduction: {html.escape(str(h['sweep']))}</h1>",
         f"<p>{facts}</p>",
-        *(md(x) for x in budget),
-        *([f'<h2>{FOREST.capitalize()}</h2><img alt="{FOREST}" src="data:image/png;base64,{forest}">']
-          if forest else []),  # fmt: skip
+        *(md(x) for x in model.budget_lines()),
+        *(
+            [f'<h2>{FOREST.capitalize()}</h2><img alt="{FOREST}" src="data:image/png;base64,{forest}">']
+            if forest
+            else []
+        ),
         "<h2>The paper's claims, judged on these results</h2>",
-        _legend(legend),
-        f"<p>{html.escape(rule)}</p>",
-        _claims_table(claims),
-        *(_versus_section(*versus) if versus else []),
+        _legend(LEGEND),
+        f"<p>{html.escape(model.rule_text)}</p>",
+        _claims_table(model.shown_claims),
+        *(_versus_section(VERSUS_RULE, versus_summary(model.versus), model.versus) if len(model.versus) else []),
         "<h2>Variations on the Transformer (Table 3 layout)</h2>",
-        _main_table(d, t),
-        f"<p>{html.escape(notes)} Highlighted: knobs that differ from the base row.</p>",
+        _main_table(d, model.table),
+        f"<p>{html.escape(model.notes)} Highlighted: knobs that differ from the base row.</p>",
         "<h2>Failed, stopped or missing trials</h2>",
         problems.to_html(index=False) if len(problems) else "<p>None: every trial finished.</p>",
         "<h2>Plots</h2>",

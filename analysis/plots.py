@@ -107,9 +107,10 @@ FOREST = "differences from base"  # the report draws it first, before the tables
 PAPER_DELTA = {"dev_bleu": "paper_delta_bleu", "dev_ce": "paper_delta_ce"}
 
 
-def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...]) -> str | None:
+def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: dict | None = None) -> str | None:
     """One panel per reading: each row's difference from base (mean, 95% interval from the seed-noise model), its
-    seeds as dots (seed value minus base's mean) and the paper's difference as a marker."""
+    seeds as dots (seed value minus base's mean) and the paper's difference as a marker.  ``noise`` is
+    {reading: pooled_noise} of the sweep where the caller has it already."""
     rows = [r for r in t["row"] if r != "base"]
     panels = []
     for reading in readings:
@@ -126,15 +127,15 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...]) -> str 
                              sharey=True)  # fmt: skip
     paper = t.set_index("row")
     for ax, (reading, values, base) in zip(axes[0], panels):
-        noise = pooled_noise(values)
+        pooled = noise[reading] if noise and reading in noise else pooled_noise(values)
         for y, row in enumerate(rows):
             v = values.get(row, np.array([]))
             if not len(v):
                 continue
             d = float(v.mean() - base.mean())
             ax.scatter(v - base.mean(), [y] * len(v), s=9, color="0.55", zorder=2)
-            if noise.df:
-                se, dof = standard_error(noise, row, len(v), "base", len(base))
+            if pooled.df:
+                se, dof = standard_error(pooled, row, len(v), "base", len(base))
                 half = stats.t.ppf(0.975, dof) * se
                 ax.errorbar(d, y, xerr=half, fmt="o", color="C0", ms=4, capsize=2, zorder=3)
             else:
@@ -153,9 +154,10 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...]) -> str 
     return _png(fig)
 
 
-def figures(t: pd.DataFrame, df: pd.DataFrame) -> dict[str, str]:
+def figures(t: pd.DataFrame, df: pd.DataFrame, noise: dict | None = None) -> dict[str, str]:
+    """The report's figures by title (PNG, base64), the forest plot first; ``noise`` as for ``forest``."""
     lm = "bleu_dev" not in t
-    out = {FOREST: forest(df, t, ("dev_bpb",) if lm else ("dev_bleu", "dev_ce"))}
+    out = {FOREST: forest(df, t, ("dev_bpb",) if lm else ("dev_bleu", "dev_ce"), noise)}
     out["learning curves"] = curve_panels(df, t)
     if "bleu_dev" in t:  # a language-model sweep (task lm) has no BLEU
         out["BLEU against parameters"] = bleu_vs_params(t)

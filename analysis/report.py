@@ -1,107 +1,34 @@
 """report.md, a self-contained report.html (plots embedded, no network), table.csv and table.tex.
 
-Reads a local sweep directory only; the CLI pulls a URI sweep to a local view first.
+``write_report`` builds the report's model once (analysis.report_model: collect, judge, model) and hands it to
+one writer per format; each writer only draws the model.  Reads a local sweep directory only; the CLI pulls a URI
+sweep to a local view first.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import math
-import platform
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from transformer_core.knobs import BY_NAME
-from transformer_core.rundir import Status
-
-from .claims import BLEU_ONLY, budget_unreached
-from .collect import collect
-from .evalsets import evaluation_sets
 from .html_report import render
-from .paper import PAPER_FACTS
-from .plots import FOREST, figures
-from .tables import judge_report, noise_table, reproduction_table, sweep_task
-from .trajectory import REGIME_DROP_NATS, regime
-from .verdicts import READINGS, Rule, charged_looks, seed_correlation
-
-LEGEND = [
-    ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
-    ("contradicted", "✗", "comparisons are decided on the other side, none on the paper's"),
-    ("mixed", "±", "some comparisons are decided on the paper's side and some on the other"),
-    ("within noise", "≈", "no comparison is decided at this budget: see the difference the table could detect"),
-    ("incomplete", "?", "a row of the claim (or a 'best of' candidate) has no finished trial"),
-    ("unstable", "⚠", "an estimate from the last half of the budget lies outside the final interval"),
-]
-RULE = (
-    "The multiple-testing procedure decides, not the intervals: each comparison is a t-test of the difference of "
-    "seed means (two one-sided tests for '~', against the claim's margin) with moderated seed variances, its p "
-    "multiplied by the candidates of a 'best of' and by the looks charged; then {procedure}. The interval printed "
-    "with each comparison is at 1 - α/(candidates x looks) (its level is printed with it): it can exclude 0 while "
-    "the procedure, which accounts for the whole family, leaves the comparison within noise. Evidence lists each "
-    "comparison's own outcome. 'Detectable' is the smallest true difference the comparison would detect with 80% "
-    "power at its seeds and the family's threshold. The sentence-sampling p (paired bootstrap of test hypotheses) "
-    "is test-set noise of single models and never decides a verdict."
+from .plots import FOREST
+from .report_model import (  # noqa: F401  (display_table, header, seed_table, ...: this module's public names)
+    LEGEND,
+    RULE,
+    VERSUS_RULE,
+    ReportModel,
+    _num,
+    build,
+    display_table,
+    facts,
+    header,
+    measured,
+    seed_table,
+    versus_summary,
 )
-
-
-def _num(x, digits=2, signed=False):
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
-    if isinstance(x, float):
-        return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-    return str(x)
-
-
-def _ci(m, h, digits=2):
-    if m is None or (isinstance(m, float) and math.isnan(m)):
-        return "-"
-    return _num(m, digits) + (f" ± {h:.{digits}f}" if h is not None and not math.isnan(h) else "")
-
-
-def display_table(t: pd.DataFrame) -> pd.DataFrame:
-    """The reproduction table as strings: knobs (paper units), ours beside the paper's.  A language-model
-    sweep (task lm) shows bits per byte and test perplexity where a translation sweep shows BLEU; its paper
-    columns are the paper's translation (MT) numbers: the direction of each effect, not comparable values."""
-    knobs = t.attrs.get("knobs", [])
-    lm = "bpb_dev" in t
-    mt = " (MT)" if lm else ""  # a language model's paper columns are the paper's translation numbers
-    rows = []
-    for _, r in t.iterrows():
-        base = r["row"] == "base"
-        lm_columns = {
-            "bits/byte dev": _ci(r["bpb_dev"], r["bpb_dev_ci"], 3),
-            "bits/byte test": _ci(r["bpb_test"], r["bpb_test_ci"], 3),
-            "PPL test": _num(r["ppl_test"]),
-        } if lm else {}  # fmt: skip
-        bleu_columns = {} if lm else {
-            "BLEU dev (ours)": _ci(r["bleu_dev"], r["bleu_dev_ci"]),
-            "ΔBLEU": "" if base else _num(r["delta_bleu"], signed=True),
-            "BLEU dev (paper)": _num(r["paper_bleu_dev"], 1),
-            "ΔBLEU paper": "" if base else _num(r["paper_delta_bleu"], 1, signed=True),
-            "BLEU test": _ci(r["bleu_test"], r["bleu_test_ci"]),
-            "sentence-sampling p (test)": _num(r["p_sentence_test"], 3),
-        }  # fmt: skip
-        rows.append(
-            {
-                "row": r["row"],
-                **{BY_NAME[k].label: BY_NAME[k].format(r[k]) for k in knobs},
-                "PPL dev (ours)": _num(r["ppl_dev"]),
-                "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
-                "Δ ln PPL": "" if base else _num(r["delta_ce"], 3, signed=True),
-                **lm_columns,
-                "PPL dev (paper)" + mt: _num(r["paper_ppl_dev"]),
-                "Δ ln PPL paper" + mt: "" if base else _num(r["paper_delta_ce"], 3, signed=True),
-                **bleu_columns,
-                "params ours (M)": _num(r["params_M"]),
-                "params paper (M)": _num(r["paper_params_M"]),
-                "n": f"{r['n']}/{r['seeds']}",
-                "status": r["status"],
-            }
-        )
-    return pd.DataFrame(rows)
 
 
 def _markdown_table(d: pd.DataFrame) -> str:
@@ -123,107 +50,6 @@ def _latex(d: pd.DataFrame) -> str:
     lines = ["\\begin{tabular}{" + "l" * len(d.columns) + "}", "\\hline", " & ".join(map(esc, d.columns)) + " \\\\"]
     lines += ["\\hline"] + [" & ".join(esc(v) for v in row) + " \\\\" for row in d.itertuples(index=False)]
     return "\n".join(lines + ["\\hline", "\\end{tabular}", ""])
-
-
-def _first(fin: pd.DataFrame, col: str):
-    return fin[col].dropna().iloc[0] if col in fin and fin[col].notna().any() else None
-
-
-def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
-    state = json.loads((sweep_dir / "sweep.json").read_text())
-    fin = df[df["status"] == Status.FINISHED]
-    base = fin[fin["row"] == "base"]
-    ran = fin if len(fin) else df[df["status"] == Status.DIVERGED]  # all diverged: their result.json has the facts
-    ref = base if len(base) else ran
-    tokens = (_first(ref, "tokens_per_batch") or 0) * (_first(ref, "accumulate") or 1)
-    return {
-        "sweep": state["name"],
-        "spec": state.get("spec"),
-        "profile": state["profile"],
-        "profile_rules": state.get("profile_rules"),
-        "corpus": _first(ran, "corpus"),
-        "corpus_fingerprint": _first(ran, "corpus_fingerprint"),
-        "hardware": f"{platform.machine()}, {_first(ran, 'device') or '?'} {_first(ran, 'precision') or ''}",
-        "torch": _first(ran, "torch_version"),
-        "trials": len(df),
-        "finished": len(fin),
-        "device_hours": df["wall_seconds"].fillna(0).sum() / 3600,
-        "train_flops": df["train_flops"].fillna(0).sum(),
-        "sacrebleu": _first(fin, "sacrebleu_signature"),
-        "budget": f"{_first(ref, 'steps')} steps x {f'{int(tokens):,}' if tokens else '?'} target tokens per step, "
-        f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
-        "adaptive": state.get("adaptive"),
-    }
-
-
-def _facts(h: dict) -> str:
-    return (
-        f"Sweep **{h['sweep']}** ({h['spec']}), profile **{h['profile']}**: {h['finished']}/{h['trials']} trials "
-        f"finished; corpus {h['corpus']} (fingerprint {h['corpus_fingerprint']}); {h['hardware']}, torch {h['torch']}; "
-        f"{h['device_hours']:.2f} device-hours, {h['train_flops']:.2e} training FLOPs (6 x params x tokens). "
-        f"Paper: base {PAPER_FACTS['train_flops']['base']:.1e} FLOPs, big {PAPER_FACTS['train_flops']['big']:.1e} "
-        f"(Table 2), dev set {PAPER_FACTS['dev_set']}, vocabulary ~{PAPER_FACTS['vocab']:,}."
-    )
-
-
-def _budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame, rule: Rule) -> list[str]:
-    lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
-    lines.append(f"**Decision rule**: {rule.describe()}.")
-    parts = [f"{READINGS[r].label}: {n.describe()}" for r, n in noise.items()]
-    lines.append("**Seed noise** (moderated: each row's variance shrunk toward a prior fitted to all rows', of df "
-                 "d0; a row's own kept where beyond the prior's 90th percentile): " + "; ".join(parts) + ".")
-    rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
-    lines.append(
-        "**Seed pairing**: correlation of a row's seed-k deviation with base's at the same seed: "
-        + "; ".join(f"{lab} {c:+.2f} ({n} independent pairs)" if c == c else f"{lab}: too few pairs"
-                    for lab, c, n in rho)
-        + ". The tests treat rows as independent samples: conservative where this is positive, somewhat "
-        "liberal where it is negative."
-    )  # fmt: skip
-    if reg.get("measured"):
-        flag = "**undertrained regime**" if reg["undertrained"] else "not flagged as undertrained"
-        lines.append(
-            f"**Regime**: {flag}: {reg['detail']}. Capacity and regularisation claims carry the caveat "
-            f"when the base is still improving by more than {REGIME_DROP_NATS} nats over the last third."
-        )
-    else:
-        lines.append(f"**Regime**: not measured ({reg['detail']}).")
-    ad = h.get("adaptive")
-    if ad:
-        lines.append(
-            f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks; "
-            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {ad.get('stopped', 'not yet')}. Looks charged: "
-            f"{rule.looks} (each comparison's p multiplied by it). Spending rule: a stop decided by the data (every "
-            "claim decided, or the maximum seeds) keeps the charge of every planned look; a stop by the wall-clock "
-            "budget, which the data did not choose, is charged only the looks taken (Bonferroni over them)."
-        )
-        for rnd in ad.get("rounds", []):
-            added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
-            lines.append(f"- round {rnd['round']}: one more seed for {added}")
-    lines += budget_unreached(ad)  # claims a spent budget did not reach: "not measured: budget"
-    return lines
-
-
-def seed_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Every seed of every row with its status and readings (seeds.csv): what the means and verdicts are made of."""
-    cols = [c for c in ("row", "seed", "trial_id", "status", "dev_bleu", "dev_ppl", "test_bleu", "dev_bpb", "test_bpb",
-                        "wall_seconds", "reason") if c in df]  # fmt: skip
-    out = df[cols].copy()
-    if "dev_ppl" in out:
-        out.insert(cols.index("dev_ppl") + 1, "dev_ce", np.log(pd.to_numeric(out["dev_ppl"], errors="coerce")))
-    return out.sort_values(["row", "seed"], kind="stable")
-
-
-def measured(claims: pd.DataFrame) -> tuple[pd.DataFrame, str]:
-    """The claims this sweep measured, and one line naming those it did not: rows it did not run, or (a
-    language-model sweep) claims stated only in BLEU."""
-    out = claims[claims["verdict"] != "not measured"]
-    absent = claims[claims["verdict"] == "not measured"]
-    bleu_only = absent["summary"] == BLEU_ONLY
-    missing, bleu = (list(dict.fromkeys(absent.loc[m, "claim"])) for m in (~bleu_only, bleu_only))
-    lines = [f"Claims not measured (no finished trial of their rows): {', '.join(missing)}."] if missing else []
-    lines += [f"Claims not measured ({BLEU_ONLY}): {', '.join(bleu)}."] if bleu else []
-    return out, " ".join(lines)
 
 
 def _claims_block(claims: pd.DataFrame) -> list[str]:
@@ -249,33 +75,6 @@ def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-VERSUS_RULE = (
-    "Rows that no claim of the paper covers, each against base: the difference of seed means, two-sided (no "
-    "direction was predicted), decided in the report's family with the claims (see the decision rule above). "
-    "Judged again at every evaluation point the trials share; the last is the sweep's answer, at its budget."
-)
-
-
-def versus_summary(vb: pd.DataFrame) -> list[str]:
-    """One line per reading: rows better / worse than base beyond seed noise, within noise, not judged."""
-    lines = []
-    for reading, part in vb.groupby("reading", sort=False):
-        said = []
-        for label, outcomes in (
-            ("better than base beyond seed noise", ("better than base",)),
-            ("worse than base beyond seed noise", ("worse than base",)),
-            ("within seed noise", ("within noise",)),
-            ("diverged", ("diverged",)),
-            ("not judged (no seed replicates)", ("no replicates",)),
-            ("not measured", ("missing",)),
-        ):
-            rs = list(part.loc[part["outcome"].isin(outcomes), "row"])
-            if rs:
-                said.append(f"{label}: {', '.join(rs)}")
-        lines.append(f"- {reading}: " + "; ".join(said) + ".")
-    return lines
-
-
 def _versus_block(vb: pd.DataFrame) -> list[str]:
     if not len(vb):
         return []
@@ -291,83 +90,58 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
                  family: str = "report", method: str = "bh") -> Path:  # fmt: skip
     """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report); ``family`` and
     ``method`` choose how verdicts are decided (analysis.verdicts.Rule)."""
-    sweep_dir = Path(sweep_dir)
-    df = collect(sweep_dir)
-    out = Path(out_dir) if out_dir else sweep_dir / "report"
+    model = build(sweep_dir, samples, family, method)
+    out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
-    t = reproduction_table(df, samples)
-    d = display_table(t)
-    h = header(sweep_dir, df)
-    rule = Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method)
-    noise, reg = noise_table(df), regime(df)  # the regime once: the claims tables and the header use it
-    claims, vb = judge_report(df, rule, reg=reg)  # with the rows no claim covers, each against base
-    lm = sweep_task(df) == "lm"  # a language model: no BLEU, chrF or evaluation sets; test PPL is in the table
-    set_sections, set_claims = [], {}
-    if not lm:
-        sets = evaluation_sets(df, sweep_dir, rule, reg=reg)  # chrF, test and every named set (tsweep evaluate)
-        d = d.merge(sets.columns, on="row", how="left")
-        sets.numbers.to_csv(out / "evalsets.csv", index=False)
-        set_claims = sets.claims
-        for name, table in sets.claims.items():
+    write_csv(model, out)
+    write_latex(model, out)
+    write_markdown(model, out)
+    (out / "report.html").write_text(render(model))
+    return out
+
+
+def write_csv(model: ReportModel, out: Path) -> None:
+    """table.csv, claims.csv, seeds.csv; versus-base.csv when rows no claim covers were judged; evalsets.csv and
+    claims-SET.csv for a translation sweep."""
+    if model.evalsets is not None:
+        model.evalsets.numbers.to_csv(out / "evalsets.csv", index=False)
+        for name, table in model.evalsets.claims.items():
             table.to_csv(out / f"claims-{name}.csv", index=False)
-            set_sections += [f"## The paper's claims on {name}", "", *_claims_block(table)]
-        if sets.notes:
-            set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in sets.notes], ""]
-    t.to_csv(out / "table.csv", index=False)
-    claims.to_csv(out / "claims.csv", index=False)
-    if len(vb):
-        vb.to_csv(out / "versus-base.csv", index=False)
-    (out / "table.tex").write_text(_latex(d))
-    problems = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]].copy()
-    stopped = (h.get("adaptive") or {}).get("stopped") or ""
-    why = "the wall-clock budget was spent before it finished" if "budget" in stopped and "spent" in stopped else ""
-    problems["reason"] = [r if isinstance(r, str) and r else why for r in problems["reason"]]
-    budget = _budget_lines(h, noise, reg, df, rule)
-    seed_table(df).to_csv(out / "seeds.csv", index=False)
-    notes = (
-        "Ours: mean over finished seeds ± half-width of its 95% interval from the seed-noise model (the row's "
-        "moderated variance; every seed's value is in seeds.csv). "
-        "Δ: against the base row of the same column; perplexity differences are in ln PPL (nats), "
-        "which is what the verdicts test. Knobs are in the paper's units; the profile's rules say how they were "
-        "scaled. Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
-    )
-    if lm:
-        notes = notes.replace("Perplexities are", "Perplexities (per BPE piece of the modelled side, EOS included) are")
-        notes += (
-            " Bits per byte: the dev/test text's summed NLL / (ln 2 x its UTF-8 bytes, a newline per line), "
-            "independent of the tokenizer. The paper's columns are its translation (MT) numbers: a reference for "
-            "the direction of each effect only."
-        )
-    legend_md = "; ".join(f"{s} {name}: {what}" for name, s, what in LEGEND)
-    images = figures(t, df)
+    model.table.to_csv(out / "table.csv", index=False)
+    model.claims.to_csv(out / "claims.csv", index=False)
+    if len(model.versus):
+        model.versus.to_csv(out / "versus-base.csv", index=False)
+    model.seeds.to_csv(out / "seeds.csv", index=False)
+
+
+def write_latex(model: ReportModel, out: Path) -> None:
+    """table.tex: the Table 3 layout as a LaTeX tabular."""
+    (out / "table.tex").write_text(_latex(model.display))
+
+
+def write_markdown(model: ReportModel, out: Path) -> None:
+    """report.md, with the forest plot beside it (forest.png)."""
+    h, lm = model.header, model.lm
     forest = []
-    if images.get(FOREST):  # the picture before the tables, also beside report.md
-        (out / "forest.png").write_bytes(base64.b64decode(images[FOREST]))
+    if model.images.get(FOREST):  # the picture before the tables, also beside report.md
+        (out / "forest.png").write_bytes(base64.b64decode(model.images[FOREST]))
         forest = [f"![{FOREST}: each row's difference from base, its seeds and the paper's](forest.png)", ""]
-    md = [f"# Table 3 reproduction: {h['sweep']}", "", _facts(h), "", *budget, "", *forest,
+    set_sections = []
+    if model.evalsets is not None:
+        for name, table in model.evalsets.claims.items():
+            set_sections += [f"## The paper's claims on {name}", "", *_claims_block(table)]
+        if model.evalsets.notes:
+            set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in model.evalsets.notes], ""]
+    legend = "; ".join(f"{s} {name}: {what}" for name, s, what in LEGEND)
+    problems = model.problems
+    md = [f"# Table 3 reproduction: {h['sweep']}", "", facts(h), "", *model.budget_lines(), "", *forest,
           f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
-          "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(d), "", notes, "",
-          "## The paper's claims, judged on these results", "", f"Legend: {legend_md}.", "",
-          RULE.format(procedure=rule.describe()), "",
-          *_claims_block(claims), *_versus_block(vb), *set_sections,
+          "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(model.display), "", model.notes, "",
+          "## The paper's claims, judged on these results", "", f"Legend: {legend}.", "",
+          model.rule_text, "",
+          *_claims_block(model.claims), *_versus_block(model.versus), *set_sections,
           "## Failed, stopped or missing trials", "",
           _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")
           + ").", "", *([] if lm or not h["sacrebleu"] else [f"sacrebleu: `{h['sacrebleu']}`", ""])]  # fmt: skip
     (out / "report.md").write_text("\n".join(md))
-    (out / "report.html").write_text(
-        render(
-            h,
-            budget,
-            d,
-            t,
-            measured(pd.concat([claims, *set_claims.values()], ignore_index=True))[0],
-            problems,
-            images,
-            notes,
-            LEGEND,
-            RULE.format(procedure=rule.describe()),
-            versus=(VERSUS_RULE, versus_summary(vb), vb) if len(vb) else None,
-        )
-    )
-    return out

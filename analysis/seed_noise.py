@@ -124,8 +124,10 @@ def pooled_noise(values: dict[str, np.ndarray], model: str = "moderated") -> Noi
             var, vdf = (d0 * s02 + di * si2) / (d0 + di), min(d0 + di, dof)
         else:
             var, vdf = pooled, dof
-        if si2 > var and (not FLOOR_FROM or si2 > _prior_quantile(s02 if math.isfinite(d0) else pooled, di,
-                                                                      d0 if math.isfinite(d0) else dof)):
+        if si2 > var and (
+            not FLOOR_FROM
+            or si2 > _prior_quantile(s02 if math.isfinite(d0) else pooled, di, d0 if math.isfinite(d0) else dof)
+        ):
             floored.append((r, math.sqrt(si2)))
             var = float(si2)
         own[r] = (float(var), float(vdf))

@@ -24,6 +24,7 @@ from .verdicts import READINGS, Judgement, Outcome, Rule, Verdict, pooled_noise,
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
 LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU
+LM_READINGS = ("dev_bpb", "test_bpb")  # the table's readings of a language-model sweep beyond NOISE_READINGS
 LM_DROPPED = ("bleu_dev", "bleu_dev_ci", "bleu_test", "bleu_test_ci", "delta_bleu", "p_sentence_test")
 LM_DROPPED += ("paper_bleu_dev", "paper_delta_bleu")
 
@@ -56,12 +57,6 @@ def significance(df: pd.DataFrame, row: str, other: str, split: str = "test", sa
     return combine_pvalues(pvalues)
 
 
-def noise_table(df: pd.DataFrame, model: str = "moderated") -> dict:
-    """{reading: Noise} over the sweep's rows (a language model's readings for a task lm sweep)."""
-    readings = LM_NOISE_READINGS if sweep_task(df) == "lm" else NOISE_READINGS
-    return {r: pooled_noise(seed_values(df, r), model) for r in readings}
-
-
 def knob_columns(df: pd.DataFrame) -> list[str]:
     """The paper's Table 3 columns, then every other knob of the table that varies across rows."""
     cols = [k for k in PAPER_COLUMNS if f"paper_{k}" in df]
@@ -80,13 +75,14 @@ def knob_value(first: pd.Series, name: str):
     return v if v is not None and v == v else first.get(name)
 
 
-def reproduction_table(df: pd.DataFrame, samples: int = 1000) -> pd.DataFrame:
+def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None = None) -> pd.DataFrame:
     """One line per row in the paper's order: knobs (paper units), ours (mean, 95% CI, n, delta, p), the paper's.
-    A language-model sweep (task lm) has bits per byte and test perplexity instead of BLEU."""
+    A language-model sweep (task lm) has bits per byte and test perplexity instead of BLEU.  ``noise`` is
+    {reading: pooled_noise} of the sweep where the caller has it already."""
     paper = {r["row"]: r for r in load_table3()}
     lm = sweep_task(df) == "lm"
-    readings = NOISE_READINGS + (("dev_bpb", "test_bpb") if lm else ())
-    noise = {r: pooled_noise(seed_values(df, r)) for r in readings}
+    readings = NOISE_READINGS + (LM_READINGS if lm else ())
+    noise = {r: noise[r] if noise and r in noise else pooled_noise(seed_values(df, r)) for r in readings}
     vals = {r: seed_values(df, r) for r in readings}
     base = {r: noise[r].mean_ci(vals[r].get("base", np.array([])), "base") for r in readings}
     pb = paper.get("base", {})

@@ -1,0 +1,327 @@
+"""The report of a Table 3 sweep as one object: collected, judged and built once (``build``), then drawn by the
+writers (analysis.report: markdown, CSV, LaTeX; analysis.html_report: HTML), which compute nothing of their own.
+
+The words every format shares (legend, decision rule, the budget lines of the header, the notes under the table)
+are made here from the model, so that the formats cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from transformer_core.knobs import BY_NAME
+from transformer_core.rundir import Status
+
+from .claims import BLEU_ONLY, budget_unreached
+from .collect import collect
+from .evalsets import EvalSetsReport, evaluation_sets
+from .paper import PAPER_FACTS
+from .plots import figures
+from .seed_noise import Noise
+from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
+from .trajectory import REGIME_DROP_NATS, regime
+from .verdicts import READINGS, Rule, charged_looks, pooled_noise, seed_correlation, seed_values
+
+LEGEND = [
+    ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
+    ("contradicted", "✗", "comparisons are decided on the other side, none on the paper's"),
+    ("mixed", "±", "some comparisons are decided on the paper's side and some on the other"),
+    ("within noise", "≈", "no comparison is decided at this budget: see the difference the table could detect"),
+    ("incomplete", "?", "a row of the claim (or a 'best of' candidate) has no finished trial"),
+    ("unstable", "⚠", "an estimate from the last half of the budget lies outside the final interval"),
+]
+RULE = (
+    "The multiple-testing procedure decides, not the intervals: each comparison is a t-test of the difference of "
+    "seed means (two one-sided tests for '~', against the claim's margin) with moderated seed variances, its p "
+    "multiplied by the candidates of a 'best of' and by the looks charged; then {procedure}. The interval printed "
+    "with each comparison is at 1 - α/(candidates x looks) (its level is printed with it): it can exclude 0 while "
+    "the procedure, which accounts for the whole family, leaves the comparison within noise. Evidence lists each "
+    "comparison's own outcome. 'Detectable' is the smallest true difference the comparison would detect with 80% "
+    "power at its seeds and the family's threshold. The sentence-sampling p (paired bootstrap of test hypotheses) "
+    "is test-set noise of single models and never decides a verdict."
+)
+VERSUS_RULE = (
+    "Rows that no claim of the paper covers, each against base: the difference of seed means, two-sided (no "
+    "direction was predicted), decided in the report's family with the claims (see the decision rule above). "
+    "Judged again at every evaluation point the trials share; the last is the sweep's answer, at its budget."
+)
+NOTES = (
+    "Ours: mean over finished seeds ± half-width of its 95% interval from the seed-noise model (the row's "
+    "moderated variance; every seed's value is in seeds.csv). "
+    "Δ: against the base row of the same column; perplexity differences are in ln PPL (nats), "
+    "which is what the verdicts test. Knobs are in the paper's units; the profile's rules say how they were "
+    "scaled. Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
+)
+LM_NOTES = (
+    " Bits per byte: the dev/test text's summed NLL / (ln 2 x its UTF-8 bytes, a newline per line), "
+    "independent of the tokenizer. The paper's columns are its translation (MT) numbers: a reference for "
+    "the direction of each effect only."
+)
+
+
+@dataclass
+class ReportModel:
+    """Everything the report of one sweep shows, computed once by ``build``."""
+
+    sweep_dir: Path
+    frame: pd.DataFrame  # analysis.collect: one line per trial (every seed, whatever its status)
+    header: dict  # the sweep's facts: name, spec, profile, corpus, hardware, budget, totals, adaptive record
+    rule: Rule  # how verdicts are decided (family, procedure, looks charged)
+    lm: bool  # a language-model sweep (task lm): no BLEU, chrF or evaluation sets; test PPL in the table
+    noise: dict[str, Noise]  # the seed-noise model per reading, over the sweep's rows (final values)
+    regime: dict  # trajectory.regime: is the base still improving at the end (undertrained flag)
+    table: pd.DataFrame  # tables.reproduction_table: one line of numbers per row (table.csv)
+    display: pd.DataFrame  # the same as strings in the Table 3 layout, evaluation-set columns included
+    claims: pd.DataFrame  # the paper's claims judged on dev (with their trajectories; claims.csv)
+    versus: pd.DataFrame  # rows no claim covers, each against base (versus-base.csv); empty when there are none
+    evalsets: EvalSetsReport | None  # test and the named evaluation sets (None in a language-model sweep)
+    problems: pd.DataFrame  # failed, stopped or missing trials with their reasons
+    seeds: pd.DataFrame  # every seed of every row (seeds.csv)
+    images: dict[str, str]  # figure title -> PNG, base64 (analysis.plots)
+
+    @property
+    def header_noise(self) -> dict[str, Noise]:
+        """The readings the header describes the seed noise of, in its order."""
+        return {r: self.noise[r] for r in (LM_NOISE_READINGS if self.lm else NOISE_READINGS)}
+
+    @property
+    def rule_text(self) -> str:
+        return RULE.format(procedure=self.rule.describe())
+
+    @property
+    def notes(self) -> str:
+        """The paragraph under the main table: what its numbers are."""
+        if not self.lm:
+            return NOTES
+        lm = NOTES.replace("Perplexities are", "Perplexities (per BPE piece of the modelled side, EOS included) are")
+        return lm + LM_NOTES
+
+    @property
+    def set_claims(self) -> dict[str, pd.DataFrame]:
+        """{set: its claims table} for test and each named evaluation set."""
+        return self.evalsets.claims if self.evalsets else {}
+
+    @property
+    def shown_claims(self) -> pd.DataFrame:
+        """Every claims table's measured lines (dev, then each set's): the HTML's one claims table."""
+        return measured(pd.concat([self.claims, *self.set_claims.values()], ignore_index=True))[0]
+
+    def budget_lines(self) -> list[str]:
+        """The header's lines on what the verdicts hold at: budget, rule, seed noise, pairing, regime, seeds added."""
+        return budget_lines(self.header, self.header_noise, self.regime, self.frame, self.rule)
+
+
+def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh") -> ReportModel:
+    """Collect the sweep, judge it, and hold every number and table the report shows."""
+    sweep_dir = Path(sweep_dir)
+    df = collect(sweep_dir)
+    h = header(sweep_dir, df)
+    rule = Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method)
+    lm = sweep_task(df) == "lm"
+    noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}
+    t = reproduction_table(df, samples, noise=noise)
+    reg = regime(df)
+    claims, vb = judge_report(df, rule, reg=reg)
+    sets = None if lm else evaluation_sets(df, sweep_dir, rule, reg=reg)  # chrF, test and every named set
+    d = display_table(t)
+    if sets is not None:
+        d = d.merge(sets.columns, on="row", how="left")
+    return ReportModel(sweep_dir, df, h, rule, lm, noise, reg, t, d, claims, vb, sets, problems(df, h),
+                       seed_table(df), figures(t, df, noise=noise))  # fmt: skip
+
+
+def problems(df: pd.DataFrame, h: dict) -> pd.DataFrame:
+    """Trials that did not finish, with their reason (a wall-clock budget stop where the trial gives none)."""
+    out = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]].copy()
+    stopped = (h.get("adaptive") or {}).get("stopped") or ""
+    why = "the wall-clock budget was spent before it finished" if "budget" in stopped and "spent" in stopped else ""
+    out["reason"] = [r if isinstance(r, str) and r else why for r in out["reason"]]
+    return out
+
+
+def _num(x, digits=2, signed=False):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float):
+        return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
+    return str(x)
+
+
+def _ci(m, h, digits=2):
+    if m is None or (isinstance(m, float) and math.isnan(m)):
+        return "-"
+    return _num(m, digits) + (f" ± {h:.{digits}f}" if h is not None and not math.isnan(h) else "")
+
+
+def display_table(t: pd.DataFrame) -> pd.DataFrame:
+    """The reproduction table as strings: knobs (paper units), ours beside the paper's.  A language-model
+    sweep (task lm) shows bits per byte and test perplexity where a translation sweep shows BLEU; its paper
+    columns are the paper's translation (MT) numbers: the direction of each effect, not comparable values."""
+    knobs = t.attrs.get("knobs", [])
+    lm = "bpb_dev" in t
+    mt = " (MT)" if lm else ""  # a language model's paper columns are the paper's translation numbers
+    rows = []
+    for _, r in t.iterrows():
+        base = r["row"] == "base"
+        lm_columns = {
+            "bits/byte dev": _ci(r["bpb_dev"], r["bpb_dev_ci"], 3),
+            "bits/byte test": _ci(r["bpb_test"], r["bpb_test_ci"], 3),
+            "PPL test": _num(r["ppl_test"]),
+        } if lm else {}  # fmt: skip
+        bleu_columns = {} if lm else {
+            "BLEU dev (ours)": _ci(r["bleu_dev"], r["bleu_dev_ci"]),
+            "ΔBLEU": "" if base else _num(r["delta_bleu"], signed=True),
+            "BLEU dev (paper)": _num(r["paper_bleu_dev"], 1),
+            "ΔBLEU paper": "" if base else _num(r["paper_delta_bleu"], 1, signed=True),
+            "BLEU test": _ci(r["bleu_test"], r["bleu_test_ci"]),
+            "sentence-sampling p (test)": _num(r["p_sentence_test"], 3),
+        }  # fmt: skip
+        rows.append(
+            {
+                "row": r["row"],
+                **{BY_NAME[k].label: BY_NAME[k].format(r[k]) for k in knobs},
+                "PPL dev (ours)": _num(r["ppl_dev"]),
+                "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
+                "Δ ln PPL": "" if base else _num(r["delta_ce"], 3, signed=True),
+                **lm_columns,
+                "PPL dev (paper)" + mt: _num(r["paper_ppl_dev"]),
+                "Δ ln PPL paper" + mt: "" if base else _num(r["paper_delta_ce"], 3, signed=True),
+                **bleu_columns,
+                "params ours (M)": _num(r["params_M"]),
+                "params paper (M)": _num(r["paper_params_M"]),
+                "n": f"{r['n']}/{r['seeds']}",
+                "status": r["status"],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _first(fin: pd.DataFrame, col: str):
+    return fin[col].dropna().iloc[0] if col in fin and fin[col].notna().any() else None
+
+
+def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
+    state = json.loads((sweep_dir / "sweep.json").read_text())
+    fin = df[df["status"] == Status.FINISHED]
+    base = fin[fin["row"] == "base"]
+    ran = fin if len(fin) else df[df["status"] == Status.DIVERGED]  # all diverged: their result.json has the facts
+    ref = base if len(base) else ran
+    tokens = (_first(ref, "tokens_per_batch") or 0) * (_first(ref, "accumulate") or 1)
+    return {
+        "sweep": state["name"],
+        "spec": state.get("spec"),
+        "profile": state["profile"],
+        "profile_rules": state.get("profile_rules"),
+        "corpus": _first(ran, "corpus"),
+        "corpus_fingerprint": _first(ran, "corpus_fingerprint"),
+        "hardware": f"{platform.machine()}, {_first(ran, 'device') or '?'} {_first(ran, 'precision') or ''}",
+        "torch": _first(ran, "torch_version"),
+        "trials": len(df),
+        "finished": len(fin),
+        "device_hours": df["wall_seconds"].fillna(0).sum() / 3600,
+        "train_flops": df["train_flops"].fillna(0).sum(),
+        "sacrebleu": _first(fin, "sacrebleu_signature"),
+        "budget": f"{_first(ref, 'steps')} steps x {f'{int(tokens):,}' if tokens else '?'} target tokens per step, "
+        f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
+        "adaptive": state.get("adaptive"),
+    }
+
+
+def facts(h: dict) -> str:
+    """The report's first paragraph (markdown): the sweep, its trials, corpus, hardware and cost, the paper's."""
+    return (
+        f"Sweep **{h['sweep']}** ({h['spec']}), profile **{h['profile']}**: {h['finished']}/{h['trials']} trials "
+        f"finished; corpus {h['corpus']} (fingerprint {h['corpus_fingerprint']}); {h['hardware']}, torch {h['torch']}; "
+        f"{h['device_hours']:.2f} device-hours, {h['train_flops']:.2e} training FLOPs (6 x params x tokens). "
+        f"Paper: base {PAPER_FACTS['train_flops']['base']:.1e} FLOPs, big {PAPER_FACTS['train_flops']['big']:.1e} "
+        f"(Table 2), dev set {PAPER_FACTS['dev_set']}, vocabulary ~{PAPER_FACTS['vocab']:,}."
+    )
+
+
+def budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame, rule: Rule) -> list[str]:
+    lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
+    lines.append(f"**Decision rule**: {rule.describe()}.")
+    parts = [f"{READINGS[r].label}: {n.describe()}" for r, n in noise.items()]
+    lines.append(
+        "**Seed noise** (moderated: each row's variance shrunk toward a prior fitted to all rows', of df "
+        "d0; a row's own kept where beyond the prior's 90th percentile): " + "; ".join(parts) + "."
+    )
+    rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
+    lines.append(
+        "**Seed pairing**: correlation of a row's seed-k deviation with base's at the same seed: "
+        + "; ".join(f"{lab} {c:+.2f} ({n} independent pairs)" if c == c else f"{lab}: too few pairs"
+                    for lab, c, n in rho)
+        + ". The tests treat rows as independent samples: conservative where this is positive, somewhat "
+        "liberal where it is negative."
+    )  # fmt: skip
+    if reg.get("measured"):
+        flag = "**undertrained regime**" if reg["undertrained"] else "not flagged as undertrained"
+        lines.append(
+            f"**Regime**: {flag}: {reg['detail']}. Capacity and regularisation claims carry the caveat "
+            f"when the base is still improving by more than {REGIME_DROP_NATS} nats over the last third."
+        )
+    else:
+        lines.append(f"**Regime**: not measured ({reg['detail']}).")
+    ad = h.get("adaptive")
+    if ad:
+        lines.append(
+            f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks; "
+            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {ad.get('stopped', 'not yet')}. Looks charged: "
+            f"{rule.looks} (each comparison's p multiplied by it). Spending rule: a stop decided by the data (every "
+            "claim decided, or the maximum seeds) keeps the charge of every planned look; a stop by the wall-clock "
+            "budget, which the data did not choose, is charged only the looks taken (Bonferroni over them)."
+        )
+        for rnd in ad.get("rounds", []):
+            added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
+            lines.append(f"- round {rnd['round']}: one more seed for {added}")
+    lines += budget_unreached(ad)  # claims a spent budget did not reach: "not measured: budget"
+    return lines
+
+
+def seed_table(df: pd.DataFrame) -> pd.DataFrame:
+    """Every seed of every row with its status and readings (seeds.csv): what the means and verdicts are made of."""
+    cols = [c for c in ("row", "seed", "trial_id", "status", "dev_bleu", "dev_ppl", "test_bleu", "dev_bpb", "test_bpb",
+                        "wall_seconds", "reason") if c in df]  # fmt: skip
+    out = df[cols].copy()
+    if "dev_ppl" in out:
+        out.insert(cols.index("dev_ppl") + 1, "dev_ce", np.log(pd.to_numeric(out["dev_ppl"], errors="coerce")))
+    return out.sort_values(["row", "seed"], kind="stable")
+
+
+def measured(claims: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The claims this sweep measured, and one line naming those it did not: rows it did not run, or (a
+    language-model sweep) claims stated only in BLEU."""
+    out = claims[claims["verdict"] != "not measured"]
+    absent = claims[claims["verdict"] == "not measured"]
+    bleu_only = absent["summary"] == BLEU_ONLY
+    missing, bleu = (list(dict.fromkeys(absent.loc[m, "claim"])) for m in (~bleu_only, bleu_only))
+    lines = [f"Claims not measured (no finished trial of their rows): {', '.join(missing)}."] if missing else []
+    lines += [f"Claims not measured ({BLEU_ONLY}): {', '.join(bleu)}."] if bleu else []
+    return out, " ".join(lines)
+
+
+def versus_summary(vb: pd.DataFrame) -> list[str]:
+    """One line per reading: rows better / worse than base beyond seed noise, within noise, not judged."""
+    lines = []
+    for reading, part in vb.groupby("reading", sort=False):
+        said = []
+        for label, outcomes in (
+            ("better than base beyond seed noise", ("better than base",)),
+            ("worse than base beyond seed noise", ("worse than base",)),
+            ("within seed noise", ("within noise",)),
+            ("diverged", ("diverged",)),
+            ("not judged (no seed replicates)", ("no replicates",)),
+            ("not measured", ("missing",)),
+        ):
+            rs = list(part.loc[part["outcome"].isin(outcomes), "row"])
+            if rs:
+                said.append(f"{label}: {', '.join(rs)}")
+        lines.append(f"- {reading}: " + "; ".join(said) + ".")
+    return lines
