@@ -168,7 +168,10 @@ def _finish(log, out):
     try:
         if log is None:
             return None
-        store = open_storage(str(out))
+        try:
+            store = open_storage(str(out))
+        except Exception:  # a location that cannot be opened: its one line must reach the terminal
+            return log.stop(None)
         return log.stop(store.scratch / "driver" if store else Path(out).resolve())
     finally:
         INTERRUPTS.deactivate()
