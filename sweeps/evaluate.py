@@ -31,9 +31,9 @@ import pandas as pd
 from analysis.collect import collect
 from analysis.tables import sweep_task
 from transformer_core.data import get_recipe
+from transformer_core.data.eval_set import EvalSet, EvalSetError, read_eval_set
 from transformer_core.data.prepare import parse_corpus_name
 from transformer_core.errors import UserError
-from transformer_core.evaluation import EvalSet, EvalSetError, read_eval_set
 from transformer_core.inference import EVALS, done_evaluation, eval_paths, evaluate_run, read_run
 from transformer_core.rundir import CHECKPOINTS, CONFIG, RESULT, TRACKING, Status, checkpoint_name
 from transformer_core.tracking import JsonTracker

@@ -28,10 +28,11 @@ import torch
 from . import rundir
 from .data import PAD, UNK, load_corpus
 from .data.clean import normalize
-from .data.prepare import EncodedSplit
+from .data.corpus import EncodedSplit
+from .data.eval_set import EvalSet
 from .device import resolve_device, resolve_precision
 from .errors import UserError
-from .evaluation import EvalSet, bleu, chrf, perplexity, translate
+from .evaluation import bleu, chrf, perplexity, translate
 from .model import Transformer, build_model
 from .optim import average_state_dicts
 from .run_config import RunConfig

@@ -35,7 +35,8 @@ import torch
 from torch import nn
 
 from .config import ModelConfig
-from .data.prepare import BOS, EOS, PAD, UNK, EncodedSplit
+from .data.corpus import EncodedSplit
+from .data.prepare import BOS, EOS, PAD, UNK
 from .device import autocast
 from .errors import ConfigError
 from .layers import EncoderLayer, make_norm

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .prepare import BOS, EOS, PAD, EncodedSplit
+from .corpus import EncodedSplit
+from .prepare import BOS, EOS, PAD
 
 
 @dataclass

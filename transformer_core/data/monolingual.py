@@ -25,17 +25,16 @@ from pathlib import Path
 
 from ..errors import ConfigError, DataError
 from .clean import CleanRules, normalize
+from .corpus import Corpus, load_prepared
 from .prepare import (
     LM_SIDES,
     SPLITS,
-    Corpus,
     _combine,
     _write_lines,
     corpus_key,
     corpus_langs,
     default_data_dir,
     fingerprint,
-    load_prepared,
     parse_corpus_name,
 )
 from .recipes import get_recipe

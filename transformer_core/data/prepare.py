@@ -1,4 +1,4 @@
-"""Prepare a corpus: fetch, clean, split, fingerprint, shared BPE vocabulary, encoded arrays.
+"""Prepare a corpus: fetch, clean, split, fingerprint, shared BPE vocabulary, encoded arrays (loading it: corpus.py).
 
 Layout under the data directory (default ~/.cache/tsweep/data, or $TSWEEP_DATA_DIR):
 
@@ -17,14 +17,12 @@ so an interrupted or failed prepare never leaves a half-written corpus.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
 import os
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -194,24 +192,6 @@ def prepare_text(
     return out
 
 
-def read_meta(corpus_dir: Path) -> dict:
-    path = corpus_dir / "meta.json"
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise DataError(
-            f"{path} is unreadable ({exc}): the prepared corpus is damaged; "
-            f"remove {corpus_dir} or run 'tsweep data prepare' again, which prepares a damaged corpus afresh"
-        ) from None
-    missing = [k for k in META_KEYS if not isinstance(meta, dict) or k not in meta]
-    if missing:
-        raise DataError(
-            f"{path} lacks {', '.join(missing)}: the prepared corpus is damaged; "
-            f"remove {corpus_dir} or run 'tsweep data prepare' again, which prepares a damaged corpus afresh"
-        )
-    return meta
-
-
 def train_bpe(corpus_dir: Path, vocab: int, sides: tuple[str, ...] = SIDES, normalization: str = "nmt_nfkc") -> Path:
     """Sentencepiece BPE on the training split (every side: shared); returns bpe-<vocab>/ (cached).
 
@@ -269,78 +249,6 @@ def train_bpe(corpus_dir: Path, vocab: int, sides: tuple[str, ...] = SIDES, norm
     return out
 
 
-def damage(corpus_dir: Path, vocab_dir: Path, sides: tuple[str, ...] = SIDES) -> tuple[str, Path] | None:
-    """What is wrong with a prepared corpus on disk, and the directory to prepare afresh; None when sound.
-
-    Checks meta.json, the text files and the encoded arrays (a missing or truncated .npy): cheaply, as
-    the arrays are opened as memory maps, which checks their headers and sizes without reading them.
-    """
-    try:
-        read_meta(corpus_dir)
-    except DataError:
-        return "meta.json is unreadable", corpus_dir
-    for name in (f"{split}.{side}" for split in SPLITS for side in sides):
-        if not (corpus_dir / name).is_file():
-            return f"{name} is missing", corpus_dir
-        try:
-            flat = np.load(vocab_dir / f"{name}.npy", mmap_mode="r")
-            off = np.load(vocab_dir / f"{name}.off.npy", mmap_mode="r")
-        except (OSError, ValueError, EOFError) as exc:  # a truncated array fails its memory map (ValueError)
-            return f"{name}.npy or its offsets unreadable: {exc}", vocab_dir
-        if flat.ndim != 1 or off.ndim != 1 or len(off) < 2 or off[0] != 0 or off[-1] != len(flat):
-            return f"{name}.npy does not match its offsets", vocab_dir
-    try:
-        int((vocab_dir / "done").read_text())
-    except (OSError, ValueError):
-        return "bpe done marker unreadable", vocab_dir
-    if not (vocab_dir / "spm.model").is_file():
-        return "spm.model is missing", vocab_dir
-    return None
-
-
-@dataclass
-class EncodedSplit:
-    src: list[np.ndarray]  # token ids per sentence, no BOS/EOS
-    tgt: list[np.ndarray]
-    src_text: list[str]
-    tgt_text: list[str]
-
-    def __len__(self) -> int:
-        return len(self.src)
-
-
-@dataclass
-class Corpus:
-    """A prepared corpus with its vocabulary, ready for batching."""
-
-    directory: Path
-    meta: dict
-    vocab_dir: Path
-    vocab_size: int
-    sides: tuple[str, ...] = SIDES
-
-    def processor(self):
-        import sentencepiece as spm
-
-        return spm.SentencePieceProcessor(model_file=str(self.vocab_dir / "spm.model"))
-
-    def split(self, name: str) -> EncodedSplit:
-        def arrays(side):
-            flat = np.load(self.vocab_dir / f"{name}.{side}.npy")
-            off = np.load(self.vocab_dir / f"{name}.{side}.off.npy")
-            return [flat[off[i] : off[i + 1]] for i in range(len(off) - 1)]
-
-        text = lambda side: (self.directory / f"{name}.{side}").read_text(encoding="utf-8").splitlines()
-        if self.sides == LM_SIDES:  # a language model's text as targets of empty sources: batched like pairs
-            tokens, lines = arrays("text"), text("text")
-            return EncodedSplit([np.zeros(0, np.int32)] * len(tokens), tokens, [""] * len(tokens), lines)
-        return EncodedSplit(arrays("src"), arrays("tgt"), text("src"), text("tgt"))
-
-    @property
-    def fingerprint(self) -> str:
-        return self.meta["fingerprint"]
-
-
 def parse_corpus_name(name: str) -> tuple[str, dict | None]:
     """'files:SRC,TGT' or 'files:PAIRS.tsv' name the user's own text inline; other names are recipes."""
     if not name.startswith("files:"):
@@ -353,35 +261,13 @@ def parse_corpus_name(name: str) -> tuple[str, dict | None]:
     raise DataError(f"corpus {name!r} is invalid: allowed files:SOURCE,TARGET or files:PAIRS.tsv")
 
 
-def load_corpus(
-    name: str, vocab: int, data_dir: Path | None = None, direction: str | None = None, options: dict | None = None
-) -> Corpus:
-    """Prepare (or find) a corpus and its vocabulary; ``name`` may be 'files:SRC,TGT'."""
-    name, inline = parse_corpus_name(name)
-    options = options or inline
-    data_dir = Path(data_dir or default_data_dir())
-    key = corpus_key(name, direction, options)
-    return load_prepared(key, data_dir, lambda: prepare_text(name, data_dir, direction, options), vocab)
+# Loading a prepared corpus lives in data/corpus.py; its names are importable from here too.
+_LOADING = ("Corpus", "EncodedSplit", "damage", "load_corpus", "load_prepared", "read_meta")
 
 
-def load_prepared(
-    key: str, data_dir: Path, prepare, vocab: int, sides: tuple[str, ...] = SIDES, normalization: str = "nmt_nfkc"
-) -> Corpus:
-    """``prepare()`` (the cleaned text's directory, cached) and its BPE under a lock named by ``key``; a
-    damaged copy prepared afresh once.  Shared by parallel corpora and a language model's one side."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    # trials of a sweep may prepare the same corpus at once: one prepares, the others wait and reuse it
-    with open(data_dir / f".lock-{key}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        directory = prepare()
-        vocab_dir = train_bpe(directory, vocab, sides, normalization)
-        found = damage(directory, vocab_dir, sides)
-        if found:  # e.g. a truncated .npy or a garbage meta.json: prepare that part afresh, once
-            log.warning("the prepared corpus in %s is damaged (%s): preparing %s again", directory, *found)
-            shutil.rmtree(found[1])
-            directory = prepare()
-            vocab_dir = train_bpe(directory, vocab, sides, normalization)
-            found = damage(directory, vocab_dir, sides)
-            if found:
-                raise DataError(f"the corpus prepared afresh in {directory} is still damaged: {found[0]}")
-    return Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text()), sides)
+def __getattr__(name: str):
+    if name in _LOADING:
+        from . import corpus
+
+        return getattr(corpus, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
