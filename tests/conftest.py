@@ -35,6 +35,7 @@ def fixture_corpus(fixture_data_dir):
     return load_corpus("bible-en-de", 1000, fixture_data_dir)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
 def pytest_collection_modifyitems(config, items):
     """Every test under tests/e2e/ is end to end: it gets the ``e2e`` marker (deselect with -m "not e2e")."""
     for item in items:
