@@ -77,6 +77,7 @@ class ReportModel:
     lm: bool  # a language-model sweep (task lm): no BLEU, chrF or evaluation sets; test PPL in the table
     noise: dict[str, Noise]  # the seed-noise model per reading, over the sweep's rows (final values)
     regime: dict  # trajectory.regime: is the base still improving at the end (undertrained flag)
+    pairing: list[tuple[str, float, int]]  # per reading: (label, seed correlation with base, independent pairs)
     table: pd.DataFrame  # tables.reproduction_table: one line of numbers per row (table.csv)
     display: pd.DataFrame  # the same as strings in the Table 3 layout, evaluation-set columns included
     claims: pd.DataFrame  # the paper's claims judged on dev (with their trajectories; claims.csv)
@@ -115,7 +116,7 @@ class ReportModel:
 
     def budget_lines(self) -> list[str]:
         """The header's lines on what the verdicts hold at: budget, rule, seed noise, pairing, regime, seeds added."""
-        return budget_lines(self.header, self.header_noise, self.regime, self.frame, self.rule)
+        return budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule)
 
 
 def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh") -> ReportModel:
@@ -128,12 +129,14 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
     noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}
     t = reproduction_table(df, samples, noise=noise)
     reg = regime(df)
+    shown = LM_NOISE_READINGS if lm else NOISE_READINGS  # the readings the header describes
+    pairing = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in shown]
     claims, vb = judge_report(df, rule, reg=reg)
     sets = None if lm else evaluation_sets(df, sweep_dir, rule, reg=reg)  # chrF, test and every named set
     d = display_table(t)
     if sets is not None:
         d = d.merge(sets.columns, on="row", how="left")
-    return ReportModel(sweep_dir, df, h, rule, lm, noise, reg, t, d, claims, vb, sets, problems(df, h),
+    return ReportModel(sweep_dir, df, h, rule, lm, noise, reg, pairing, t, d, claims, vb, sets, problems(df, h),
                        seed_table(df), figures(t, df, noise=noise))  # fmt: skip
 
 
@@ -245,7 +248,7 @@ def facts(h: dict) -> str:
     )
 
 
-def budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame, rule: Rule) -> list[str]:
+def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float, int]], rule: Rule) -> list[str]:
     lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
     lines.append(f"**Decision rule**: {rule.describe()}.")
     parts = [f"{READINGS[r].label}: {n.describe()}" for r, n in noise.items()]
@@ -253,11 +256,10 @@ def budget_lines(h: dict, noise: dict, reg: dict, df: pd.DataFrame, rule: Rule) 
         "**Seed noise** (moderated: each row's variance shrunk toward a prior fitted to all rows', of df "
         "d0; a row's own kept where beyond the prior's 90th percentile): " + "; ".join(parts) + "."
     )
-    rho = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in noise]
     lines.append(
         "**Seed pairing**: correlation of a row's seed-k deviation with base's at the same seed: "
         + "; ".join(f"{lab} {c:+.2f} ({n} independent pairs)" if c == c else f"{lab}: too few pairs"
-                    for lab, c, n in rho)
+                    for lab, c, n in pairing)
         + ". The tests treat rows as independent samples: conservative where this is positive, somewhat "
         "liberal where it is negative."
     )  # fmt: skip

@@ -17,7 +17,7 @@ then called different from base far too often).  The model, per reading:
   in benchmarks/verdict_calibration.py.
 
 scipy has no fit of Smyth's prior (statsmodels neither), so the 20 lines of ``fit_prior`` follow limma's
-``fitFDist``; tests/test_verdicts.py checks it recovers a known prior.
+``fitFDist``; tests/analysis/test_verdicts.py checks it recovers a known prior.
 """
 
 from __future__ import annotations

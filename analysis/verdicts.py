@@ -13,7 +13,7 @@ The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/ver
 * **The family** (default): every comparison of every claim-reading and every row judged against base in the
   report, decided together by Benjamini-Hochberg at alpha (false discovery rate; under no real effect anywhere,
   the chance of any false verdict in the report) or Holm (family-wise).  ``family="claim"`` decides each
-  claim-reading alone (Holm over its comparisons), as reports did before; the header names it when used.
+  claim-reading alone (Holm over its comparisons); the header names it when used.
 * **A claim-reading** is held when every comparison agrees (significant on the paper's side), contradicted when
   some contradict and none agree, mixed when both, within noise otherwise; incomplete when a row is missing and
   nothing contradicts.  Diverged seeds are not in the means and are named and counted in the verdict.
@@ -244,7 +244,7 @@ def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tu
 
 def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
     """Holm's step-down rejections (the same decisions as statsmodels' multipletests(method="holm"), which
-    tests/test_verdicts.py checks; written out because that function runs gc.collect() on every call)."""
+    tests/analysis/test_verdicts.py checks; written out because that function runs gc.collect() on every call)."""
     order = np.argsort(pvalues, kind="stable")
     reject = [False] * len(pvalues)
     for rank, i in enumerate(order):

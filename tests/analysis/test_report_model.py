@@ -1,0 +1,74 @@
+"""The report's model is built once and the writers only draw it: every format from one ReportModel."""
+
+import dataclasses
+import inspect
+
+import pytest
+
+import analysis.plots
+import analysis.report_model
+import analysis.tables
+import analysis.verdicts
+from analysis import html_report
+from analysis.report import write_csv, write_latex, write_markdown, write_report
+from analysis.report_model import ReportModel, build
+from tests.analysis.test_analysis import make_sweep
+
+FILES = ("report.md", "report.html", "table.csv", "table.tex", "claims.csv", "seeds.csv", "evalsets.csv")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    return make_sweep(tmp_path_factory.mktemp("model-sweep"))
+
+
+@pytest.fixture(scope="module")
+def model(sweep) -> ReportModel:
+    return build(sweep, samples=20)
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("computed again after the model was built")
+
+
+def test_writers_draw_the_model_without_computing(sweep, model, tmp_path, monkeypatch):
+    """With collection, judging, noise and correlations disabled, the writers give exactly write_report's files."""
+    ref = write_report(sweep, tmp_path / "ref", samples=20)
+    for module, name in [(analysis.report_model, "collect"), (analysis.report_model, "judge_report"),
+                         (analysis.report_model, "pooled_noise"), (analysis.report_model, "seed_correlation"),
+                         (analysis.report_model, "regime"), (analysis.report_model, "figures"),
+                         (analysis.verdicts, "judge_table"), (analysis.verdicts, "pooled_noise")]:  # fmt: skip
+        monkeypatch.setattr(module, name, _refuse)
+    out = tmp_path / "drawn"
+    out.mkdir()
+    write_csv(model, out)
+    write_latex(model, out)
+    write_markdown(model, out)
+    (out / "report.html").write_text(html_report.render(model))
+    for name in FILES:
+        assert (out / name).read_bytes() == (ref / name).read_bytes(), name
+
+
+def test_what_the_model_holds_is_what_every_format_shows(model, tmp_path):
+    """A verdict changed in the model appears in report.md, report.html and claims.csv alike."""
+    claims = model.claims.copy()
+    claims.loc[claims["claim"] == "D-dropout-helps", "summary"] = "MARKED IN THE MODEL"
+    changed = dataclasses.replace(model, claims=claims)
+    write_markdown(changed, tmp_path)
+    write_csv(changed, tmp_path)
+    assert "MARKED IN THE MODEL" in (tmp_path / "report.md").read_text()
+    assert "MARKED IN THE MODEL" in (tmp_path / "claims.csv").read_text()
+    assert "MARKED IN THE MODEL" in html_report.render(changed)
+
+
+def test_the_seed_noise_is_computed_once_and_shared(sweep, monkeypatch):
+    """The table and the forest plot take the model's noise: their own fallback is never called."""
+    monkeypatch.setattr(analysis.tables, "pooled_noise", _refuse)
+    monkeypatch.setattr(analysis.plots, "pooled_noise", _refuse)
+    m = build(sweep, samples=20)
+    assert set(m.noise) == {"dev_bleu", "dev_ce", "test_bleu"} and list(m.header_noise) == list(m.noise)
+    assert m.table.loc[m.table["row"] == "base", "bleu_dev_ci"].notna().all()
+
+
+def test_render_takes_the_model_only():
+    assert list(inspect.signature(html_report.render).parameters) == ["model"]
