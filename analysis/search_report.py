@@ -1,5 +1,5 @@
 """The report of a search sweep: report.md (with its PNGs beside it) and a self-contained report.html, plus
-trials.csv, configurations.csv, expected-best.csv and importance.csv.
+trials.csv, configurations.csv, expected-best.csv and importance.csv, drawn from one model (``build_search``).
 
 Each sampled configuration is its own row (its seeds replicate it alone); the report shows every trial,
 each configuration's mean and seed sd, the best so far against samples and compute, the expected best of
@@ -13,6 +13,7 @@ import html
 import json
 import math
 import platform
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -171,67 +172,109 @@ def _evp_line(evp: pd.DataFrame, o: Objective) -> str:
     )
 
 
-def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None, resamples: int = 30) -> Path:
-    """Write the report of a local search sweep into out_dir (default SWEEP_DIR/report)."""
+@dataclass
+class SearchReportModel:
+    """Everything the report of a search sweep shows, computed once by ``build_search``; the writers draw it."""
+
+    sweep_dir: Path
+    state: dict  # sweep.json
+    frame: pd.DataFrame  # analysis.collect: one line per trial
+    objectives: list[Objective]  # the first is the one the search ranks by
+    trials: pd.DataFrame  # the search's own trials (search.search_trials)
+    configs: pd.DataFrame  # one line per sampled configuration (search.configurations), ranked
+    params: list[str]  # the sampled parameters
+    curve: pd.DataFrame | None = None  # best so far against samples and compute
+    evp: pd.DataFrame | None = None  # expected best of n samples
+    importance: pd.DataFrame | None = None  # per evaluator and parameter, with bootstrap spread
+    front: list[str] = field(default_factory=list)  # the Pareto front's samples (two objectives)
+    confirm: pd.DataFrame | None = None  # the confirmation round's table (search_verdicts), None without one
+    figures: dict[str, bytes] = field(default_factory=dict)  # file name -> PNG
+    sections: list[tuple[str, str]] = field(default_factory=list)  # (title, file name) of each figure, in order
+
+    @property
+    def objective(self) -> Objective:
+        return self.objectives[0]
+
+
+def build_search(sweep_dir: str | Path, resamples: int = 30) -> SearchReportModel:
+    """Collect a search sweep and compute every table and figure its report shows."""
     sweep_dir = Path(sweep_dir)
     df = collect(sweep_dir)
     state = json.loads((sweep_dir / "sweep.json").read_text())
-    out = Path(out_dir) if out_dir else sweep_dir / "report"
-    out.mkdir(parents=True, exist_ok=True)
     objs = objectives(state)
     o = objs[0]
     trials = search_trials(df) if len(df) else df
     configs = configurations(df, objs) if len(df) else pd.DataFrame()
     params = configs.attrs.get("params", [])
-    md = [f"# Search report: {state.get('name')}", "", _facts(state, df, configs, objs), ""]
-    figs: dict[str, bytes] = {}
+    m = SearchReportModel(sweep_dir, state, df, objs, trials, configs, params)
     if not len(configs):
-        md += ["No sampled configuration has started yet.", ""]
-        return _write(out, md, figs, state, [])
+        return m
     dists = study_distributions(sweep_dir / "optuna.db", str(state.get("name")))
-    curve, evp = best_so_far(configs, o), expected_best(configs, o)
-    imp = importance(configs, o, dists, resamples=resamples)
-    front = pareto_front(configs, objs) if len(objs) > 1 else []
-    confirm = confirmation_table(df, configs, o)
-    trials_display(trials, params, objs).to_csv(out / "trials.csv", index=False)
-    configs.drop(columns=["started"]).to_csv(out / "configurations.csv", index=False)
-    evp.to_csv(out / "expected-best.csv", index=False)
-    imp.to_csv(out / "importance.csv", index=False)
-    sections = [("Best so far and expected best of n", "progress.png")]
-    figs["progress.png"] = plots.progress(curve, evp, o)
+    m.curve, m.evp = best_so_far(configs, o), expected_best(configs, o)
+    m.importance = importance(configs, o, dists, resamples=resamples)
+    m.front = pareto_front(configs, objs) if len(objs) > 1 else []
+    m.confirm = confirmation_table(df, configs, o)
+    m.sections = [("Best so far and expected best of n", "progress.png")]
+    m.figures["progress.png"] = plots.progress(m.curve, m.evp, o)
     if len(params) and configs[o.metric].notna().sum() >= 2:
-        figs["parallel-coordinates.png"] = plots.parallel_coordinates(configs, params, dists, o)
-        figs["slices.png"] = plots.slices(trials, configs, params, dists, o)
-        sections += [("Parallel coordinates", "parallel-coordinates.png"), ("Slices", "slices.png")]
-    if front:
-        figs["pareto.png"] = plots.pareto(configs, front, objs)
-        sections.append(("Pareto front", "pareto.png"))
+        m.figures["parallel-coordinates.png"] = plots.parallel_coordinates(configs, params, dists, o)
+        m.figures["slices.png"] = plots.slices(trials, configs, params, dists, o)
+        m.sections += [("Parallel coordinates", "parallel-coordinates.png"), ("Slices", "slices.png")]
+    if m.front:
+        m.figures["pareto.png"] = plots.pareto(configs, m.front, objs)
+        m.sections.append(("Pareto front", "pareto.png"))
+    return m
+
+
+def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None, resamples: int = 30) -> Path:
+    """Write the report of a local search sweep into out_dir (default SWEEP_DIR/report)."""
+    model = build_search(sweep_dir, resamples)
+    out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    write_search_csv(model, out)
+    md = search_markdown(model)
+    for name, png in model.figures.items():
+        (out / name).write_bytes(png)
+    (out / "report.md").write_text("\n".join(md))
+    (out / "report.html").write_text(render_html(md, model.figures, str(model.state.get("name"))))
+    return out
+
+
+def write_search_csv(model: SearchReportModel, out: Path) -> None:
+    """trials.csv, configurations.csv, expected-best.csv and importance.csv (none before a configuration starts)."""
+    if not len(model.configs):
+        return
+    trials_display(model.trials, model.params, model.objectives).to_csv(out / "trials.csv", index=False)
+    model.configs.drop(columns=["started"]).to_csv(out / "configurations.csv", index=False)
+    model.evp.to_csv(out / "expected-best.csv", index=False)
+    model.importance.to_csv(out / "importance.csv", index=False)
+
+
+def search_markdown(model: SearchReportModel) -> list[str]:
+    """report.md's lines (report.html is drawn from them)."""
+    state, configs, objs, o, params = model.state, model.configs, model.objectives, model.objective, model.params
+    md = [f"# Search report: {state.get('name')}", "", _facts(state, model.frame, configs, objs), ""]
+    if not len(configs):
+        return md + ["No sampled configuration has started yet.", ""]
     md += [_best_line(configs, o, params), "", "## Configurations (one row per sample, best first)", "",
            "Each sampled configuration is a row: its seeds are replicates of it alone. Mean and seed sd over its "
            "finished seeds; cost summed over its seeds (device-seconds of training and evaluation, training FLOPs).",
            "", _md_table(configs_display(configs, objs)), ""]  # fmt: skip
-    if front:
+    if model.front:
         md += ["## Pareto front", "", f"Configurations no other beats on both {objs[0].metric} and "
-               f"{objs[1].metric}: {', '.join(front)}.", ""]  # fmt: skip
-    if confirm is not None:
-        said = [x for line in confirmation_lines(confirm, o) for x in (line, "")]
+               f"{objs[1].metric}: {', '.join(model.front)}.", ""]  # fmt: skip
+    if model.confirm is not None:
+        said = [x for line in confirmation_lines(model.confirm, o) for x in (line, "")]
         md += ["## Confirmation with fresh seeds", "", *said,
-               _md_table(confirm.attrs["display"]), ""]  # fmt: skip
-    md += ["## Would more samples help?", "", _evp_line(evp, o), "", EVP_NOTE, "",
+               _md_table(model.confirm.attrs["display"]), ""]  # fmt: skip
+    imp = model.importance
+    md += ["## Would more samples help?", "", _evp_line(model.evp, o), "", EVP_NOTE, "",
            "## Parameter importance", "", IMPORTANCE_NOTE, "",
            _md_table(importance_display(imp)) if len(imp) else "Not computed: it needs three or more configurations "
            "with a score and a parameter that took two or more values.", "",
-           "## Plots", "", *[f"### {title}\n\n![{title}]({name})\n" for title, name in sections],
-           "## Every trial", "", _md_table(trials_display(trials, params, objs)), ""]  # fmt: skip
-    return _write(out, md, figs, state, sections)
-
-
-def _write(out: Path, md: list[str], figs: dict[str, bytes], state: dict, sections: list) -> Path:
-    for name, png in figs.items():
-        (out / name).write_bytes(png)
-    (out / "report.md").write_text("\n".join(md))
-    (out / "report.html").write_text(render_html(md, figs, str(state.get("name"))))
-    return out
+           "## Plots", "", *[f"### {title}\n\n![{title}]({name})\n" for title, name in model.sections],
+           "## Every trial", "", _md_table(trials_display(model.trials, params, objs)), ""]  # fmt: skip
+    return md
 
 
 def render_html(md: list[str], figs: dict[str, bytes], title: str) -> str:

@@ -1,0 +1,40 @@
+"""A search sweep's report is one model (build_search) drawn by its writers: markdown, CSV, HTML."""
+
+import json
+
+import pytest
+
+from analysis.search_report import build_search, render_html, search_markdown, write_search_report
+
+SAMPLES = [{"lr_scale": lr, "warmup": w} for lr, w in [(0.5, 5), (1.0, 10), (2.0, 5), (4.0, 20)]]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("search") / "sweep"
+    root.mkdir()
+    (root / "sweep.json").write_text(json.dumps({"name": "s", "profile": "smoke", "metric": "dev_bleu",
+                                                 "mode": "max", "trials": [], "plan": {}}))  # fmt: skip
+    for i, sampled in enumerate(SAMPLES):
+        for seed in (1, 2):
+            wd = root / "trials" / f"t{i}-{seed}"
+            wd.mkdir(parents=True)
+            trial = {"id": wd.name, "group": "base", "row": "base", "seed": seed, "config_hash": wd.name,
+                     "values": {**sampled, "seed": seed}, "search": sampled}  # fmt: skip
+            (wd / "trial.json").write_text(json.dumps(trial))
+            bleu = 20 - 3 * abs(sampled["lr_scale"] - 1.5) + 0.3 * seed
+            (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": bleu, "wall_seconds": 1.0}))
+    return root
+
+
+def test_the_files_are_the_model_drawn(sweep, tmp_path):
+    model = build_search(sweep, resamples=5)
+    assert len(model.configs) == 4 and model.params == ["lr_scale", "warmup"] and model.confirm is None
+    assert [name for _, name in model.sections] == list(model.figures)  # every figure has its section, in order
+    out = write_search_report(sweep, tmp_path, resamples=5)
+    md = search_markdown(model)
+    assert (out / "report.md").read_text() == "\n".join(md)
+    assert (out / "report.html").read_text() == render_html(md, model.figures, "s")
+    assert {p.name for p in out.glob("*.png")} == set(model.figures)
+    csvs = {"trials.csv", "configurations.csv", "expected-best.csv", "importance.csv"}
+    assert csvs <= {p.name for p in out.iterdir()}
