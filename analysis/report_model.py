@@ -26,7 +26,7 @@ from .paper import PAPER_FACTS
 from .plots import figures
 from .seed_noise import Noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
-from .trajectory import REGIME_DROP_NATS, regime
+from .trajectory import REGIME_DROP_NATS, points, regime
 from .verdicts import READINGS, Rule, charged_looks, pooled_noise, seed_correlation, seed_values
 
 LEGEND = [
@@ -128,10 +128,11 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
     lm = sweep_task(df) == "lm"
     noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}
     t = reproduction_table(df, samples, noise=noise)
-    reg = regime(df)
+    pts = points(df)  # every evaluation point the trials share: the regime and the trajectories read them
+    reg = regime(df, pts=pts)
     shown = LM_NOISE_READINGS if lm else NOISE_READINGS  # the readings the header describes
     pairing = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in shown]
-    claims, vb = judge_report(df, rule, reg=reg)
+    claims, vb = judge_report(df, rule, reg=reg, pts=pts)
     sets = None if lm else evaluation_sets(df, sweep_dir, rule, reg=reg)  # chrF, test and every named set
     d = display_table(t)
     if sets is not None:

@@ -176,14 +176,16 @@ def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: l
     }
 
 
-def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
+                 pts: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """(claims, rows against base): one line per claim and reading, one per unclaimed row and reading, all decided
     as one family (``rule``), each judged again at every evaluation point the trials share (the trajectory).
-    ``reg`` is trajectory.regime(df) when the caller has it already.  A language-model sweep judges the claims on
-    perplexity (claims.claims_for); those stated only in BLEU get a "not measured" line."""
+    ``reg`` is trajectory.regime(df) and ``pts`` trajectory.points(df) when the caller has them already.  A
+    language-model sweep judges the claims on perplexity (claims.claims_for); those stated only in BLEU get a "not
+    measured" line."""
     claims, apart = claims_for(sweep_task(df), CLAIMS)
     vrows = unclaimed_rows(df) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
-    final, traj, vtraj = trajectories(df, claims, rule, vrows)
+    final, traj, vtraj = trajectories(df, claims, rule, vrows, pts)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
     rows_of, by_id = claim_rows(CLAIMS), {c.id: c for c in claims}
     table = pd.DataFrame(

@@ -75,13 +75,15 @@ def points(df: pd.DataFrame) -> dict[float, pd.DataFrame]:
     return out
 
 
-def trajectories(df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = ()):
+def trajectories(df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = (),
+                 pts: dict[float, pd.DataFrame] | None = None):  # fmt: skip
     """(final Judgement, {(claim, reading): [(fraction, ClaimResult)]}, {(row, reading): [(fraction, Comparison)]})
-    with the final point last; every point is judged with the same rule (its own family)."""
+    with the final point last; every point is judged with the same rule (its own family).  ``pts`` is
+    points(df) where the caller has it already."""
     traj: dict[tuple, list] = {}
     vtraj: dict[tuple, list] = {}
     final: Judgement | None = None
-    for f, frame in points(df).items():
+    for f, frame in (points(df) if pts is None else pts).items():
         j = judge_table(frame, claims, rule, versus_rows)
         for r in j.claims:
             traj.setdefault((r.claim, r.reading), []).append((f, r))
@@ -129,9 +131,10 @@ def frac_label(f: float) -> str:
     return "1" if f == 1.0 else f"{f:.2f}"
 
 
-def regime(df: pd.DataFrame, base: str = "base") -> dict:
-    """Is the base still improving fast at the end?  Mean over base seeds of ln dev PPL at ~2/3 vs the end."""
-    pts = points(df)
+def regime(df: pd.DataFrame, base: str = "base", pts: dict[float, pd.DataFrame] | None = None) -> dict:
+    """Is the base still improving fast at the end?  Mean over base seeds of ln dev PPL at ~2/3 vs the end.
+    ``pts`` is points(df) where the caller has it already."""
+    pts = points(df) if pts is None else pts
     inner = [f for f in pts if f < 1.0]
     rows = df[(df["row"] == base) & (df["status"] == Status.FINISHED)]
     if not inner or not len(rows):
