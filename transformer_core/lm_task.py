@@ -1,6 +1,6 @@
 """The language-model task (task=lm): a decoder-only stack (lm.py) on one side of a corpus
 (data/monolingual.py), scored by per-token perplexity and bits per byte on dev and test; greedy samples
-from test prompts in samples.txt.  A Task of trainer.py.
+from test prompts in samples.txt.  A ``task.Task``.
 
 The translation settings beam, alpha, max_extra, beam_stop, eval_sentences and eval_bleu are not used: every
 evaluation scores the whole dev set.

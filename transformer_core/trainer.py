@@ -1,17 +1,7 @@
 """The training loop's state, whatever the task: optimiser steps, checkpoints, the divergence rule, the
-result's common keys.  What a task adds (its corpus, model, evaluation and final scores) is a Task:
-
-    name                      "translation" or "lm"
-    corpus(config)            the prepared Corpus (vocabulary, splits)
-    model(config, vocab)      an nn.Module with features(*inputs) -> (B, T, d_model) and generator
-    inputs(batch)             the tensors features() takes from a training Batch
-    tracked                   the evaluation keys logged to the tracker and handed to progress
-    evaluate(trainer)         (eval record, files to write) at an evaluation step
-    final(trainer, averaged)  (result keys, tracker metrics, files to write) on the averaged model
-    versions(), result_keys() its library versions and identity keys in every result.json
-    artifacts                 the files logged to the tracker at the end
-
-translation_task.TranslationTask and lm_task.LMTask are the two; ``task_for(config)`` picks one.
+result's common keys.  What a task adds (its corpus, model, evaluation and final scores) is a ``task.Task``
+(the protocol, member by member); translation_task.TranslationTask and lm_task.LMTask are the two, and
+``task_for(config)`` picks one.
 """
 
 from __future__ import annotations
@@ -37,6 +27,7 @@ from .lm_task import LMTask
 from .model import count_parameters
 from .optim import learning_rate, make_adam
 from .run_config import RunConfig, TrainConfig
+from .task import Task
 from .tracking import Tracker
 from .translation_task import TranslationTask
 
@@ -60,7 +51,7 @@ below twice ln(vocab_size) (lr_scale 16), while at lr_scale 64 and above the los
 the first windows and kept rising."""
 
 
-def task_for(config: RunConfig):
+def task_for(config: RunConfig) -> Task:
     """The Task of ``config.data.task``, its configuration checked (one line naming the field)."""
     return (LMTask if config.data.task == "lm" else TranslationTask)(config)
 
@@ -166,7 +157,14 @@ class _Window:
 class Trainer:
     """The loop's state; train.train_and_evaluate drives it.  ``task`` defaults to task_for(config)."""
 
-    def __init__(self, config: RunConfig, workdir: Path, tracker: Tracker, progress: Optional[Progress], task=None):
+    def __init__(
+        self,
+        config: RunConfig,
+        workdir: Path,
+        tracker: Tracker,
+        progress: Optional[Progress],
+        task: Optional[Task] = None,
+    ):
         self.cfg, self.workdir, self.tracker, self.progress = config, workdir, tracker, progress
         self.task = task or task_for(config)
         t = config.train

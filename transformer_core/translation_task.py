@@ -1,5 +1,5 @@
 """The translation task (task=translation): the encoder-decoder on a parallel corpus, scored by dev
-perplexity, beam-search BLEU and chrF (sacrebleu) on detokenised output.  A Task of trainer.py."""
+perplexity, beam-search BLEU and chrF (sacrebleu) on detokenised output.  A ``task.Task``."""
 
 from __future__ import annotations
 
