@@ -74,3 +74,10 @@ def test_profile_help_follows_profiles_yaml(monkeypatch):
     )
     help_text = _subparsers(cli.build_parser())["plan"].format_help()
     assert re.search(r"^  tiny-gpu\s+a profile added to the file", help_text, re.M)
+
+
+def test_the_readme_table_names_every_subcommand():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = [line for line in readme.splitlines() if line.startswith("| `tsweep ")]
+    for name in _subparsers(cli.build_parser()):
+        assert any(line.startswith(f"| `tsweep {name}") for line in table), f"README's subcommand table lacks {name}"
