@@ -1,4 +1,4 @@
-"""Modern Transformer variants (issue 17): positional rope | alibi | none, norm_type rmsnorm, activation gelu |
+"""Modern Transformer variants beyond the paper: positional rope | alibi | none, norm_type rmsnorm, activation gelu |
 swiglu.  Property tests on tiny CPU models, seeded loops instead of hypothesis (not installed)."""
 
 import math

@@ -71,6 +71,7 @@ def _ended_as_interrupted(r, out: Path, code: int) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # longest sweeps; make test-slow runs them
 def test_sigterm_ends_the_sweep_as_interrupted_with_143_and_resume_trains_the_rest(tmp_path, env):
     spec, out = _spec(tmp_path / "stop.yaml"), tmp_path / "sweep"
     r = _stop(_run(spec, out, env), out, env, lambda pid: os.kill(pid, signal.SIGTERM))  # the driver only

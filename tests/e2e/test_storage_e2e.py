@@ -55,6 +55,7 @@ def _read(bucket, path):
         return f.read().decode()
 
 
+@pytest.mark.slow  # longest sweeps; make test-slow runs them
 def test_smoke_sweep_on_s3_runs_in_scratch_and_reads_back_from_the_bucket(fixture_data_dir, tmp_path, s3):
     from pyarrow import fs
 

@@ -93,6 +93,7 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
     )
 
 
+@pytest.mark.slow  # longest sweeps; make test-slow runs them
 def test_diverging_row_fails_and_the_others_finish(env, tmp_path):
     spec = write_spec(tmp_path / "div.yaml", name="div", rows={"X": [{"label": "boom", "lr_scale": 1e30}]})
     out = tmp_path / "sweep"
@@ -107,6 +108,7 @@ def test_diverging_row_fails_and_the_others_finish(env, tmp_path):
     assert "diverged" in tsweep("status", str(out), env=env).stdout
 
 
+@pytest.mark.slow  # longest sweeps; make test-slow runs them
 def test_interrupted_sweep_resumes_without_retraining_finished_trials(env, tmp_path):
     spec = write_spec(
         tmp_path / "three.yaml", name="three", seeds=[1, 2, 3], max_concurrent=1, train={"steps": 40, "eval_every": 20}
@@ -186,6 +188,7 @@ def test_optuna_search_with_asha_stops_some_trials_and_records_the_study(env, tm
     assert len(runs) == 3 and all(x.info.status in ("FINISHED", "KILLED") for x in runs)
 
 
+@pytest.mark.slow  # longest sweeps; make test-slow runs them
 def test_the_batch_calibration_spec_runs_at_smoke_with_the_tokens_of_a_trial_fixed(env, tmp_path):
     """sweeps/specs/calibrate-cpu-batch.yaml as written (fewer samples), through Ray and Optuna at the smoke
     profile: every sample finishes, and whatever batch it drew, its steps x batch is the base row's."""

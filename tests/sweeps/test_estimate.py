@@ -61,7 +61,7 @@ def test_device_flops_wins_over_a_stored_measurement(tmp_path, capsys):
     assert code == 0, out
     assert base_line(out).split()[-2] == estimate.duration(base_row_seconds("gpu", 3.0e14)) == "60min"
     assert "throughput source: given with --device-flops" in out
-    # the former flag name still works
+    # the older flag name still works
     code, out = run_plan(capsys, TABLE3, "--profile", "gpu", "--flops-per-second", "3e14", "--data-dir", str(tmp_path))
     assert "throughput source: given with --device-flops" in out
 
@@ -124,7 +124,7 @@ def test_gpu_profiles_are_sized_for_an_h100():
     assert cfg.train.tokens_per_batch * cfg.train.accumulate == 25_000 and cfg.data.vocab == 37_000
     hours = estimate.trial_seconds(flops, cfg.train.steps, cfg.train.eval_every, 989e12 * 0.35) / 3600
     assert 0.75 < hours < 1.25  # about an hour on one H100 at 35% MFU
-    small = get_profile("gpu-small")  # the former gpu profile, kept
+    small = get_profile("gpu-small")  # an alias of gpu-half
     assert (small.width, small.steps_factor, small.data["vocab"]) == (0.5, 0.2, 16000)
     eight = get_profile("gpu-8x")
     assert eight.train["tokens_per_batch"] * eight.train["accumulate"] == 25_000 and eight.train["accumulate"] % 8 == 0

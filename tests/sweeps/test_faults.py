@@ -270,7 +270,7 @@ def test_a_finished_trial_dispatched_again_leaves_its_mlflow_run_ended(tmp_path)
     assert not (workdir / "sessions.jsonl").exists()  # not started again
 
 
-# --set (issue 18 item 3) ---------------------------------------------------------------------------------------
+# --set: one parser for every command's KEY=VALUE pairs ----------------------------------------------------
 
 
 def test_set_takes_several_pairs_or_repeated_flags():
