@@ -38,3 +38,14 @@ def test_the_files_are_the_model_drawn(sweep, tmp_path):
     assert {p.name for p in out.glob("*.png")} == set(model.figures)
     csvs = {"trials.csv", "configurations.csv", "expected-best.csv", "importance.csv"}
     assert csvs <= {p.name for p in out.iterdir()}
+
+
+def test_a_search_with_no_trial_yet_reports_so(tmp_path):
+    root = tmp_path / "sweep"
+    root.mkdir()
+    (root / "sweep.json").write_text(json.dumps({"name": "s", "profile": "smoke", "metric": "dev_bleu",
+                                                 "mode": "max", "trials": [], "plan": {}}))  # fmt: skip
+    out = write_search_report(root, tmp_path / "report", resamples=5)
+    md = (out / "report.md").read_text()
+    assert "no trial yet" in md and "No sampled configuration has started yet." in md
+    assert not (out / "trials.csv").exists()
