@@ -133,7 +133,8 @@ def importance_display(imp: pd.DataFrame) -> pd.DataFrame:
 
 def _facts(state: dict, df: pd.DataFrame, configs: pd.DataFrame, objs: list[Objective]) -> str:
     if not len(df):  # a search whose first trial has not written anything yet
-        return f"Search **{state.get('name')}** ({state.get('spec')}), profile **{state.get('profile')}**: no trial yet."
+        name, spec, profile = state.get("name"), state.get("spec"), state.get("profile")
+        return f"Search **{name}** ({spec}), profile **{profile}**: no trial yet."
     fin = df[df["status"] == Status.FINISHED]
     first = fin.iloc[0] if len(fin) else None
     hw = f"{platform.machine()}, {first['device'] if first is not None else '?'} "
