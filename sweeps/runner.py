@@ -32,7 +32,6 @@ from typing import Callable, Optional
 from transformer_core.errors import UserError
 from transformer_core.rundir import RESULT, TrialRecord, write_json
 
-from .confirm import run_confirmation
 from .diskfull import no_space, no_space_message
 from .interrupts import INTERRUPTS
 from .lock import SweepLock
@@ -419,6 +418,8 @@ def run_sweep(
             start_from_earlier(spec, ctx.sweep_dir, echo)
         run_trials(ctx, (ctx.planned() if not spec.search else []) or spec.trials(get_profile(profile_name)), echo=echo)
         if spec.search:  # search.confirm: the best configurations again, with fresh seeds
+            from .confirm import run_confirmation  # the search report's statistics: imported only for a search
+
             run_confirmation(ctx, run_trials, echo)
     except SweepInterrupted:
         close_sweep(ctx, "KILLED")
