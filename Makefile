@@ -10,7 +10,7 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export MLFLOW_ENABLE_TELEMETRY ?= false
 export DO_NOT_TRACK ?= 1
 
-.PHONY: venv demo test test-unit test-slow test-browser bench clean lint format
+.PHONY: venv demo test test-unit test-slow test-browser bench results clean lint format
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,15 +31,18 @@ demo: venv
 	$(VENV)/bin/tsweep report $(DEMO_DIR)
 	@echo "report: $(DEMO_DIR)/report/report.html (and report.md, table.csv, table.tex)"
 
-# Lint, then the default selection (pyproject's addopts): unit tests and tests/e2e/ (real sweeps); what CI runs
+# Lint, then the default selection (pyproject's addopts) in two parts: unit tests, then tests/e2e/ (real sweeps); CI runs this
 test: venv
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 -m "$(UNIT_MARKERS)"
+	$(PY) -m pytest -q -m "$(E2E_MARKERS)"
 
-# The quick loop while editing: the default selection without tests/e2e/ (no Ray, no sweep)
+# The quick loop while editing: the default selection without tests/e2e/ (no Ray, no sweep), on two processes.
+# make test runs these, then the end-to-end sweeps one at a time (each starts its own Ray cluster).
 UNIT_MARKERS := not e2e and not slow and not integration and not gpu and not browser
+E2E_MARKERS := e2e and not slow and not integration and not gpu and not browser
 test-unit: venv
-	$(PY) -m pytest -q -m "$(UNIT_MARKERS)"
+	$(PY) -m pytest -q -n 2 -m "$(UNIT_MARKERS)"
 
 # report.html in headless Chromium (console errors, every image loads, a screenshot beside the report)
 test-browser: venv
@@ -55,6 +58,15 @@ bench: venv
 	$(PY) benchmarks/beam_cache.py
 	$(PY) benchmarks/attention_backends.py
 	$(PY) benchmarks/trainer_throughput.py
+
+# Regenerate results/NAME from each published sweep directory that is present (results/README.md)
+RESULTS := table3:sweep_runs/table3-cpu modifications:sweep_runs/modifications-cpu \
+  table3-lm:sweep_runs/table3-lm-cpu table3-quick:sweep_runs/table3-quick-cpu \
+  calibrate-cpu:sweep_runs/calibrate-cpu calibrate-cpu-batch:sweep_runs/calibrate-cpu-batch
+results: venv
+	@for r in $(RESULTS); do name=$${r%%:*}; dir=$${r#*:}; \
+	  if test -f $$dir/sweep.json; then $(VENV)/bin/tsweep report $$dir --out results/$$name || exit 1; \
+	  else echo "results/$$name: skipped ($$dir has no sweep.json)"; fi; done
 
 clean:
 	rm -rf runs sweep_runs .pytest_cache
