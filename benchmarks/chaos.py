@@ -12,7 +12,7 @@ one until the driver ends; a fault that did not fire is tried again in the next 
 finished before all its faults fired does not count: it is drawn again (at most --rounds times).  The summary
 gives per kind the faults planned, injected and survived.
 
-A disk fault needs root: each round's --out lies on a real tmpfs of its own (as tests/test_faults.py does), and
+A disk fault needs root: each round's --out lies on a real tmpfs of its own (as tests/e2e/test_faults_e2e.py does), and
 at the fault a ballast file fills it (ENOSPC).  The driver must then end with one line naming the directory
 and no traceback, every trial that had finished must keep its result, and every state file must still parse;
 the ballast is deleted and --resume goes on.  Where no tmpfs can be mounted, disk faults are skipped (said once).

@@ -6,7 +6,7 @@ Each knob says where it lives (``model`` / ``recipe`` / ``data`` / ``run``; ``sp
 paper's Table 3 columns, its report label and format, and one line of help.
 
 Spec validation, the profile's scaling, ``--set`` help, the report's knob columns (every knob
-that varies across rows) and the README's key list (``tsweep knobs --markdown``) all read it.
+that varies across rows) and docs/knobs.md (``tsweep knobs --markdown``) all read it.
 Adding a knob: a dataclass field in config.py / run_config.py plus one line here.
 """
 
@@ -122,7 +122,7 @@ SCALED_BY_PROFILE = names(where="model") + ("eps_ls", "train_steps")
 
 
 def markdown_table() -> str:
-    """The README's key list."""
+    """The knob table as markdown: docs/knobs.md."""
     lines = ["| key | where | profile scaling | Table 3 | help |", "|---|---|---|---|---|"]
     for k in KNOBS:
         lines.append(f"| `{k.name}` | {k.where} | {k.scaling} | {'yes' if k.paper else ''} | {k.help} |")

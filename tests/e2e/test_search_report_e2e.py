@@ -77,7 +77,7 @@ def test_load_sweep_reads_the_real_smoke_search(smoke_search):
 
 @pytest.mark.e2e
 def test_optuna_dashboard_opens_the_search_study_over_loopback(smoke_search):
-    """optuna-dashboard sqlite:///SWEEP_DIR/optuna.db (as the README says) serves the sweep's study on 127.0.0.1."""
+    """optuna-dashboard sqlite:///SWEEP_DIR/optuna.db (as docs/search.md says) serves the sweep's study on 127.0.0.1."""
     import shutil
     import socket
     import time
