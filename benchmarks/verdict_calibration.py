@@ -88,6 +88,7 @@ def frontier(rng, seeds: int, k: float, reps: int = 40000) -> dict:
     """Rules that inflate a row's variance by its own spread: T = |d| / sqrt(sum max(s_pool^2, k s_i^2) / n), the
     critical value recalibrated to 5% with ordinary rows (19 rows, normal noise): what a 3x row's false rate and
     the power at 3 sd come to.  How far any rule of this kind gets with two or three seeds."""
+
     def stat(spread=1.0, effect=0.0):
         x = rng.standard_normal((reps, 19, seeds))
         x[:, 1] = x[:, 1] * spread + effect
