@@ -90,7 +90,7 @@ KNOBS: tuple[Knob, ...] = (
     _K("threads", "run", "none", "threads", "d", "torch threads (0: torch's default)"),
     _K("log_every", "run", "none", "log every", "d", "steps between training log lines"),
     _K("compile", "run", "none", "compile", "", "torch.compile of model and loss: off, on or auto (on with CUDA)"),
-    _K("fused_adam", "run", "none", "fused Adam", "", "torch's fused Adam kernel (equal to the loop to rounding)"),
+    _K("fused_adam", "run", "none", "fused Adam", "", "fused Adam (default) or false: the loop; equal to rounding"),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Iterable
 
 import torch
@@ -57,8 +58,15 @@ def make_adam(
     """Adam with the paper's beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9; the rate is set per step.
 
     ``fused``: torch's fused kernel, one pass over each parameter instead of about ten element-wise ops; its
-    updates equal the per-parameter loop's to rounding (not bit for bit), and on a CPU it is about 3x faster."""
-    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps, **({"fused": True} if fused else {}))
+    updates equal the per-parameter loop's to rounding (not bit for bit).  Where torch has no fused kernel for
+    the parameters' device, the loop runs and one line says so."""
+    params = list(params)
+    if fused:
+        try:
+            return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps, fused=True)
+        except RuntimeError as exc:  # e.g. a device torch's fused Adam does not support
+            logging.getLogger(__name__).warning("fused_adam: %s; using the per-parameter loop", str(exc).split("\n")[0])
+    return torch.optim.Adam(params, lr=0.0, betas=betas, eps=eps)
 
 
 def average_state_dicts(states: list[dict]) -> dict:

@@ -60,7 +60,7 @@ class TrainConfig:
     threads: int = 0
     log_every: int = 50
     compile: str = "off"  # off: eager; on: torch.compile of model and loss (eager without a C++ compiler); auto
-    fused_adam: bool = False  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
+    fused_adam: bool = True  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
 
     def __post_init__(self) -> None:
         for name in (

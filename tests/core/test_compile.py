@@ -45,14 +45,30 @@ def test_auto_is_eager_on_cpu():
     assert resolve_compile("off", torch.device("cpu")) == "off"
 
 
-def test_fused_adam_trains_like_the_loop(tmp_path, fixture_data_dir):
-    loop, _ = _losses(tmp_path / "loop", fixture_data_dir, 6)
-    fused, tr = _losses(tmp_path / "fused", fixture_data_dir, 6, fused_adam=True)
-    assert tr.opt.defaults.get("fused") is True
+def test_fused_adam_is_the_default_and_trains_like_the_loop(tmp_path, fixture_data_dir):
+    loop, tr_loop = _losses(tmp_path / "loop", fixture_data_dir, 6, fused_adam=False)
+    fused, tr = _losses(tmp_path / "fused", fixture_data_dir, 6)
+    assert tr.opt.defaults.get("fused") is True and not tr_loop.opt.defaults.get("fused")
     assert loop[0] == fused[0]  # the first loss comes before any update
     assert fused == pytest.approx(loop, rel=1e-4)
-    again, _ = _losses(tmp_path / "again", fixture_data_dir, 6, fused_adam=True)
+    again, _ = _losses(tmp_path / "again", fixture_data_dir, 6)
     assert again == fused  # deterministic per seed
+
+
+def test_a_device_without_a_fused_kernel_runs_the_loop_with_one_line(caplog, monkeypatch):
+    from transformer_core import optim
+
+    real = torch.optim.Adam
+
+    def no_fused(params, **kw):
+        if kw.get("fused"):
+            raise RuntimeError("`fused=True` requires all the params to be floating point Tensors of supported devices")
+        return real(params, **kw)
+
+    monkeypatch.setattr(torch.optim, "Adam", no_fused)
+    with caplog.at_level(logging.WARNING, logger="transformer_core.optim"):
+        opt = optim.make_adam(torch.nn.Linear(2, 2).parameters(), fused=True)
+    assert not opt.defaults.get("fused") and len(caplog.records) == 1 and "per-parameter loop" in caplog.text
 
 
 @pytest.mark.slow
