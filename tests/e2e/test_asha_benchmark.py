@@ -8,6 +8,8 @@ import pytest
 
 from tests.helpers import ROOT
 
+pytestmark = pytest.mark.slow  # the benchmark's own accounting, two sweeps; make test-slow runs it
+
 STEPS, EVERY = 20, 5
 
 

@@ -21,7 +21,8 @@ def _losses(workdir):
     return [json.loads(x)["loss"] for x in (workdir / "metrics.jsonl").read_text().splitlines() if '"train"' in x]
 
 
-@pytest.mark.parametrize("storage", ["shared path", pytest.param("uri", marks=pytest.mark.slow)])  # uri: the s3 test
+@pytest.mark.slow  # two gloo workers train in process; the two-node sweep below covers the cluster path
+@pytest.mark.parametrize("storage", ["shared path", "uri"])  # uri: the s3 test
 def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fixture_data_dir, tmp_path, storage):
     import ray
 

@@ -151,6 +151,7 @@ def test_one_seed_sweep_reports_an_evaluation_set(one_seed):
     assert "claims-ood.csv" in after and "claims-ood.csv" not in one_seed["before"]
 
 
+@pytest.mark.slow  # its own sweep; evaluation sets in reports are covered by test_evaluate_e2e
 def test_one_row_sweep_reports_with_and_without_an_evaluation_set(one_row):
     for report in (one_row["before"], one_row["after"]):
         table = _table(report["report.md"])
