@@ -32,6 +32,8 @@ METRICS = (
     "tokens_per_second",
     "device",
     "precision",
+    "compile",  # as the step ran (auto resolved; eager where no C++ compiler was found)
+    "fused_adam",
     "corpus_fingerprint",
     "sacrebleu_signature",
     "torch_version",

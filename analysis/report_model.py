@@ -225,7 +225,8 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
         "profile_rules": state.get("profile_rules"),
         "corpus": _first(ran, "corpus"),
         "corpus_fingerprint": _first(ran, "corpus_fingerprint"),
-        "hardware": f"{platform.machine()}, {_first(ran, 'device') or '?'} {_first(ran, 'precision') or ''}",
+        "hardware": f"{platform.machine()}, {_first(ran, 'device') or '?'} {_first(ran, 'precision') or ''}"
+        + _step(ran),
         "torch": _first(ran, "torch_version"),
         "trials": len(df),
         "finished": len(fin),
@@ -236,6 +237,20 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
         f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
         "adaptive": state.get("adaptive"),
     }
+
+
+def _step(ran: pd.DataFrame) -> str:
+    """How the trials' steps ran (compile mode, Adam kernel), where their results record it; mixed modes listed."""
+    parts = []
+    for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam")):
+        if col not in ran:
+            continue
+        seen = [v for v in dict.fromkeys(ran[col].dropna()) if v is not None]
+        if col == "fused_adam":
+            seen = ["fused" if bool(v) else "loop" for v in seen]
+        if seen:
+            parts.append(name.format("/".join(str(v) for v in seen)))
+    return f" (step: {', '.join(parts)})" if parts else ""
 
 
 def facts(h: dict) -> str:

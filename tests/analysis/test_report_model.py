@@ -72,3 +72,15 @@ def test_the_seed_noise_is_computed_once_and_shared(sweep, monkeypatch):
 
 def test_render_takes_the_model_only():
     assert list(inspect.signature(html_report.render).parameters) == ["model"]
+
+
+def test_the_header_says_how_the_steps_ran():
+    import pandas as pd
+
+    from analysis.report_model import _step
+
+    ran = pd.DataFrame({"compile": ["off", "off"], "fused_adam": [True, True]})
+    assert _step(ran) == " (step: compile off, fused Adam)"
+    mixed = pd.DataFrame({"compile": ["off", "on"], "fused_adam": [False, True]})
+    assert _step(mixed) == " (step: compile off/on, loop/fused Adam)"
+    assert _step(pd.DataFrame({"compile": [None], "fused_adam": [None]})) == ""  # results that predate the keys
