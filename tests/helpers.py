@@ -34,3 +34,39 @@ def tiny_run_config(data_dir, **values):
     from transformer_core.run_config import make_run_config
 
     return make_run_config({**TINY_RUN, "data_dir": str(data_dir), **values})
+
+
+def tsweep(*args, env=None, timeout=600):
+    """``tsweep ARGS`` as a user runs it, from the repository root; the CompletedProcess (text)."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
+    )
+
+
+def write_spec(path, **doc):
+    """A one-seed spec on bible-en-de at ``path`` with ``doc`` on top; returns the path."""
+    import yaml
+
+    path.write_text(yaml.safe_dump({"name": "t", "corpus": {"name": "bible-en-de"}, "seeds": [1], **doc}))
+    return path
+
+
+def one_line(r, code=2):
+    """The one stderr line of a refused command (exit ``code``, no traceback; Ray's INFO lines aside)."""
+    assert r.returncode == code, r.stdout[-2000:] + r.stderr[-2000:]
+    lines = [x for x in r.stderr.strip().splitlines() if " INFO " not in x]
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    return lines[0]
+
+
+def dead_pid():
+    """The pid of a process that has exited (a stale lock's holder)."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid

@@ -11,35 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.helpers import ROOT
-
-SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
-
-
-def tsweep(*args, env=None, timeout=600):
-    return subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
-    )
-
-
-def write_spec(path, **doc):
-    path.write_text(yaml.safe_dump({"name": "t", "corpus": {"name": "bible-en-de"}, "seeds": [1], **doc}))
-    return path
-
-
-def one_line(r, code=2):
-    assert r.returncode == code, r.stdout[-2000:] + r.stderr[-2000:]
-    lines = [x for x in r.stderr.strip().splitlines() if " INFO " not in x]
-    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    return lines[0]
-
-
-def dead_pid():
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
+from tests.helpers import ROOT, SMOKE, dead_pid, one_line, tsweep, write_spec
 
 
 @pytest.mark.slow

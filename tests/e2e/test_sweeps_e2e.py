@@ -12,21 +12,7 @@ import pytest
 import yaml
 
 from sweeps.spec import load_spec, plan
-from tests.helpers import ROOT
-
-SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
-
-
-def tsweep(*args, env=None, timeout=600):
-    return subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
-    )
-
-
-def write_spec(path, **doc):
-    base = {"name": "t", "corpus": {"name": "bible-en-de"}, "seeds": [1]}
-    path.write_text(yaml.safe_dump({**base, **doc}))
-    return path
+from tests.helpers import ROOT, SMOKE, tsweep, write_spec
 
 
 @pytest.fixture(scope="module")

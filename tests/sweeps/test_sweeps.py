@@ -1,25 +1,7 @@
-import subprocess
-import sys
-
 import pytest
-import yaml
 
 from sweeps.spec import load_spec, plan
-from tests.helpers import ROOT
-
-SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
-
-
-def tsweep(*args, env=None, timeout=600):
-    return subprocess.run(
-        [sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT
-    )
-
-
-def write_spec(path, **doc):
-    base = {"name": "t", "corpus": {"name": "bible-en-de"}, "seeds": [1]}
-    path.write_text(yaml.safe_dump({**base, **doc}))
-    return path
+from tests.helpers import ROOT, SMOKE, tsweep, write_spec
 
 
 def test_table3_spec_has_every_row_in_paper_units():
