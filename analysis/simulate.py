@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .claims import CLAIMS, claim_rows
-from .verdicts import READINGS, Outcome, Rule, Verdict, judge
+from .verdicts import READINGS, Outcome, Rule, Verdict, compare, decide, judge, pooled_noise
 
 DEMO_ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
              "D1", "D2", "D3", "D4", "E1"]  # fmt: skip
@@ -94,3 +94,17 @@ def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, cl
 def _margin_sd(res, shape: Shape) -> float | None:
     m = [c.margin for c in res.comparisons if c.relation == "~" and c.margin is not None]
     return m[0] / shape.sigma[res.reading] if m else None
+
+
+def one_comparison(rng, seeds: int, variance: str, tables: int, spread=1.0, tails="normal", effect=0.0) -> float:
+    """Share of tables where row C4 (``spread`` x the others' sd, ``effect`` in sd) is decided against base at
+    alpha 0.05, with the seed variances modelled as ``variance`` (moderated or pooled)."""
+    hits = 0
+    rule = Rule(variance=variance)
+    for _ in range(tables):
+        shape = Shape(seeds=seeds, sigma={"dev_bleu": 1.0}, spread={"C4": spread}, tails=tails)
+        values = table(rng, shape, {"C4": effect})["dev_bleu"]
+        c = compare(values, pooled_noise(values, variance), "C4", "<", "base", "dev_bleu", rule=rule)
+        decide([c], rule)
+        hits += c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)
+    return hits / tables

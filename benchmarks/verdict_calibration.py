@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import simulate as sim  # noqa: E402
 from analysis.trajectory import unstable  # noqa: E402
-from analysis.verdicts import Outcome, Rule, compare, decide, pooled_noise  # noqa: E402
+from analysis.verdicts import Rule, compare, decide, pooled_noise  # noqa: E402
 
 NEW = Rule()
 HOLM = Rule(method="holm")
@@ -49,19 +49,6 @@ def report_rates(rng, seeds: int, rule: Rule, tables: int, effects=None, **shape
         fdp.append(r["false"] / r["decided"] if r["decided"] else 0.0)
     return {"fwer": any_false / tables, "false_per_report": false / tables, "fdr": float(np.mean(fdp)),
             "power": found / real if real else float("nan"), "per_verdict": false / (tables * 15)}  # fmt: skip
-
-
-def one_comparison(rng, seeds: int, variance: str, tables: int, spread=1.0, tails="normal", effect=0.0) -> float:
-    """Share of tables where row R (spread x the others' sd, effect in sd) is decided against base at 0.05."""
-    hits = 0
-    rule = Rule(variance=variance)
-    for _ in range(tables):
-        shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0}, spread={"C4": spread}, tails=tails)
-        values = sim.table(rng, shape, {"C4": effect})["dev_bleu"]
-        c = compare(values, pooled_noise(values, variance), "C4", "<", "base", "dev_bleu", rule=rule)
-        decide([c], rule)
-        hits += c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)
-    return hits / tables
 
 
 def unstable_rates(rng, seeds: int, tables: int, before: float, after: float, rho: float = 0.6) -> tuple:
@@ -139,7 +126,7 @@ def main(argv=None) -> None:
     print("\n## one comparison against base at alpha 0.05 (decided share)")
     for seeds in (2, 3):
         for var in ("moderated", "pooled"):
-            cells = [f"{lab} {one_comparison(rng, seeds, var, n, **kw):.3f}" for lab, kw in (
+            cells = [f"{lab} {sim.one_comparison(rng, seeds, var, n, **kw):.3f}" for lab, kw in (
                 ("null", {}), ("2x", {"spread": 2.0}), ("3x", {"spread": 3.0}), ("5x", {"spread": 5.0}),
                 ("t(3)", {"tails": "t3"}), ("power 3sd", {"effect": -3.0}))]  # fmt: skip
             print(f"n={seeds} {var:9s} " + "  ".join(cells))

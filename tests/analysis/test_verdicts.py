@@ -325,16 +325,9 @@ def test_equal_spreads_give_the_pooled_t_test():
 
 
 def _one(rng, seeds, spread=1.0, tails="normal", effect=0.0, variance="moderated", tables=1200):
-    from analysis import simulate as sim
+    from analysis.simulate import one_comparison
 
-    hits = 0
-    rule = Rule(variance=variance)
-    for _ in range(tables):
-        shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0}, spread={"C4": spread}, tails=tails)
-        values = sim.table(rng, shape, {"C4": effect})["dev_bleu"]
-        c = compare(values, pooled_noise(values, variance), "C4", "<", "base", "dev_bleu", rule=rule)
-        hits += c.p <= 0.05
-    return hits / tables
+    return one_comparison(rng, seeds, variance, tables, spread=spread, tails=tails, effect=effect)
 
 
 def test_one_comparison_null_rate_with_equal_spreads_and_heavy_tails():
