@@ -179,7 +179,7 @@ class Trainer:
         self.params = count_parameters(self.model)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
         self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile)
-        self.compile_seconds: Optional[float] = None  # compiled: this session's first step, compiling included
+        self.compile_seconds: Optional[float] = None  # compiled: the first step this process trains, compiling included
         self.rank, self.world = world()
         if t.accumulate % self.world:
             raise ConfigError(
