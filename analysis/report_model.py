@@ -245,7 +245,7 @@ def _step(ran: pd.DataFrame) -> str:
     for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam")):
         if col not in ran:
             continue
-        seen = [v for v in dict.fromkeys(ran[col].dropna()) if v is not None]
+        seen = list(dict.fromkeys(ran[col].dropna()))
         if col == "fused_adam":
             seen = ["fused" if bool(v) else "loop" for v in seen]
         if seen:
