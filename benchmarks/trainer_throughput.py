@@ -10,10 +10,11 @@ Then the step itself, before vs after (``--row-steps`` > 0): the base row of ``-
 trial) with each way of running a step (eager as before, fused Adam, torch.compile, both), in each precision the
 machine has, alone and two trials at once (two processes, one thread each), side by side in one run: target
 tokens/s, MFU against the one-thread matmul peak measured in the same run (benchmarks/step_profile.py), the
-ratio to eager, and the compile time (the first step, compiling included).
+ratio to eager, and the compile time (the first step, compiling included). Last, one trial on two threads
+against the two trials on one thread each (the sum of their rates): how a sweep should share two cores.
 
     python benchmarks/trainer_throughput.py [--seconds 90] [--corpus bible-en-de] [--vocab 8000]
-        [--profile cpu] [--row-steps 100] [--variants before,fused_adam,compile,after] [--skip-plain]
+        [--profile cpu] [--row-steps 100] [--variants before,fused_adam,compile,after] [--skip-plain] [--no-two-threads]
 """
 
 from __future__ import annotations
@@ -113,6 +114,14 @@ def row_steps(args) -> None:
                       + " / ".join(f"{100 * m:.0f}%" for m in mfu)
                       + f", {sum(rates) / first[together]:.2f}x before (compile {runs[0]['compile']}"
                       + (f", first step {max(comp):.0f} s" if comp else "") + ")")  # fmt: skip
+        if args.two_threads:  # how two trials share two cores: one trial on both, against two on one each
+            head = args.variants.split(",")[0]
+            sets = [x for kv in VARIANTS[head] for x in ("--set", kv)]
+            one = run_workers([common + sets + ["--set", "threads=2", "--worker", f"time:{precision}:1"]])[0]
+            rate = one["tokens_per_second"]
+            print(f"  {head:<10} {'one trial, two threads':<11} {rate:6,.0f} target tokens/s, MFU "
+                  f"{100 * 6 * one['params'] * rate / (2 * peak * 1e9):.0f}% of two threads' peak, "
+                  f"{rate / first[2]:.2f}x the two trials' sum above")  # fmt: skip
 
 
 def main():
@@ -125,6 +134,12 @@ def main():
     ap.add_argument("--row-steps", type=int, default=100, help="timed steps per step variant (0: skip that part)")
     ap.add_argument("--variants", default="before,fused_adam,compile,after", help=f"of {', '.join(VARIANTS)}")
     ap.add_argument("--skip-plain", action="store_true", help="only the step comparison")
+    ap.add_argument(
+        "--no-two-threads",
+        dest="two_threads",
+        action="store_false",
+        help="skip one trial on two threads (against two trials on one thread each)",
+    )
     args = ap.parse_args()
     if not args.skip_plain:
         plain_vs_ours(args)
