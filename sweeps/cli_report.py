@@ -18,12 +18,21 @@ def cmd_report(args) -> int:
         check_inside(view, path)  # SWEEP/report and its files written inside the sweep, not through a symlink
     if is_search_sweep(view):  # one row per sampled configuration, not the Table 3 layout
         out = write_search_report(view, args.out)
+        if args.compare_rules:
+            print("--compare-rules: a search sweep's report judges no claims, so there is nothing to compare")
         print(f"search report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'trials.csv'}")
     else:
         from analysis.report import write_report
 
         out = write_report(view, args.out, samples=args.bootstrap, family=args.family, method=args.method)
         print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
+        if args.compare_rules:
+            from analysis.rule_changes import write
+
+            path, table = write(view, out)
+            print(
+                f"{int(table['changed'].sum())} of {len(table)} claim-readings changed from the previous rule: {path}"
+            )
     if store and not args.out:
         store.push(out, "report")
         print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
@@ -42,4 +51,8 @@ def register(sub) -> None:
     p.add_argument("--method", choices=["bh", "holm"], default="bh",
                    help="the procedure over the report's family: bh (Benjamini-Hochberg, false discovery rate; "
                    "default) or holm (family-wise error rate)")  # fmt: skip
+    p.add_argument("--compare-rules", action="store_true",
+                   help="also judge the sweep under the previous rule and each change since (pooled noise and Holm "
+                   "per claim, looks as taken, moderated noise, the report's family) and write rule_changes.md: "
+                   "which verdicts changed and which change did it")  # fmt: skip
     p.set_defaults(func=cmd_report)

@@ -1,0 +1,99 @@
+"""Which verdicts of a sweep the decision rule changes, and which part of the rule changes each.
+
+The same sweep is judged four times, one change of the rule at a time, from the rule before the report became
+one family to today's default:
+
+1. previous: seed noise pooled over the rows (a row set apart by an F test), Holm within each claim-reading,
+   every planned adaptive look charged;
+2. looks: as 1, but the looks charged are those taken where the wall-clock budget stopped the loop;
+3. moderated: as 2, with each row's variance moderated (analysis/seed_noise.py);
+4. now: as 3, decided as one Benjamini-Hochberg family over the report (the default of `tsweep report`).
+
+A claim-reading whose verdict differs between 1 and 4 is listed with the steps where it changed: that is the
+part of the rule that changed it. `tsweep report SWEEP --compare-rules` writes the table as rule_changes.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from .tables import judge_report
+from .trajectory import points, regime
+from .verdicts import Rule, charged_looks
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    what: str  # the change from the step before, in words
+    rule: Rule
+
+
+def steps(adaptive: dict | None, looks_taken: int) -> list[Step]:
+    """The four rules, previous to now, for a sweep whose adaptive loop planned ``adaptive['looks']``."""
+    planned = int((adaptive or {}).get("looks", 1))
+    return [
+        Step("previous", f"seed noise pooled over the rows, Holm within each claim-reading, every planned look "
+             f"charged ({planned})",
+             Rule(looks=planned, family="claim", method="holm", variance="pooled")),
+        Step("looks", f"looks charged as taken ({looks_taken} of {planned})",
+             Rule(looks=looks_taken, family="claim", method="holm", variance="pooled")),
+        Step("moderated", "each row's seed variance moderated toward the rows' prior",
+             Rule(looks=looks_taken, family="claim", method="holm")),
+        Step("now", "one Benjamini-Hochberg family over the report",
+             Rule(looks=looks_taken)),
+    ]  # fmt: skip
+
+
+def compare(df: pd.DataFrame, adaptive: dict | None, looks_taken: int) -> pd.DataFrame:
+    """One line per claim-reading: its verdict under each step's rule (⚠ where unstable), whether the first and
+    the last differ, and the steps where the verdict changed."""
+    pts = points(df)
+    reg = regime(df, pts=pts)
+    plan = steps(adaptive, looks_taken)
+    judged = []
+    for s in plan:
+        claims = judge_report(df, s.rule, reg=reg, pts=pts)[0]
+        judged.append({(r["claim"], r["reading"]): r["verdict"] + (" ⚠" if r["unstable"] else "")
+                       for _, r in claims.iterrows()})  # fmt: skip
+    lines = []
+    for key in judged[0]:
+        verdicts = [j.get(key, "") for j in judged]
+        why = [plan[i].name for i in range(1, len(plan)) if verdicts[i] != verdicts[i - 1]]
+        lines.append({"claim": key[0], "reading": key[1], **{s.name: v for s, v in zip(plan, verdicts)},
+                      "changed": verdicts[0] != verdicts[-1], "changed at": ", ".join(why)})  # fmt: skip
+    return pd.DataFrame(lines)
+
+
+def markdown(table: pd.DataFrame, plan: list[Step]) -> str:
+    """rule_changes.md: the steps, then every claim-reading's verdicts with the changed ones marked."""
+    out = ["# Verdicts under the previous rule and today's", ""]
+    out += [f"{i + 1}. **{s.name}**: {s.what}." for i, s in enumerate(plan)]
+    out += ["", f"Today's rule, as the report's header states it: {plan[-1].rule.describe()}."]
+    changed = int(table["changed"].sum()) if len(table) else 0
+    out += ["", f"{changed} of {len(table)} claim-readings read differently under today's rule than the previous.", ""]
+    names = [s.name for s in plan]
+    out.append("| claim | reading | " + " | ".join(names) + " | changed at |")
+    out.append("|---|---|" + "---|" * len(names) + "---|")
+    for _, r in table.iterrows():
+        mark = "**" if r["changed"] else ""
+        cells = [f"{mark}{r[n]}{mark}" for n in names]
+        out.append(f"| {r['claim']} | {r['reading']} | " + " | ".join(cells) + f" | {r['changed at'] or '-'} |")
+    return "\n".join(out) + "\n"
+
+
+def write(sweep_dir: str | Path, out_dir: str | Path) -> tuple[Path, pd.DataFrame]:
+    """Judge a local sweep directory under each step's rule; rule_changes.md in ``out_dir`` and the table."""
+    from .collect import collect
+
+    sweep_dir, out_dir = Path(sweep_dir), Path(out_dir)
+    adaptive = json.loads((sweep_dir / "sweep.json").read_text()).get("adaptive")
+    table = compare(collect(sweep_dir), adaptive, charged_looks(adaptive))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "rule_changes.md"
+    path.write_text(markdown(table, steps(adaptive, charged_looks(adaptive))))
+    return path, table
