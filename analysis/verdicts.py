@@ -15,8 +15,9 @@ The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/ver
   the chance of any false verdict in the report) or Holm (family-wise).  ``family="claim"`` decides each
   claim-reading alone (Holm over its comparisons); the header names it when used.
 * **A claim-reading** is held when every comparison agrees (significant on the paper's side), contradicted when
-  some contradict and none agree, mixed when both, within noise otherwise; incomplete when a row is missing and
-  nothing contradicts.  Diverged seeds are not in the means and are named and counted in the verdict.
+  some contradict and none agree, mixed when both, within noise otherwise; incomplete when a row is missing,
+  whatever the others say (a missing row could turn contradicted into mixed, within noise into held).  Diverged
+  seeds are not in the means and are named and counted in the verdict.
 """
 
 from __future__ import annotations
@@ -305,14 +306,14 @@ def claim_comparisons(claim: Claim, values: dict, noise: Noise, reading: str, ru
 def settle(claim: Claim, reading: str, comps: list[Comparison], diverged: dict | None = None) -> ClaimResult:
     """The verdict from comparisons the family's procedure has decided.  Held when every comparison agrees,
     contradicted when some contradict and none agree, mixed when both; within noise otherwise; incomplete when
-    a row (or a best-of candidate) has no finished trial and nothing contradicts."""
+    a row (or a best-of candidate) has no finished trial, whatever the others say."""
     outcomes = [c.outcome for c in comps]
     tested = [o for o in outcomes if o in (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE)]
     agree, contra = outcomes.count(Outcome.AGREES), outcomes.count(Outcome.CONTRADICTS)
     if all(o == Outcome.MISSING for o in outcomes) and not any(c.na for c in comps):  # none of its own rows ran
         verdict = Verdict.NOT_MEASURED
-    elif Outcome.MISSING in outcomes and not contra:
-        verdict = Verdict.INCOMPLETE  # a claim is not judged on part of its rows
+    elif Outcome.MISSING in outcomes:
+        verdict = Verdict.INCOMPLETE  # a claim is not judged on part of its rows: a missing one could agree
     elif not tested:
         verdict = Verdict.NO_REPLICATES
     elif agree == len(comps):

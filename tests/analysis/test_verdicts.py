@@ -395,6 +395,19 @@ def test_best_of_with_a_missing_candidate_is_incomplete():
     assert res.verdict == Verdict.INCOMPLETE and "A4" in res.comparisons[0].detail
 
 
+def test_a_claim_with_a_row_missing_is_incomplete_even_where_another_contradicts():
+    """C-bigger-better with C1 far better than base (against 'C1 < base') and C2..C7 unfinished: incomplete, since
+    a missing row could agree and make it mixed; with every row present the same C1 contradicts."""
+    rng = np.random.default_rng(3)
+    values = {r: 20.0 + rng.normal(0, 0.1, 2) for r in ["base", "C2", "C3", "C4", "C5", "C6", "C7"]}
+    values["C1"] = np.array([26.0, 26.2])
+    claim = next(c for c in CLAIMS if c["id"] == "C-bigger-better")
+    part = {r: values[r] for r in ("base", "C1")}
+    res = judge_claim(claim, part, pooled_noise(values), "dev_bleu")
+    assert res.verdict == Verdict.INCOMPLETE and "contradicts" in res.detail and "missing" in res.detail
+    assert judge_claim(claim, values, pooled_noise(values), "dev_bleu").verdict == Verdict.CONTRADICTED
+
+
 def test_evidence_names_each_comparisons_outcome_and_diverged_seeds():
     from analysis.verdicts import judge
 
