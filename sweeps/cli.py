@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
+    if not args.verbose:  # sacrebleu logs each paired-bootstrap step at INFO: dozens of lines per report
+        logging.getLogger("sacrebleu").setLevel(logging.WARNING)
     try:
         return args.func(args) or 0
     except UserError as exc:
