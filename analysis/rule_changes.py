@@ -73,7 +73,12 @@ def markdown(table: pd.DataFrame, plan: list[Step]) -> str:
     """rule_changes.md: the steps, then every claim-reading's verdicts with the changed ones marked."""
     out = ["# Verdicts under the previous rule and today's", ""]
     out += [f"{i + 1}. **{s.name}**: {s.what}." for i, s in enumerate(plan)]
-    out += ["", f"Today's rule, as the report's header states it: {plan[-1].rule.describe()}."]
+    out += [
+        "",
+        f"Today's rule, as the report's header states it: {plan[-1].rule.describe()}. The ⚠ (unstable) "
+        "mark is today's definition in every column (an estimate from the last half of the budget outside the "
+        "final interval).",
+    ]
     changed = int(table["changed"].sum()) if len(table) else 0
     out += ["", f"{changed} of {len(table)} claim-readings read differently under today's rule than the previous.", ""]
     names = [s.name for s in plan]
