@@ -65,7 +65,7 @@ RESULTS := table3:sweep_runs/table3-cpu modifications:sweep_runs/modifications-c
   calibrate-cpu:sweep_runs/calibrate-cpu calibrate-cpu-batch:sweep_runs/calibrate-cpu-batch
 results: venv
 	@for r in $(RESULTS); do name=$${r%%:*}; dir=$${r#*:}; \
-	  if test -f $$dir/sweep.json; then $(VENV)/bin/tsweep report $$dir --out results/$$name || exit 1; \
+	  if test -f $$dir/sweep.json; then $(VENV)/bin/tsweep report $$dir --out results/$$name --compare-rules || exit 1; \
 	  else echo "results/$$name: skipped ($$dir has no sweep.json)"; fi; done
 
 clean:
