@@ -35,10 +35,7 @@ def trial_estimates(spec: Spec, trials: list[Trial], flops_per_second: Optional[
     out = {}
     for t in trials:
         cfg = make_run_config(t.values, spec.base.get("preset", "base"))
-        tr = cfg.train
-        out[t.trial_id] = estimate.trial_seconds(
-            estimate.trial_flops(cfg)[1], tr.steps, tr.eval_every, fps, tr.eval_bleu
-        )
+        out[t.trial_id] = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, fps)
     return out
 
 

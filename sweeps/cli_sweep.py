@@ -52,9 +52,7 @@ def cmd_plan(args) -> int:
         params, flops = estimate.trial_flops(cfg)
         est = None
         if source:
-            est = estimate.trial_seconds(
-                flops, tr.steps, tr.eval_every, source.flops_per_second * devices, tr.eval_bleu
-            )
+            est = estimate.trial_seconds(flops, tr, source.flops_per_second * devices)
             seconds.append(est)
         total_flops += flops
         print(

@@ -202,11 +202,11 @@ def devices_per_trial(resources: dict) -> float:
 EVAL_SHARE = {"all": 0.25, "final": 0.12}
 
 
-def trial_seconds(flops: float, steps: int, eval_every: int, trial_flops_per_second: float,
-                  eval_bleu: str = "all") -> float:  # fmt: skip
-    """Training time, the evaluation's share on top (EVAL_SHARE of ``eval_bleu``), a fixed cost per evaluation."""
-    evals = max(1, steps // eval_every)
-    return flops / trial_flops_per_second * (1 + EVAL_SHARE.get(eval_bleu, EVAL_SHARE["all"])) + 5 * evals
+def trial_seconds(flops: float, train, trial_flops_per_second: float) -> float:
+    """Training time of a trial with ``train`` (its run config's TrainConfig), the evaluation's share on top
+    (EVAL_SHARE of its eval_bleu), and a fixed cost per evaluation."""
+    evals = max(1, train.steps // train.eval_every)
+    return flops / trial_flops_per_second * (1 + EVAL_SHARE[train.eval_bleu]) + 5 * evals
 
 
 def makespan(durations: list[float], slots: int) -> float:
@@ -240,8 +240,7 @@ def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: i
         cfg = make_run_config(t.values, spec.base.get("preset", "base"))
         f = trial_flops(cfg)[1]
         flops.append(f)
-        tr = cfg.train
-        seconds.append(trial_seconds(f, tr.steps, tr.eval_every, flops_per_device * devices_per_trial, tr.eval_bleu))
+        seconds.append(trial_seconds(f, cfg.train, flops_per_device * devices_per_trial))
     base = next(i for i, t in enumerate(trials) if t.row == "base")
     one = sum(seconds) if devices_per_trial == 1 else None  # a trial on 8 workers cannot run on one GPU
     many = makespan(seconds, gpus // devices_per_trial)

@@ -123,7 +123,7 @@ def test_gpu_profiles_are_sized_for_an_h100():
     params, flops = estimate.trial_flops(cfg)
     assert (cfg.model.d_model, cfg.model.N, cfg.train.steps) == (512, 6, 100_000)  # the paper's base trial
     assert cfg.train.tokens_per_batch * cfg.train.accumulate == 25_000 and cfg.data.vocab == 37_000
-    hours = estimate.trial_seconds(flops, cfg.train.steps, cfg.train.eval_every, 989e12 * 0.35) / 3600
+    hours = estimate.trial_seconds(flops, cfg.train, 989e12 * 0.35) / 3600
     assert 0.75 < hours < 1.25  # about an hour on one H100 at 35% MFU
     small = get_profile("gpu-small")  # an alias of gpu-half
     assert (small.width, small.steps_factor, small.data["vocab"]) == (0.5, 0.2, 16000)
