@@ -34,6 +34,7 @@ METRICS = (
     "precision",
     "compile",  # as the step ran (auto resolved; eager where no C++ compiler was found)
     "fused_adam",
+    "fast_dropout",
     "corpus_fingerprint",
     "sacrebleu_signature",
     "torch_version",

@@ -240,14 +240,16 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
 
 
 def _step(ran: pd.DataFrame) -> str:
-    """How the trials' steps ran (compile mode, Adam kernel), where their results record it; mixed modes listed."""
+    """How the trials' steps ran (compile mode, Adam kernel, dropout masks), where their results record it; mixed
+    modes listed."""
     parts = []
-    for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam")):
+    words = {"fused_adam": ("fused", "loop"), "fast_dropout": ("int32", "torch")}
+    for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam"), ("fast_dropout", "{} dropout masks")):
         if col not in ran:
             continue
         seen = list(dict.fromkeys(ran[col].dropna()))
-        if col == "fused_adam":
-            seen = ["fused" if bool(v) else "loop" for v in seen]
+        if col in words:
+            seen = list(dict.fromkeys(words[col][0] if bool(v) else words[col][1] for v in seen))
         if seen:
             parts.append(name.format("/".join(str(v) for v in seen)))
     return f" (step: {', '.join(parts)})" if parts else ""

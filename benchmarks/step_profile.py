@@ -7,7 +7,7 @@ real Trainer for the profile's base row (one thread, as the profile runs it), tr
     matrix products      aten::mm / addmm (the linear layers, forward and backward)
     attention            scaled_dot_product_attention and everything below it; its backward; bmm and softmax
     element-wise, norm   layer norm, residual adds, casts, loss, embedding, ... (every other aten op)
-    dropout masks        aten::bernoulli_ (the random masks of dropout)
+    dropout masks        aten::bernoulli_ or aten::random_ (the random masks of dropout: torch's or dropout.py's)
     optimizer            Adam's step, zero_grad, and the gradient scaling after backward
     overhead             view ops, allocation, the autograd engine, Python and the dispatcher (the step's wall
                          time that no aten op accounts for)
@@ -37,7 +37,7 @@ LABELS = {
     "matmul": "matrix products",
     "attention": "attention",
     "elementwise": "element-wise, norm, casts, loss",
-    "dropout": "dropout masks (bernoulli_)",
+    "dropout": "dropout masks (bernoulli_ or random_)",
     "optimizer": "optimizer (+ grad scaling)",
     "overhead": "views, allocation, autograd, Python",
     "data": "data",
@@ -107,7 +107,7 @@ def classify(event, after_backward: bool) -> str:
     if after_backward or any(n.startswith("Optimizer.") for n in chain):
         return "optimizer"
     name = event.name
-    if name == "aten::bernoulli_":
+    if name in ("aten::bernoulli_", "aten::random_"):  # torch's masks, or the int32 draws of dropout.py
         return "dropout"
     if name in ATTENTION or any("scaled_dot_product" in n.lower() for n in chain):
         return "attention"

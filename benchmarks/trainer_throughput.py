@@ -7,14 +7,17 @@ logits only for real target positions, precision 'auto'.  Each runs for the
 same wall time on bible-en-de; prints both rates and the ratio.
 
 Then the step itself, before vs after (``--row-steps`` > 0): the base row of ``--profile`` (cpu: one thread per
-trial) with each way of running a step (eager as before, fused Adam, torch.compile, both), in each precision the
-machine has, alone and two trials at once (two processes, one thread each), side by side in one run: target
-tokens/s, MFU against the one-thread matmul peak measured in the same run (benchmarks/step_profile.py), the
-ratio to eager, and the compile time (the first step, compiling included). Last, one trial on two threads
+trial) with each way of running a step (eager as before, fused Adam, fused Adam with the int32 dropout masks of
+transformer_core/dropout.py (the default step), torch.compile, all), in each precision the machine has, alone and
+two trials at once (two processes, one thread each), side by side in one run: target tokens/s, MFU against the
+one-thread matmul peak measured in the same run (benchmarks/step_profile.py), the ratio to the first variant, and
+the compile time (the first step, compiling included); ``--repeat`` runs the variants again, interleaved, and
+prints each one's median. Last, one trial on two threads
 against the two trials on one thread each (the sum of their rates): how a sweep should share two cores.
 
     python benchmarks/trainer_throughput.py [--seconds 90] [--corpus bible-en-de] [--vocab 8000]
-        [--profile cpu] [--row-steps 100] [--variants before,fused_adam,compile,after] [--skip-plain] [--no-two-threads]
+        [--profile cpu] [--row-steps 100] [--variants before,fused_adam,int32_dropout,compile,after] [--repeat 1]
+        [--skip-plain] [--no-two-threads]
 """
 
 from __future__ import annotations
@@ -35,12 +38,14 @@ from transformer_core.tracking import JsonTracker
 from transformer_core.train import Trainer
 
 MODEL = dict(N=3, d_model=256, d_ff=1024, h=4, d_k=64, d_v=64)
-VARIANTS = {  # explicit, so that a changed default does not move a variant (fused Adam is the default now)
-    "before": ["compile=off", "fused_adam=false"],
-    "fused_adam": ["compile=off", "fused_adam=true"],
-    "compile": ["compile=on", "fused_adam=false"],
-    "after": ["compile=on", "fused_adam=true"],
+VARIANTS = {  # explicit, so that a changed default does not move a variant
+    "before": ["compile=off", "fused_adam=false", "fast_dropout=false"],
+    "fused_adam": ["compile=off", "fused_adam=true", "fast_dropout=false"],
+    "int32_dropout": ["compile=off", "fused_adam=true", "fast_dropout=true"],  # the default step
+    "compile": ["compile=on", "fused_adam=false", "fast_dropout=false"],
+    "after": ["compile=on", "fused_adam=true", "fast_dropout=true"],
 }
+DEFAULT_STEP = "int32_dropout"
 
 
 def plain_loop(corpus, seconds: float, sentences: int = 64) -> tuple[float, float]:
@@ -100,30 +105,42 @@ def row_steps(args) -> None:
     for precision in machine_precisions():
         peak = run_workers([common + ["--worker", f"peak:{precision}"]])[0]["peak_gflops"]
         print(f"{precision}: one-thread matmul peak {peak:.0f} GFLOP/s")
-        first, sums = {}, {}
-        for name in args.variants.split(","):
-            sets = [x for kv in VARIANTS[name] for x in ("--set", kv)]
+        names = args.variants.split(",")
+        sums: dict = {}  # (variant, trials at once) -> the summed rate of each repeat
+        for rep in range(args.repeat):  # repeats interleave the variants, so that drift in the machine's speed
+            first = {}  # falls on all of them alike
+            for name in names:
+                sets = [x for kv in VARIANTS[name] for x in ("--set", kv)]
+                for together in (1, 2):
+                    runs = run_workers(
+                        [common + sets + ["--worker", f"time:{precision}:{1 + i}"] for i in range(together)]
+                    )
+                    rates = [r["tokens_per_second"] for r in runs]
+                    mfu = [6 * r["params"] * t / (peak * 1e9) for r, t in zip(runs, rates)]
+                    first.setdefault(together, sum(rates))
+                    sums.setdefault((name, together), []).append(sum(rates))
+                    comp = [r["compile_seconds"] for r in runs if r["compile_seconds"] is not None]
+                    print(f"  {name:<13} {'alone' if together == 1 else 'two at once':<11} "
+                          + " + ".join(f"{t:6,.0f}" for t in rates) + " target tokens/s, MFU "
+                          + " / ".join(f"{100 * m:.0f}%" for m in mfu)
+                          + f", {sum(rates) / first[together]:.2f}x {names[0]} (compile {runs[0]['compile']}"
+                          + (f", first step {max(comp):.0f} s" if comp else "") + ")"
+                          + (f"  [repeat {rep + 1}]" if args.repeat > 1 else ""))  # fmt: skip
+        if args.repeat > 1:
+            print(f"  median of {args.repeat} repeats, summed target tokens/s and the ratio to {names[0]}:")
             for together in (1, 2):
-                runs = run_workers([common + sets + ["--worker", f"time:{precision}:{1 + i}"] for i in range(together)])
-                rates = [r["tokens_per_second"] for r in runs]
-                mfu = [6 * r["params"] * t / (peak * 1e9) for r, t in zip(runs, rates)]
-                first.setdefault(together, sum(rates))
-                sums[name, together] = sum(rates)
-                comp = [r["compile_seconds"] for r in runs if r["compile_seconds"] is not None]
-                print(f"  {name:<10} {'alone' if together == 1 else 'two at once':<11} "
-                      + " + ".join(f"{t:6,.0f}" for t in rates) + " target tokens/s, MFU "
-                      + " / ".join(f"{100 * m:.0f}%" for m in mfu)
-                      + f", {sum(rates) / first[together]:.2f}x before (compile {runs[0]['compile']}"
-                      + (f", first step {max(comp):.0f} s" if comp else "") + ")")  # fmt: skip
+                ref = float(np.median(sums[names[0], together]))
+                print(f"    {'alone' if together == 1 else 'two at once':<11} " + ", ".join(
+                    f"{n} {np.median(sums[n, together]):,.0f} ({np.median(sums[n, together]) / ref:.2f}x)"
+                    for n in names))  # fmt: skip
         if args.two_threads:  # how two trials share two cores: one trial on both, against two on one each
-            names = args.variants.split(",")
-            head = "fused_adam" if "fused_adam" in names else names[0]  # the default step where it was timed
+            head = next((n for n in (DEFAULT_STEP, "fused_adam") if n in names), names[0])  # the default step
             sets = [x for kv in VARIANTS[head] for x in ("--set", kv)]
             one = run_workers([common + sets + ["--set", "threads=2", "--worker", f"time:{precision}:1"]])[0]
             rate = one["tokens_per_second"]
             print(f"  {head:<10} {'one trial, two threads':<11} {rate:6,.0f} target tokens/s, MFU "
                   f"{100 * 6 * one['params'] * rate / (2 * peak * 1e9):.0f}% of two threads' peak, "
-                  f"{rate / sums[head, 2]:.2f}x the sum of {head}'s two trials above")  # fmt: skip
+                  f"{rate / float(np.median(sums[head, 2])):.2f}x the sum of {head}'s two trials above")  # fmt: skip
 
 
 def main():
@@ -134,7 +151,10 @@ def main():
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--profile", default="cpu", help="the profile whose base row the step comparison trains")
     ap.add_argument("--row-steps", type=int, default=100, help="timed steps per step variant (0: skip that part)")
-    ap.add_argument("--variants", default="before,fused_adam,compile,after", help=f"of {', '.join(VARIANTS)}")
+    ap.add_argument("--repeat", type=int, default=1, help="run the variants this many times, interleaved")
+    ap.add_argument(
+        "--variants", default="before,fused_adam,int32_dropout,compile,after", help=f"of {', '.join(VARIANTS)}"
+    )
     ap.add_argument("--skip-plain", action="store_true", help="only the step comparison")
     ap.add_argument(
         "--no-two-threads",

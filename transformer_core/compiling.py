@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from .data import PAD
 from .device import autocast
-from .loss import label_smoothed_nll, smoothed_terms
+from .loss import smoothed_terms
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,8 @@ class ForwardLoss:
             with autocast(self.device, self.precision):
                 hidden = self.model.features(*inputs)
                 logits = self.model.generator(hidden[mask])  # only real target positions: (n, V)
-            return label_smoothed_nll(logits, tgt_out[mask], self.eps_ls, PAD)
+            loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), tgt_out[mask], self.eps_ls)
+            return loss.sum(), nll.sum().detach(), logits.shape[0]
         index = (tgt_out.flatten() != PAD).nonzero().squeeze(1)
         target = tgt_out.flatten().index_select(0, index)
         bf16 = self.precision == "bf16"

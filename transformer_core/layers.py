@@ -15,6 +15,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .config import ModelConfig, ffn_inner
+from .dropout import Dropout
 
 NORM_EPS = 1e-5  # nn.LayerNorm's default, used by both kinds
 
@@ -38,7 +39,7 @@ class PositionwiseFeedForward(nn.Module):
         self.w1 = nn.Linear(d_model, inner)
         self.w3 = nn.Linear(d_model, inner) if activation == "swiglu" else None
         self.w2 = nn.Linear(inner, d_model)
-        self.dropout = nn.Dropout(relu_dropout)
+        self.dropout = Dropout(relu_dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = self.w1(x)
@@ -57,7 +58,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, P_drop: float, norm: str, norm_type: str = "layernorm"):
         super().__init__()
         self.norm = make_norm(norm_type, d_model)
-        self.dropout = nn.Dropout(P_drop)
+        self.dropout = Dropout(P_drop)
         self.pre = norm == "pre"
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:

@@ -38,6 +38,7 @@ from .config import ModelConfig
 from .data.corpus import EncodedSplit
 from .data.prepare import BOS, EOS, PAD, UNK
 from .device import autocast
+from .dropout import Dropout
 from .errors import ConfigError
 from .layers import EncoderLayer, make_norm
 from .model import feed_forward_parameters, norm_parameters
@@ -64,7 +65,7 @@ class DecoderOnlyLM(nn.Module):
         if cfg.tie != "none":  # "decoder" and "all" both tie the one embedding to the softmax
             self.generator.weight = self.embed.weight
         self.positions = make_positions(cfg.positional, cfg.max_len, d)
-        self.embed_dropout = nn.Dropout(cfg.P_drop)
+        self.embed_dropout = Dropout(cfg.P_drop)
         self.layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.decoder_layers))
         self.final_norm = make_norm(cfg.norm_type, d) if cfg.norm == "pre" else nn.Identity()
         self.embed_scale = math.sqrt(d)

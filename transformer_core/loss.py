@@ -29,6 +29,8 @@ def smoothed_terms(logp: torch.Tensor, target: torch.Tensor, eps_ls: float) -> t
     """Per-token smoothed loss and plain NLL from log-probabilities logp (n, V) and targets (n,)."""
     nll = -logp.gather(1, target[:, None]).squeeze(1)
     if eps_ls > 0:
-        smooth = -logp.mean(dim=-1)
+        # the mean over the vocabulary as a sum then a division of the (n,) sums: what mean() computes, but its
+        # gradient is a broadcast of n values instead of a division of all n x V
+        smooth = -logp.sum(dim=-1) / logp.shape[-1]
         return (1.0 - eps_ls) * nll + eps_ls * smooth, nll
     return nll, nll

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .config import ModelConfig, ffn_inner
+from .dropout import Dropout
 from .layers import DecoderLayer, EncoderLayer, make_norm
 from .positional import make_positions
 
@@ -56,7 +57,7 @@ class Transformer(nn.Module):
         if cfg.tie in ("all", "decoder"):
             self.generator.weight = self.tgt_embed.weight
         self.positions = make_positions(cfg.positional, cfg.max_len, d)  # adds 0 with rope, alibi (in attention), none
-        self.embed_dropout = nn.Dropout(cfg.P_drop)
+        self.embed_dropout = Dropout(cfg.P_drop)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
         pre = cfg.norm == "pre"

@@ -61,6 +61,7 @@ class TrainConfig:
     log_every: int = 50
     compile: str = "off"  # off: eager; on: torch.compile of model and loss (eager without a C++ compiler); auto
     fused_adam: bool = True  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
+    fast_dropout: bool = True  # CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
 
     def __post_init__(self) -> None:
         for name in (
@@ -102,8 +103,9 @@ class TrainConfig:
         _check_choice("eval_bleu", self.eval_bleu, EVAL_BLEU)
         _check_choice("beam_stop", self.beam_stop, BEAM_STOPS)
         _check_choice("compile", self.compile, COMPILE)
-        if not isinstance(self.fused_adam, bool):
-            _fail("fused_adam", self.fused_adam, "true or false")
+        for name in ("fused_adam", "fast_dropout"):
+            if not isinstance(getattr(self, name), bool):
+                _fail(name, getattr(self, name), "true or false")
         if self.precision not in ("auto", "fp32", "bf16"):
             _fail("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
 
@@ -123,7 +125,9 @@ class DataConfig:
             _fail("corpus", self.corpus, "a recipe name (see 'tsweep data list')")
 
 
-RUN_ONLY = frozenset({"device", "precision", "threads", "log_every", "data_dir", "compile", "fused_adam"})
+RUN_ONLY = frozenset(
+    {"device", "precision", "threads", "log_every", "data_dir", "compile", "fused_adam", "fast_dropout"}
+)
 TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 DATA_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig))
 ALL_KEYS = MODEL_KEYS + TRAIN_KEYS + DATA_KEYS

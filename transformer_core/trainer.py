@@ -22,6 +22,7 @@ from .compiling import ForwardLoss
 from .data import BatchStream
 from .device import resolve_device, resolve_precision
 from .distributed import sum_gradients, world
+from .dropout import set_fast_dropout
 from .errors import ConfigError
 from .lm_task import LMTask
 from .model import count_parameters
@@ -177,6 +178,7 @@ class Trainer:
         torch.manual_seed(t.seed)
         self.model = self.task.model(config, self.corpus.vocab_size).to(self.device)
         self.params = count_parameters(self.model)
+        set_fast_dropout(self.model, t.fast_dropout)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
         self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile)
         self.compile_seconds: Optional[float] = None  # compiled: the first step this process trains, compiling included
@@ -250,9 +252,8 @@ class Trainer:
         if self.world > 1:
             loss_sum, nll_sum, ntok = sum_gradients(list(self.model.parameters()), [loss_sum, nll_sum, ntok])
             ntok = int(round(ntok))
-        for p in self.model.parameters():
-            if p.grad is not None:
-                p.grad.div_(max(ntok, 1))  # mean over every target token of the step (all workers)
+        grads = [p.grad for p in self.model.parameters() if p.grad is not None]
+        torch._foreach_div_(grads, max(ntok, 1))  # mean over every target token of the step (all workers)
         if t.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
         lr = learning_rate(self.step + 1, t.steps, self.cfg.model.d_model, t.warmup, t.lr_scale, t.schedule, t.cooldown)
@@ -322,6 +323,7 @@ def result_base(tr: Trainer, started: float) -> dict:
         "compile": tr.forward_loss.mode,
         "compile_seconds": tr.compile_seconds,
         "fused_adam": t.fused_adam,
+        "fast_dropout": t.fast_dropout and tr.device.type == "cpu",  # the int32 masks ran (CPU only)
         "torch_version": torch.__version__,
         **tr.task.versions(),
         "python": platform.python_version(),

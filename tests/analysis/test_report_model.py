@@ -84,3 +84,5 @@ def test_the_header_says_how_the_steps_ran():
     mixed = pd.DataFrame({"compile": ["off", "on"], "fused_adam": [False, True]})
     assert _step(mixed) == " (step: compile off/on, loop/fused Adam)"
     assert _step(pd.DataFrame({"compile": [None], "fused_adam": [None]})) == ""  # results that predate the keys
+    masks = pd.DataFrame({"compile": ["off", "off"], "fused_adam": [True, True], "fast_dropout": [True, False]})
+    assert _step(masks) == " (step: compile off, fused Adam, int32/torch dropout masks)"

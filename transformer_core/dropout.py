@@ -1,0 +1,63 @@
+"""Dropout whose CPU masks cost half of torch's.
+
+On a CPU ``torch.nn.functional.dropout`` draws its mask with ``bernoulli_``, one generator call per element
+through a per-element Bernoulli transform; on the cpu profile's base row that was 6% of a training step
+(benchmarks/results/step_profile.txt).  ``Dropout`` here draws one 31-bit integer per element from the same
+generator (``random_`` on int32) and keeps the element where it is at least round(p * 2^31): the drop
+probability is p to within 2^-32, the kept elements are scaled by 1 / (1 - p) as torch's are, and the masks
+follow ``torch.manual_seed`` and the checkpointed generator state exactly as torch's do, but they are other
+masks than torch's for the same seed.  Elsewhere (CUDA, MPS), and with ``fast`` false (the run-only knob
+``fast_dropout``), it is ``F.dropout``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+_RANGE = 2**31  # int32 random_() draws uniformly from [0, 2^31)
+
+
+def keep_threshold(p: float) -> int:
+    """The smallest 31-bit draw that keeps an element: drop probability round(p * 2^31) / 2^31."""
+    return int(round(p * _RANGE))
+
+
+def cpu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
+    """Inverted dropout of ``x`` (training) with masks from int32 draws; the gradient is the same mask."""
+    if p <= 0.0:
+        return x
+    if p >= 1.0:
+        return x * 0.0
+    draws = torch.empty(x.shape, dtype=torch.int32, device=x.device).random_()
+    mask = (draws >= keep_threshold(p)).to(x.dtype).mul_(1.0 / (1.0 - p))
+    return x * mask
+
+
+class Dropout(nn.Module):
+    """``nn.Dropout`` (not in place) with the CPU masks above where ``fast`` (the default) and x is on a CPU."""
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability {p}: allowed 0 to 1")
+        self.p = p
+        self.fast = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        if self.fast and x.device.type == "cpu":
+            return cpu_dropout(x, self.p)
+        return F.dropout(x, self.p, True)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, fast={self.fast}"
+
+
+def set_fast_dropout(model: nn.Module, fast: bool) -> None:
+    """Set every ``Dropout`` of ``model`` to the int32 CPU masks (True) or torch's (False)."""
+    for m in model.modules():
+        if isinstance(m, Dropout):
+            m.fast = fast
