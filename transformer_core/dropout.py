@@ -6,8 +6,8 @@ through a per-element Bernoulli transform; on the cpu profile's base row that wa
 generator (``random_`` on int32) and keeps the element where it is at least round(p * 2^31): the drop
 probability is p to within 2^-32, the kept elements are scaled by 1 / (1 - p) as torch's are, and the masks
 follow ``torch.manual_seed`` and the checkpointed generator state exactly as torch's do, but they are other
-masks than torch's for the same seed.  Elsewhere (CUDA, MPS), and with ``fast`` false (the run-only knob
-``fast_dropout``), it is ``F.dropout``.
+masks than torch's for the same seed.  Elsewhere (CUDA, MPS), under torch.compile (which would break its graph
+at every in-place ``random_``) and with ``fast`` false (the run-only knob ``fast_dropout``), it is ``F.dropout``.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ class Dropout(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:
             return x
-        if self.fast and x.device.type == "cpu":
-            return cpu_dropout(x, self.p)
+        if self.fast and x.device.type == "cpu" and not torch.compiler.is_compiling():
+            return cpu_dropout(x, self.p)  # (torch.compile cannot trace random_ in place: it would split the graph)
         return F.dropout(x, self.p, True)
 
     def extra_repr(self) -> str:

@@ -323,7 +323,7 @@ def result_base(tr: Trainer, started: float) -> dict:
         "compile": tr.forward_loss.mode,
         "compile_seconds": tr.compile_seconds,
         "fused_adam": t.fused_adam,
-        "fast_dropout": t.fast_dropout and tr.device.type == "cpu",  # the int32 masks ran (CPU only)
+        "fast_dropout": t.fast_dropout and tr.device.type == "cpu" and tr.forward_loss.mode == "off",  # int32 masks ran
         "torch_version": torch.__version__,
         **tr.task.versions(),
         "python": platform.python_version(),

@@ -75,3 +75,9 @@ def test_set_fast_dropout_flips_modules():
     model = torch.nn.Sequential(Dropout(0.1), torch.nn.Linear(2, 2), Dropout(0.2))
     set_fast_dropout(model, False)
     assert [m.fast for m in model if isinstance(m, Dropout)] == [False, False]
+
+
+def test_compiled_dropout_is_one_graph():
+    m = Dropout(0.1).train()
+    explained = torch._dynamo.explain(lambda x: m(x) * 2)(torch.randn(4, 8))
+    assert explained.graph_break_count == 0  # random_ in place would split a compiled step at every dropout
