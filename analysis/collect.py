@@ -76,6 +76,17 @@ def _record(raw, trial_id: str) -> Optional[rundir.TrialRecord]:
         return None
 
 
+def precisions(trials: pd.DataFrame) -> str:
+    """The precision the trials ran at; where they differ (``precision=auto`` is decided in each trial's process),
+    each precision with its trial count, so that a mixed sweep says so."""
+    if "precision" not in trials or not trials["precision"].notna().any():
+        return ""
+    counts = trials["precision"].dropna().value_counts()
+    if len(counts) == 1:
+        return str(counts.index[0])
+    return "mixed precision: " + ", ".join(f"{p} {n} trial{'s' * (n != 1)}" for p, n in sorted(counts.items()))
+
+
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
     """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
     sweep_dir = Path(sweep_dir).resolve()  # a local path (the CLI pulls a URI sweep to a view); workdirs absolute

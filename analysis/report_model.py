@@ -20,7 +20,7 @@ from transformer_core.knobs import BY_NAME
 from transformer_core.rundir import Status
 
 from .claims import BLEU_ONLY, budget_unreached
-from .collect import collect
+from .collect import collect, precisions
 from .evalsets import EvalSetsReport, evaluation_sets
 from .paper import PAPER_FACTS
 from .plots import figures
@@ -225,8 +225,7 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
         "profile_rules": state.get("profile_rules"),
         "corpus": _first(ran, "corpus"),
         "corpus_fingerprint": _first(ran, "corpus_fingerprint"),
-        "hardware": f"{platform.machine()}, {_first(ran, 'device') or '?'} {_first(ran, 'precision') or ''}"
-        + _step(ran),
+        "hardware": f"{platform.machine()}, {_first(ran, 'device') or '?'} {precisions(ran)}" + _step(ran),
         "torch": _first(ran, "torch_version"),
         "trials": len(df),
         "finished": len(fin),

@@ -21,7 +21,7 @@ import pandas as pd
 from transformer_core.rundir import Status
 
 from . import search_plots as plots
-from .collect import collect
+from .collect import collect, precisions
 from .html_report import STYLE
 from .search import (
     Objective,
@@ -138,7 +138,7 @@ def _facts(state: dict, df: pd.DataFrame, configs: pd.DataFrame, objs: list[Obje
     fin = df[df["status"] == Status.FINISHED]
     first = fin.iloc[0] if len(fin) else None
     hw = f"{platform.machine()}, {first['device'] if first is not None else '?'} "
-    hw += f"{first['precision'] if first is not None else ''}"
+    hw += precisions(fin)
     goal = ", ".join(f"{o.metric} ({o.mode})" for o in objs)
     return (
         f"Search **{state.get('name')}** ({state.get('spec')}), profile **{state.get('profile')}**: "

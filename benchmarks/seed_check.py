@@ -56,10 +56,13 @@ def main() -> None:
     results = {(arm, s): json.loads((root / f"{arm}-s{s}" / "result.json").read_text()) for arm in arms for s in seeds}
     print(f"a: {' '.join(args.a) or 'defaults'}; b: {' '.join(args.b) or 'defaults'}; profile {args.profile} base row, "
           f"seeds {args.seeds}; {time.time() - started:.0f} s of training in this call")  # fmt: skip
-    print("run        dev ln PPL   dev BLEU   target tokens/s   wall s")
+    print("run        dev ln PPL   dev BLEU   target tokens/s   wall s   precision")
     for (arm, s), r in results.items():
         print(f"{arm}-s{s:<7} {np.log(r['dev_ppl']):10.4f} {r['dev_bleu']:10.2f} {r['tokens_per_second']:13,.0f} "
-              f"{r['wall_seconds']:10.0f}")  # fmt: skip
+              f"{r['wall_seconds']:10.0f}   {r['precision']}")  # fmt: skip
+    mixed = [s for s in seeds if results["a", s]["precision"] != results["b", s]["precision"]]
+    if mixed:  # precision=auto is decided in each trial's process: a pair at two precisions compares two things
+        print(f"WARNING: seeds {', '.join(map(str, mixed))} ran at two precisions: set precision=... in both arms")
     for key, name, fmt in (("dev_ppl", "dev ln PPL", "{:+.4f}"), ("dev_bleu", "dev BLEU", "{:+.2f}")):
         value = np.log if key == "dev_ppl" else (lambda v: v)
         a = np.array([value(results["a", s][key]) for s in seeds])
@@ -69,8 +72,10 @@ def main() -> None:
         print(f"b - a, per seed: {name} " + ", ".join(fmt.format(x) for x in d) + f" (mean {fmt.format(d.mean())}, "
               f"paired t p {p:.3f}; seed sd of a {a.std(ddof=1):.4f})")  # fmt: skip
     rate = {arm: np.mean([results[arm, s]["tokens_per_second"] for s in seeds]) for arm in arms}
-    print(f"training rate, two trials at once: b {rate['b']:,.0f} vs a {rate['a']:,.0f} target tokens/s "
-          f"({rate['b'] / rate['a']:.2f}x)")  # fmt: skip
+    pairs = [results["b", s]["tokens_per_second"] / results["a", s]["tokens_per_second"] for s in seeds]
+    print(f"training rate, two trials at once: b {rate['b']:,.0f} vs a {rate['a']:,.0f} target tokens/s; b / a within "
+          f"each seed's pair " + ", ".join(f"{r:.2f}x" for r in pairs)
+          + f" (geometric mean {np.exp(np.mean(np.log(pairs))):.2f}x)")  # fmt: skip
 
 
 if __name__ == "__main__":

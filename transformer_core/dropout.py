@@ -31,8 +31,8 @@ def cpu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
     if p >= 1.0:
         return x * 0.0
     draws = torch.empty(x.shape, dtype=torch.int32, device=x.device).random_()
-    mask = (draws >= keep_threshold(p)).to(x.dtype).mul_(1.0 / (1.0 - p))
-    return x * mask
+    keep = (draws >= keep_threshold(p)).to(x.dtype)  # 0 or 1, exact in any dtype
+    return x * keep * (1.0 / (1.0 - p))  # the scale as a float scalar: a bf16 mask would round 1/0.9 to 1.109
 
 
 class Dropout(nn.Module):

@@ -86,3 +86,14 @@ def test_the_header_says_how_the_steps_ran():
     assert _step(pd.DataFrame({"compile": [None], "fused_adam": [None]})) == ""  # results that predate the keys
     masks = pd.DataFrame({"compile": ["off", "off"], "fused_adam": [True, True], "fast_dropout": [True, False]})
     assert _step(masks) == " (step: compile off, fused Adam, int32/torch dropout masks)"
+
+
+def test_the_header_says_when_trials_ran_at_different_precisions():
+    import pandas as pd
+
+    from analysis.collect import precisions
+
+    assert precisions(pd.DataFrame({"precision": ["bf16", "bf16"]})) == "bf16"
+    mixed = pd.DataFrame({"precision": ["bf16", "fp32", "bf16", None]})
+    assert precisions(mixed) == "mixed precision: bf16 2 trials, fp32 1 trial"
+    assert precisions(pd.DataFrame({"row": ["base"]})) == ""  # results that predate the key

@@ -81,3 +81,11 @@ def test_compiled_dropout_is_one_graph():
     m = Dropout(0.1).train()
     explained = torch._dynamo.explain(lambda x: m(x) * 2)(torch.randn(4, 8))
     assert explained.graph_break_count == 0  # random_ in place would split a compiled step at every dropout
+
+
+def test_bf16_kept_values_are_scaled_as_torchs():
+    x = torch.randn(4096).bfloat16()
+    y = cpu_dropout(x, 0.1)
+    kept = y != 0
+    # torch's dropout multiplies by the float 1/0.9; a bf16 mask would hold 1.109375 and shrink every kept value
+    assert torch.equal(y[kept], (x[kept].float() * (1.0 / 0.9)).bfloat16())
