@@ -58,6 +58,7 @@ bench: venv
 	$(PY) benchmarks/beam_cache.py
 	$(PY) benchmarks/attention_backends.py
 	$(PY) benchmarks/trainer_throughput.py
+	$(PY) benchmarks/compile_masks.py
 
 # Regenerate results/NAME from each published sweep directory that is present (results/README.md)
 RESULTS := table3:sweep_runs/table3-cpu modifications:sweep_runs/modifications-cpu \

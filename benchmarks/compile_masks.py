@@ -4,7 +4,9 @@ A compiled training step saves, for its backward, the mask of every ReLU (``y <=
 Inductor's C++ kernel for such a mask is far slower on a CPU than eager's; the same kernel producing floats is
 not.  This times each on one thread at the shape of the cpu profile's feed-forward activations (12 sentences x
 45 tokens x d_ff 512), eager against compiled (dynamic shapes, as ``compile=on`` builds the step), side by side,
-and, for the scale of the loss, the whole feed-forward layer trained (forward and backward) each way.
+and, for the scale of the loss, the whole feed-forward layer trained (forward and backward) each way.  Last, the
+eager dropout masks themselves: torch's ``F.dropout`` against transformer_core.dropout's int32 draws, at the
+shape of one residual dropout (540 tokens x d_model 128), forward and backward.
 
     python benchmarks/compile_masks.py [--shape 12,45,512] [--repeat 200]
 """
@@ -72,6 +74,15 @@ def main() -> None:
     eager = rate(lambda: ffn(x).backward(), repeat=args.repeat // 2)
     compiled = rate(lambda: compiled_ffn(x).backward(), repeat=args.repeat // 2)
     print(f"{'feed-forward layer, trained':<34} {eager:9.0f} {compiled:12.0f} {compiled / eager:16.1f}x")
+
+    from transformer_core.dropout import cpu_dropout
+
+    h = torch.randn(540, 128, requires_grad=True)
+    grad = torch.randn(540, 128)
+    torchs = rate(lambda: torch.nn.functional.dropout(h, 0.1, True).backward(grad), repeat=args.repeat)
+    int32 = rate(lambda: cpu_dropout(h, 0.1).backward(grad), repeat=args.repeat)
+    print(f"dropout p=0.1 of (540, 128), forward and backward: torch's bernoulli_ masks {torchs:.0f} us, int32 draws "
+          f"{int32:.0f} us ({torchs / int32:.2f}x faster)")  # fmt: skip
 
 
 if __name__ == "__main__":
