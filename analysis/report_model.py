@@ -239,9 +239,11 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
 
 
 def _step(ran: pd.DataFrame) -> str:
-    """How the trials' steps ran (compile mode, Adam kernel, dropout masks), where their results record it; mixed
-    modes listed."""
+    """How the trials' steps ran (compile mode, Adam kernel, and the dropout masks where any trial used the int32
+    ones), where their results record it; mixed modes listed."""
     parts = []
+    if "fast_dropout" in ran and not ran["fast_dropout"].fillna(False).astype(bool).any():
+        ran = ran.drop(columns="fast_dropout")  # torch's masks, the default: nothing to say
     words = {"fused_adam": ("fused", "loop"), "fast_dropout": ("int32", "torch")}
     for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam"), ("fast_dropout", "{} dropout masks")):
         if col not in ran:

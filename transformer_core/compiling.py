@@ -3,8 +3,10 @@
 ``compile`` (a run-only knob): ``off`` runs them eagerly (the default); ``on`` compiles them with
 torch.compile (inductor); ``auto`` is ``on`` with CUDA and ``off`` on a CPU, where the compiled step was measured
 slower in fp32 and too little faster in bf16 to repay its compile time within a cpu-profile trial
-(benchmarks/README.md, "A faster step").  Inductor builds C++ on a CPU: where none of the compilers it uses
-(``torch._inductor.config.cpp.cxx``) is found, ``on`` trains eagerly and logs one line saying so.
+(benchmarks/README.md, "A faster step"): inductor's kernels that store the boolean masks of ReLU and dropout for
+the backward ran about 20x slower than eager's (benchmarks/compile_masks.py).  Inductor builds C++ on a CPU:
+where none of the compilers it uses (``torch._inductor.config.cpp.cxx``) is found, ``on`` trains eagerly and
+logs one line saying so.
 
 The compiled function computes the eager loss without boolean-mask indexing (a data-dependent shape, which
 would split the graph): the real target positions are found outside it and picked with ``index_select``.  It is

@@ -1,4 +1,4 @@
-"""Dropout whose CPU masks cost half of torch's.
+"""Dropout whose CPU masks cost less than torch's (opt-in: ``fast_dropout=true``).
 
 On a CPU ``torch.nn.functional.dropout`` draws its mask with ``bernoulli_``, one generator call per element
 through a per-element Bernoulli transform; on the cpu profile's base row that was 6% of a training step
@@ -6,7 +6,13 @@ through a per-element Bernoulli transform; on the cpu profile's base row that wa
 generator (``random_`` on int32) and keeps the element where it is at least round(p * 2^31): the drop
 probability is p to within 2^-32, the kept elements are scaled by 1 / (1 - p) as torch's are, and the masks
 follow ``torch.manual_seed`` and the checkpointed generator state exactly as torch's do, but they are other
-masks than torch's for the same seed.  Elsewhere (CUDA, MPS), under torch.compile (which would break its graph
+masks than torch's for the same seed.  Under bf16 the kept elements are scaled by the float 1 / (1 - p); torch's
+CPU dropout multiplies by that scale rounded to bf16 (1.109375 for p = 0.1, kept values 0.16% short).
+
+Measured (benchmarks/README.md, "Dropout masks"): one dropout's forward and backward 1.43x faster, but the
+whole step no faster within what repeats differ by (0.98-1.01x), and learning within seed noise over three full
+base trials.  It is therefore off by default: torch's masks keep trials reproducible per seed against the
+results published before it.  Elsewhere (CUDA, MPS), under torch.compile (which would break its graph
 at every in-place ``random_``) and with ``fast`` false (the run-only knob ``fast_dropout``), it is ``F.dropout``.
 """
 
@@ -36,14 +42,14 @@ def cpu_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
 
 
 class Dropout(nn.Module):
-    """``nn.Dropout`` (not in place) with the CPU masks above where ``fast`` (the default) and x is on a CPU."""
+    """``nn.Dropout`` (not in place), with the CPU masks above where ``fast`` is set and x is on a CPU."""
 
     def __init__(self, p: float = 0.5):
         super().__init__()
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"dropout probability {p}: allowed 0 to 1")
         self.p = p
-        self.fast = True
+        self.fast = False  # the trainer sets it from the run-only knob fast_dropout
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.training or self.p == 0.0:

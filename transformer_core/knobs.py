@@ -91,7 +91,14 @@ KNOBS: tuple[Knob, ...] = (
     _K("log_every", "run", "none", "log every", "d", "steps between training log lines"),
     _K("compile", "run", "none", "compile", "", "torch.compile of model and loss: off, on or auto (on with CUDA)"),
     _K("fused_adam", "run", "none", "fused Adam", "", "fused Adam (default) or false: the loop; equal to rounding"),
-    _K("fast_dropout", "run", "none", "int32 dropout", "", "CPU dropout masks from int32 draws, or false: bernoulli_"),
+    _K(
+        "fast_dropout",
+        "run",
+        "none",
+        "int32 dropout",
+        "",
+        "true: CPU dropout masks from int32 draws; false (default): bernoulli_",
+    ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )
 

@@ -61,7 +61,7 @@ class TrainConfig:
     log_every: int = 50
     compile: str = "off"  # off: eager; on: torch.compile of model and loss (eager without a C++ compiler); auto
     fused_adam: bool = True  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
-    fast_dropout: bool = True  # CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
+    fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
 
     def __post_init__(self) -> None:
         for name in (

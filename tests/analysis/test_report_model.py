@@ -86,6 +86,7 @@ def test_the_header_says_how_the_steps_ran():
     assert _step(pd.DataFrame({"compile": [None], "fused_adam": [None]})) == ""  # results that predate the keys
     masks = pd.DataFrame({"compile": ["off", "off"], "fused_adam": [True, True], "fast_dropout": [True, False]})
     assert _step(masks) == " (step: compile off, fused Adam, int32/torch dropout masks)"
+    assert _step(masks.assign(fast_dropout=False)) == " (step: compile off, fused Adam)"  # the default goes unsaid
 
 
 def test_the_header_says_when_trials_ran_at_different_precisions():

@@ -47,6 +47,7 @@ def test_gradient_is_the_mask_and_masks_follow_the_seed():
 
 def test_module_is_identity_in_eval_and_torchs_when_not_fast():
     m = Dropout(0.3)
+    assert m.fast is False  # off unless the run sets fast_dropout
     x = torch.randn(8, 16)
     assert torch.equal(m.eval()(x), x)
     m.train()
@@ -68,6 +69,7 @@ def test_knob_reaches_every_dropout_and_the_result(tmp_path, fixture_data_dir):
         assert drops and all(m.fast is fast for m in drops)
         runs[fast] = [tr.train_step()[0] for _ in range(3)]
     assert runs[True] != runs[False]  # other masks, so another (equally likely) loss curve
+    assert make_run_config(TINY).train.fast_dropout is False  # torch's masks by default
     assert make_run_config({**TINY, "fast_dropout": False}).content_hash() == make_run_config(TINY).content_hash()
 
 
@@ -79,6 +81,7 @@ def test_set_fast_dropout_flips_modules():
 
 def test_compiled_dropout_is_one_graph():
     m = Dropout(0.1).train()
+    m.fast = True
     explained = torch._dynamo.explain(lambda x: m(x) * 2)(torch.randn(4, 8))
     assert explained.graph_break_count == 0  # random_ in place would split a compiled step at every dropout
 
