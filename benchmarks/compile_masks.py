@@ -14,9 +14,14 @@ shape of one residual dropout (540 tokens x d_model 128), forward and backward.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from step_profile import cpu_flags  # noqa: E402
 
 
 def rate(fn, *args, repeat: int) -> float:
@@ -50,12 +55,7 @@ def main() -> None:
     torch.set_num_threads(1)
     shape = tuple(int(s) for s in args.shape.split(","))
     y = torch.randn(*shape)
-    try:
-        flags = open("/proc/cpuinfo").read().split()
-    except OSError:
-        flags = []
-    isa = [f for f in ("avx2", "avx512f", "avx512_bf16") if f in flags]
-    print(f"one thread, shape {shape}, torch {torch.__version__}, CPU flags {' '.join(isa) or 'unknown'}")
+    print(f"one thread, shape {shape}, torch {torch.__version__}, CPU flags {cpu_flags()}")
     print(f"{'kernel':<34} {'eager us':>9} {'compiled us':>12} {'compiled / eager':>17}")
     for name, fn in (("y <= 0 (a bool mask)", mask), ("relu, and its bool mask", relu_and_mask),
                      ("relu x 2 (floats only)", relu_scaled)):  # fmt: skip

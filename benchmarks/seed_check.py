@@ -30,8 +30,8 @@ def train(args, sets: list[str], seed: int, workdir: Path) -> subprocess.Popen |
         return None
     cmd = [sys.executable, "-m", "sweeps.cli", "train", "--corpus", args.corpus, "--profile", args.profile]
     cmd += ["--workdir", str(workdir), "--set", f"seed={seed}", *sets]
-    log = open(workdir.with_suffix(".log"), "w")
-    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    with open(workdir.with_suffix(".log"), "w") as log:  # the child keeps its own handle
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
 
 
 def main() -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,33 +20,16 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parents[1]
-WORKER = r"""
-import json, sys, tempfile, time
-root, profile, precision, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-sys.path[:0] = [root, root + "/benchmarks"]
-import torch
-torch.set_num_threads(1)
-from pathlib import Path
-from step_profile import base_row_values
-from transformer_core.run_config import make_run_config
-from transformer_core.tracking import JsonTracker
-from transformer_core.train import Trainer
-config = make_run_config({**base_row_values(profile, "bible-en-de", None, {}), "precision": precision, "seed": 1})
-with tempfile.TemporaryDirectory() as work:
-    tr = Trainer(config, Path(work), JsonTracker(Path(work) / "t.jsonl"), None)
-    for _ in range(10):
-        tr.train_step()
-    t0, k0 = time.perf_counter(), tr.tokens
-    for _ in range(steps):
-        tr.train_step()
-    print(json.dumps({"rate": (tr.tokens - k0) / (time.perf_counter() - t0)}))
-"""
 
 
 def rate(root: Path, profile: str, precision: str, steps: int) -> float:
-    out = subprocess.run([sys.executable, "-c", WORKER, str(root), profile, precision, str(steps)],
-                         capture_output=True, text=True, check=True, cwd=root)  # fmt: skip
-    return json.loads(out.stdout.strip().splitlines()[-1])["rate"]
+    """Target tokens/s of ``steps`` timed steps, from the tree's own step_profile.py worker (no profiler) run
+    with that tree's transformer_core first on the path."""
+    cmd = [sys.executable, str(root / "benchmarks" / "step_profile.py"), "--worker", f"time:{precision}:1",
+           "--no-profile", "--profile", profile, "--steps", str(steps), "--warmup", "10"]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=root, env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])["tokens_per_second"]
 
 
 def main() -> None:
