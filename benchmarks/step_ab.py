@@ -6,6 +6,8 @@ process at a time, alternating, in each precision; then the median rate of each 
 
     git worktree add /tmp/before COMMIT
     python benchmarks/step_ab.py /tmp/before [--repeat 3] [--steps 120] [--precisions fp32,bf16]
+
+On a CPU without AVX512-BF16 pass ``--precisions fp32`` (bf16 there is emulated and far slower).
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ HERE = Path(__file__).resolve().parents[1]
 
 def rate(root: Path, profile: str, precision: str, steps: int) -> float:
     """Target tokens/s of ``steps`` timed steps, from the tree's own step_profile.py worker (no profiler) run
-    with that tree's transformer_core first on the path."""
-    cmd = [sys.executable, str(root / "benchmarks" / "step_profile.py"), "--worker", f"time:{precision}:1",
+    with that tree's transformer_core first on the path; a tree from before step_profile.py existed is timed by
+    this checkout's worker (it needs only the tree's Trainer, make_run_config and profile_values)."""
+    worker = root / "benchmarks" / "step_profile.py"
+    worker = worker if worker.exists() else HERE / "benchmarks" / "step_profile.py"
+    cmd = [sys.executable, str(worker), "--worker", f"time:{precision}:1",
            "--no-profile", "--profile", profile, "--steps", str(steps), "--warmup", "10"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(root)}
     out = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=root, env=env)

@@ -166,9 +166,11 @@ def profile_worker(args, values: dict, precision: str, seed: int) -> dict:
             tr.train_step()
         seconds, tokens = time.perf_counter() - t0, tr.tokens - tokens0
         if not args.profile_steps:
-            return {"precision": tr.precision, "compile": tr.forward_loss.mode, "params": tr.params,
-                    "tokens_per_second": tokens / seconds, "ms_per_step": 1000.0 * seconds / args.steps,
-                    "warmup_seconds": warmup_s, "compile_seconds": tr.compile_seconds}  # fmt: skip
+            # getattr: step_ab.py also runs this worker on trees from before compile existed
+            return {"precision": tr.precision, "compile": getattr(getattr(tr, "forward_loss", None), "mode", "off"),
+                    "params": tr.params, "tokens_per_second": tokens / seconds,
+                    "ms_per_step": 1000.0 * seconds / args.steps, "warmup_seconds": warmup_s,
+                    "compile_seconds": getattr(tr, "compile_seconds", 0.0)}  # fmt: skip
         data0 = tr.seconds["data"]
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(args.steps):
