@@ -61,7 +61,8 @@ bench: venv
 	$(PY) benchmarks/compile_masks.py
 
 # Regenerate results/NAME from each published sweep directory that is present (results/README.md)
-RESULTS := table3:sweep_runs/table3-cpu modifications:sweep_runs/modifications-cpu \
+RESULTS := table3:sweep_runs/table3-cpu table3-avx2:sweep_runs/table3-cpu-avx2 \
+  modifications:sweep_runs/modifications-cpu \
   table3-lm:sweep_runs/table3-lm-cpu table3-quick:sweep_runs/table3-quick-cpu \
   calibrate-cpu:sweep_runs/calibrate-cpu calibrate-cpu-batch:sweep_runs/calibrate-cpu-batch
 results: venv
