@@ -165,12 +165,12 @@ def profile_worker(args, values: dict, precision: str, seed: int) -> dict:
         for _ in range(args.steps):
             tr.train_step()
         seconds, tokens = time.perf_counter() - t0, tr.tokens - tokens0
+        # getattr: step_ab.py also runs this worker on trees from before compile existed
+        timed = {"precision": tr.precision, "compile": getattr(getattr(tr, "forward_loss", None), "mode", "off"),
+                 "params": tr.params, "tokens_per_second": tokens / seconds,
+                 "ms_per_step": 1000.0 * seconds / args.steps}  # fmt: skip
         if not args.profile_steps:
-            # getattr: step_ab.py also runs this worker on trees from before compile existed
-            return {"precision": tr.precision, "compile": getattr(getattr(tr, "forward_loss", None), "mode", "off"),
-                    "params": tr.params, "tokens_per_second": tokens / seconds,
-                    "ms_per_step": 1000.0 * seconds / args.steps, "warmup_seconds": warmup_s,
-                    "compile_seconds": getattr(tr, "compile_seconds", 0.0)}  # fmt: skip
+            return {**timed, "warmup_seconds": warmup_s, "compile_seconds": getattr(tr, "compile_seconds", 0.0)}
         data0 = tr.seconds["data"]
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             for _ in range(args.steps):
@@ -180,11 +180,7 @@ def profile_worker(args, values: dict, precision: str, seed: int) -> dict:
         by_class["data"] = (tr.seconds["data"] - data0) * 1000.0 / args.steps
         by_class["overhead"] = max(0.0, profiled_ms - sum(v for k, v in by_class.items() if k != "overhead"))
     return {
-        "precision": tr.precision,
-        "compile": tr.forward_loss.mode,
-        "params": tr.params,
-        "tokens_per_second": tokens / seconds,
-        "ms_per_step": 1000.0 * seconds / args.steps,
+        **timed,
         "tokens_per_step": tokens / args.steps,
         "warmup_seconds": warmup_s,
         "profiled_ms_per_step": profiled_ms,
