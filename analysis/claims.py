@@ -131,11 +131,12 @@ def claim_rows(claims: list[Claim] = CLAIMS) -> dict[str, list[str]]:
     return out
 
 
-def budget_unreached(adaptive: dict | None) -> list[str]:
+def budget_unreached(adaptive: dict | None, judged: frozenset | set = frozenset()) -> list[str]:
     """The report's line on the claims a spent wall-clock budget did not reach (sweep.json's adaptive record,
     written by sweeps.adaptive when the budget ran out): each with the budget, over every session of the sweep,
-    that the measured trial times say would finish it."""
-    unreached = (adaptive or {}).get("unreached") or {}
+    that the measured trial times say would finish it.  Claims in ``judged`` (the table judges them: a later
+    session finished their rows) are left out."""
+    unreached = {c: b for c, b in ((adaptive or {}).get("unreached") or {}).items() if c not in judged}
     if not unreached:
         return []
     each = "; ".join(f"{claim}: DEMO_BUDGET={budget}" for claim, budget in unreached.items())

@@ -27,7 +27,7 @@ from .plots import figures
 from .seed_noise import Noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, points, regime
-from .verdicts import READINGS, Rule, charged_looks, pooled_noise, seed_correlation, seed_values
+from .verdicts import READINGS, Rule, Verdict, charged_looks, pooled_noise, seed_correlation, seed_values
 
 LEGEND = [
     ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
@@ -64,6 +64,7 @@ LM_NOTES = (
     "independent of the tokenizer. The paper's columns are its translation (MT) numbers: a reference for "
     "the direction of each effect only."
 )
+UNJUDGED = (Verdict.NOT_MEASURED.value, Verdict.INCOMPLETE.value)  # a claim-reading with no verdict yet
 
 
 @dataclass
@@ -116,7 +117,8 @@ class ReportModel:
 
     def budget_lines(self) -> list[str]:
         """The header's lines on what the verdicts hold at: budget, rule, seed noise, pairing, regime, seeds added."""
-        return budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule)
+        judged = set(self.claims.loc[~self.claims["verdict"].isin(UNJUDGED), "claim"])
+        return budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule, judged)
 
 
 def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh") -> ReportModel:
@@ -267,7 +269,10 @@ def facts(h: dict) -> str:
     )
 
 
-def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float, int]], rule: Rule) -> list[str]:
+def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float, int]], rule: Rule,
+                 judged: frozenset | set = frozenset()) -> list[str]:  # fmt: skip
+    """``judged``: the claims the table judges (a stop record from before a later session may call them
+    unreached: that session was stopped without writing its own)."""
     lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
     lines.append(f"**Decision rule**: {rule.describe()}.")
     parts = [f"{READINGS[r].label}: {n.describe()}" for r, n in noise.items()]
@@ -292,17 +297,22 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
         lines.append(f"**Regime**: not measured ({reg['detail']}).")
     ad = h.get("adaptive")
     if ad:
+        stopped = ad.get("stopped", "not yet")
+        if judged & set(ad.get("unreached") or {}):
+            stopped += (" (recorded by an earlier session: a later one ran more trials and was stopped before it "
+                        "wrote its own record; the trial count above is the table's)")  # fmt: skip
         lines.append(
             f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks; "
-            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {ad.get('stopped', 'not yet')}. Looks charged: "
+            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {stopped}. Looks charged: "
             f"{rule.looks} (each comparison's p multiplied by it). Spending rule: a stop decided by the data (every "
             "claim decided, or the maximum seeds) keeps the charge of every planned look; a stop by the wall-clock "
-            "budget, which the data did not choose, is charged only the looks taken (Bonferroni over them)."
+            "budget, which the data did not choose, is charged only the looks taken (Bonferroni over them); a stop "
+            "by a signal, every planned look, or one when it came during the minimum seeds, before the first look."
         )
         for rnd in ad.get("rounds", []):
             added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
             lines.append(f"- round {rnd['round']}: one more seed for {added}")
-    lines += budget_unreached(ad)  # claims a spent budget did not reach: "not measured: budget"
+    lines += budget_unreached(ad, judged)  # claims a spent budget did not reach: "not measured: budget"
     return lines
 
 

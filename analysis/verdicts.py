@@ -453,12 +453,16 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
 
 def charged_looks(adaptive: dict | None) -> int:
     """The looks a sweep's comparisons are charged for (their p is multiplied by it).  Every planned look when the
-    data stopped the loop (every claim decided, or the maximum seeds reached); only the looks taken (one per
-    round plus the first) when the wall-clock budget stopped it, which the data did not choose: a design of that
-    many looks, Bonferroni over them.  A sweep without adaptive seeds looks once."""
+    data stopped the loop (every claim decided, or the maximum seeds reached), and when a signal stopped it during
+    a round (whoever sent it may have looked); only the looks taken (one per round plus the first) when the
+    wall-clock budget stopped it, which the data did not choose: a design of that many looks, Bonferroni over
+    them; one when a signal stopped it during the minimum seeds, before the loop looked.  A sweep without adaptive
+    seeds looks once."""
     if not adaptive:
         return 1
-    planned = int(adaptive.get("looks", 1))
+    planned, rounds = int(adaptive.get("looks", 1)), len(adaptive.get("rounds", []))
     if adaptive.get("stop") == "budget" or str(adaptive.get("stopped", "")).startswith("wall-clock budget"):
-        return max(1, min(planned, len(adaptive.get("rounds", [])) + 1))
+        return max(1, min(planned, rounds + 1))
+    if adaptive.get("stop") == "interrupted" and not rounds:  # stopped by hand before the loop's first look
+        return 1
     return planned

@@ -7,10 +7,12 @@ L = M - m + 1 times, and every look during the loop tests at alpha / L.  The loo
 undecided, at M, or when the wall-clock budget would be exceeded by the next round (estimated from measured
 trial times).  The report charges every planned look (alpha / L: Bonferroni over the sequence) when the data
 stopped the loop, and only the k looks taken (alpha / k) when the budget did, which the data did not choose
-(analysis.verdicts.charged_looks).  The budget
+(analysis.verdicts.charged_looks); a session interrupted during the minimum seeds, before the loop's first
+look, is charged that one look, and one interrupted during a round every planned look.  The budget
 bounds the minimum seeds too: when it runs out there, Tune stops the running trials (they keep their
 checkpoints) and the rows left incomplete say so in the report; a larger ``--budget`` with ``--resume`` goes
-on.  The budget counts every session of the sweep (sweep.json's ``spent_seconds``).
+on.  The budget counts every session of the sweep (sweep.json's ``spent_seconds``).  Each session replaces
+the stop record (``stop``, ``stopped``, ``unreached``) of the one before it, when it starts and when it ends.
 
 Every round is a Tune run of its own (runner.run_trials); a finished trial is never dispatched again,
 so ``--resume`` after a kill mid-round completes that round and goes on.
@@ -18,6 +20,7 @@ so ``--resume`` after a kill mid-round completes that round and goes on.
 
 from __future__ import annotations
 
+import signal
 import time
 from typing import Callable, Optional
 
@@ -26,6 +29,7 @@ from analysis.collect import collect
 from analysis.verdicts import Rule, undecided_rows
 
 from .budget_plan import BudgetPlan, plan_for, run_throughput
+from .interrupts import INTERRUPTS
 from .profiles import get_profile
 from .runner import BudgetSpent, SweepContext, SweepInterrupted, close_sweep, open_sweep, run_trials
 from .spec import Spec, Trial, expand_row
@@ -68,6 +72,11 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
     spec = ctx.spec
     ad = ctx.state.setdefault("adaptive", {**spec.adaptive, "looks": looks(spec.adaptive), "rounds": []})
     ad.setdefault("spent_seconds", 0.0)
+    # an earlier session's stop no longer describes the sweep: this session writes its own (or, killed before it
+    # can, leaves none, and the report charges every planned look)
+    ad.pop("stop", None)
+    ad["stopped"] = f"not recorded: the session started {time.strftime('%Y-%m-%d %H:%M')} did not close"
+    ctx.write_state()
     started, spent0 = time.time(), ad["spent_seconds"]
     left = None if budget is None else budget - spent0
     if left is not None and left <= 0:
@@ -157,6 +166,20 @@ def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:
     )
 
 
+def _interrupted(ctx: SweepContext, exc: SweepInterrupted) -> str:
+    """The stop record of a session ended by a signal (or by trials that ended without a result): what finished,
+    and which claims are still incomplete with the budget that would finish each."""
+    ad = ctx.state["adaptive"]
+    ad["stop"] = "interrupted"
+    done, total = ctx.finished_count()
+    plan = _budget_plan(ctx, 0.0)
+    ad["unreached"] = plan.unreached(ad.get("spent_seconds", 0.0))
+    need = "".join(f"; {c} needs --budget {b}" for c, b in ad["unreached"].items())
+    how = f"by {signal.Signals(exc.signum).name}" if exc.signum else f"with {exc.missing} trials ended without a result"
+    during = f"round {len(ad['rounds'])}" if ad["rounds"] else "the minimum seeds"
+    return f"interrupted {how} during {during}: {done} of {total} trials finished; --resume goes on{need}"
+
+
 def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False, num_cpus=None,
                  budget: Optional[float] = None, echo: Callable[[str], None] = print,
                  verbose: bool = False) -> dict:  # fmt: skip
@@ -168,9 +191,16 @@ def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False,
         ctx.state["adaptive"]["stopped"] = stopped
         ctx.write_state()
         echo(f"adaptive seeds stopped: {stopped}")
-    except SweepInterrupted:
+    except (SweepInterrupted, KeyboardInterrupt) as exc:  # KeyboardInterrupt: a second signal outside a Tune run
+        if not isinstance(exc, SweepInterrupted):
+            exc = SweepInterrupted(*ctx.finished_count(), signum=getattr(exc, "signum", INTERRUPTS.signum))
+        INTERRUPTS.closing = True  # more signals are only counted while the stop is recorded
+        try:
+            ctx.state["adaptive"]["stopped"] = _interrupted(ctx, exc)
+        except Exception as err:  # noqa: BLE001 - the sweep must still close
+            ctx.state["adaptive"]["stopped"] = f"interrupted ({err})"
         close_sweep(ctx, "KILLED")
-        raise
+        raise exc from None
     except BaseException:
         close_sweep(ctx, "FAILED")
         raise

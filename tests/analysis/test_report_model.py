@@ -98,3 +98,27 @@ def test_the_header_says_when_trials_ran_at_different_precisions():
     mixed = pd.DataFrame({"precision": ["bf16", "fp32", "bf16", None]})
     assert precisions(mixed) == "mixed precision: bf16 2 trials, fp32 1 trial"
     assert precisions(pd.DataFrame({"row": ["base"]})) == ""  # results that predate the key
+
+
+def test_a_stop_record_older_than_the_table_is_flagged_and_the_claims_it_judges_are_not_listed(model):
+    """A resume stopped by hand used to leave the first session's record (claims
+    'not reached' that the table now judges): the header says the record is older and lists only what is open."""
+    from analysis.report_model import UNJUDGED, budget_lines
+
+    judged = set(model.claims.loc[~model.claims["verdict"].isin(UNJUDGED), "claim"])
+    assert judged
+    claim = sorted(judged)[0]
+    record = {"min": 2, "max": 3, "looks": 2, "rounds": [], "stop": "budget",
+              "stopped": "wall-clock budget (60 min) spent during the minimum seeds: 4 of 38 trials finished",
+              "unreached": {claim: "1h10m", "X-open": "2h"}}  # fmt: skip
+
+    def header(ad):
+        lines = budget_lines({**model.header, "adaptive": ad}, model.header_noise, model.regime, model.pairing,
+                             model.rule, judged)  # fmt: skip
+        return "\n".join(lines)
+
+    stale = header(record)
+    assert "recorded by an earlier session" in stale
+    assert f"{claim}: DEMO_BUDGET" not in stale and "X-open: DEMO_BUDGET=2h" in stale
+    current = header({**record, "unreached": {"X-open": "2h"}})
+    assert "earlier session" not in current and "X-open: DEMO_BUDGET=2h" in current

@@ -430,6 +430,11 @@ def test_looks_are_charged_only_when_taken_under_a_budget_stop():
     assert charged_looks({"looks": 3, "rounds": [{}], "stopped": "wall-clock budget (60 min) would be exceeded"}) == 2
     assert charged_looks({"looks": 3, "rounds": [], "stop": "data"}) == 3
     assert charged_looks({"looks": 3, "rounds": [{}, {}], "stop": "max"}) == 3
+    # stopped by a signal: before the loop's first look, that one look; during a round, every planned look
+    assert charged_looks({"looks": 3, "rounds": [], "stop": "interrupted"}) == 1
+    assert charged_looks({"looks": 3, "rounds": [{}], "stop": "interrupted"}) == 3
+    # a session that never closed left no stop: every planned look
+    assert charged_looks({"looks": 3, "rounds": [], "stopped": "not recorded: the session started ..."}) == 3
 
 
 def test_unstable_is_about_the_estimate_not_the_threshold():

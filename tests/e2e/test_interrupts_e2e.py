@@ -92,3 +92,55 @@ def test_two_sigints_in_a_row_end_the_sweep_as_interrupted_with_130(tmp_path, en
         os.killpg(pid, signal.SIGINT)
 
     _ended_as_interrupted(_stop(_run(spec, out, env), out, env, twice), out, 130)
+
+
+@pytest.mark.e2e
+def test_a_resume_stopped_by_hand_replaces_the_earlier_sessions_stop_record(tmp_path, env):
+    """Adaptive seeds: a first session spent its budget (its record: the claims it did not reach); the resume,
+    stopped by two SIGINTs, writes its own record instead (interrupted, what finished, what is still open), and
+    the report's header says so and charges the one look taken."""
+    doc = {"name": "open", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 2, "max": 3}, "max_concurrent": 2,
+           "train": {"steps": 200, "eval_every": 10}, "rows": {"D": [{"label": "D3", "eps_ls": 0.0}]}}  # fmt: skip
+    spec, out = tmp_path / "open.yaml", tmp_path / "sweep"
+    spec.write_text(yaml.safe_dump(doc))
+    r = subprocess.run(_run(spec, out, env, "--budget", "1s"), env=env, cwd=ROOT, capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    first = json.loads((out / "sweep.json").read_text())["adaptive"]
+    assert first["stop"] == "budget" and first["stopped"].startswith("wall-clock budget"), r.stderr[-3000:]
+    assert "D-ls-hurts-ppl" in first["unreached"]
+
+    def twice(pid):
+        os.killpg(pid, signal.SIGINT)
+        time.sleep(0.3)
+        os.killpg(pid, signal.SIGINT)
+
+    resumed = time.time()
+    cmd = _run(spec, out, env, "--resume", "--budget", "1h")
+    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # fmt: skip
+    try:  # stopped once a trial of this session has started
+        deadline = time.time() + 300
+        while time.time() < deadline and not any(
+            json.loads(line)["time"] > resumed
+            for path in out.glob("trials/*/attempts.jsonl")
+            for line in path.read_text().splitlines()
+        ):
+            time.sleep(0.3)
+        twice(proc.pid)
+        _, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr[-3000:]
+    ad = json.loads((out / "sweep.json").read_text())["adaptive"]
+    assert ad["stop"] == "interrupted", ad
+    assert ad["stopped"].startswith("interrupted by SIGINT during the minimum seeds: "), ad["stopped"]
+    assert "wall-clock budget" not in ad["stopped"] and "--resume goes on" in ad["stopped"]
+    assert ad["spent_seconds"] > first["spent_seconds"]
+
+    from analysis.report import write_report
+
+    md = (write_report(out, samples=20) / "report.md").read_text()
+    assert "stopped: interrupted by SIGINT during the minimum seeds" in md and "Looks charged: 1 " in md
+    assert "recorded by an earlier session" not in md
