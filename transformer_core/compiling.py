@@ -1,10 +1,12 @@
 """How a training step's forward pass and loss run: eagerly, or through torch.compile.
 
 ``compile`` (a run-only knob): ``off`` runs them eagerly (the default); ``on`` compiles them with
-torch.compile (inductor); ``auto`` is ``on`` with CUDA and ``off`` on a CPU, where the compiled step was measured
-slower in fp32 and too little faster in bf16 to repay its compile time within a cpu-profile trial
-(benchmarks/README.md, "A faster step"): inductor's kernels that store the boolean masks of ReLU and dropout for
-the backward ran about 20x slower than eager's (benchmarks/compile_masks.py).  Inductor builds C++ on a CPU:
+torch.compile (inductor); ``auto`` is ``off`` on every device, since the compiled step was measured slower on both
+kinds measured: on a CPU slower in fp32 and too little faster in bf16 to repay its compile time within a
+cpu-profile trial (benchmarks/README.md, "A faster step"), inductor's kernels that store the boolean masks of ReLU
+and dropout for the backward running about 20x slower than eager's (benchmarks/compile_masks.py); on an H200 the
+gpu profile's base row trained at 0.08x of eager's rate after an 86 s first step (benchmarks/gpu_step.py,
+benchmarks/results/gpu_step_h200.txt).  Inductor builds C++ on a CPU:
 where none of the compilers it uses (``torch._inductor.config.cpp.cxx``) is found, ``on`` trains eagerly and
 logs one line saying so.
 
@@ -43,8 +45,8 @@ def inductor_compiler() -> Optional[str]:
 
 def resolve_compile(mode: str, device: torch.device) -> str:
     """``on`` or ``off`` for this device: auto's choice, and eager where inductor has no C++ compiler."""
-    if mode == "auto":
-        mode = "on" if device.type == "cuda" else "off"
+    if mode == "auto":  # measured slower than eager on a CPU and on a GPU (the module's docstring)
+        mode = "off"
     if mode == "on" and device.type == "cpu" and inductor_compiler() is None:
         import torch._inductor.config as inductor_config
 

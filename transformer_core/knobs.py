@@ -89,7 +89,7 @@ KNOBS: tuple[Knob, ...] = (
     _K("precision", "run", "none", "precision", "", "auto, fp32 or bf16"),
     _K("threads", "run", "none", "threads", "d", "torch threads (0: torch's default)"),
     _K("log_every", "run", "none", "log every", "d", "steps between training log lines"),
-    _K("compile", "run", "none", "compile", "", "torch.compile of model and loss: off, on or auto (on with CUDA)"),
+    _K("compile", "run", "none", "compile", "", "torch.compile of model and loss: off, on or auto (= off)"),
     _K("fused_adam", "run", "none", "fused Adam", "", "fused Adam (default) or false: the loop; equal to rounding"),
     _K(
         "fast_dropout",
