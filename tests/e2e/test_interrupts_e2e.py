@@ -22,9 +22,9 @@ def env(fixture_corpus, fixture_data_dir):
                 OMP_NUM_THREADS="1")  # fmt: skip
 
 
-def _spec(path: Path) -> Path:
-    doc = {"name": "stop", "corpus": {"name": "bible-en-de"}, "seeds": [1, 2, 3], "max_concurrent": 2,
-           "train": {"steps": 200, "eval_every": 10}}  # fmt: skip
+def _spec(path: Path, adaptive: bool = False) -> Path:
+    doc = {"name": "stop", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 3, "max": 3} if adaptive else [1, 2, 3],
+           "max_concurrent": 2, "train": {"steps": 200, "eval_every": 10}}  # fmt: skip
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -84,7 +84,8 @@ def test_sigterm_ends_the_sweep_as_interrupted_with_143_and_resume_trains_the_re
 
 @pytest.mark.e2e
 def test_two_sigints_in_a_row_end_the_sweep_as_interrupted_with_130(tmp_path, env):
-    spec, out = _spec(tmp_path / "stop.yaml"), tmp_path / "sweep"
+    """An adaptive sweep (seeds min/max) here: it also records the stop as the signal's, with what finished."""
+    spec, out = _spec(tmp_path / "stop.yaml", adaptive=True), tmp_path / "sweep"
 
     def twice(pid):  # Ctrl-C twice in a terminal: the whole foreground group, 0.3 s apart
         os.killpg(pid, signal.SIGINT)
@@ -92,9 +93,14 @@ def test_two_sigints_in_a_row_end_the_sweep_as_interrupted_with_130(tmp_path, en
         os.killpg(pid, signal.SIGINT)
 
     _ended_as_interrupted(_stop(_run(spec, out, env), out, env, twice), out, 130)
+    ad = json.loads((out / "sweep.json").read_text())["adaptive"]
+    assert ad["stop"] == "interrupted", ad
+    assert ad["stopped"].startswith("interrupted by SIGINT during the minimum seeds: "), ad["stopped"]
+    assert "of 3 trials finished; --resume goes on" in ad["stopped"]
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # two sessions; the default suite checks the interrupted record in the two-SIGINT test above
 def test_a_resume_stopped_by_hand_replaces_the_earlier_sessions_stop_record(tmp_path, env):
     """Adaptive seeds: a first session spent its budget (its record: the claims it did not reach); the resume,
     stopped by two SIGINTs, writes its own record instead (interrupted, what finished, what is still open), and
