@@ -31,7 +31,15 @@ from analysis.verdicts import Rule, undecided_rows
 from .budget_plan import BudgetPlan, plan_for, run_throughput
 from .interrupts import INTERRUPTS
 from .profiles import get_profile
-from .runner import BudgetSpent, SweepContext, SweepInterrupted, close_sweep, open_sweep, run_trials
+from .runner import (
+    BudgetSpent,
+    SweepContext,
+    SweepInterrupted,
+    as_interrupted,
+    close_sweep,
+    open_sweep,
+    run_trials,
+)
 from .spec import Spec, Trial, expand_row
 
 
@@ -72,8 +80,8 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
     spec = ctx.spec
     ad = ctx.state.setdefault("adaptive", {**spec.adaptive, "looks": looks(spec.adaptive), "rounds": []})
     ad.setdefault("spent_seconds", 0.0)
-    # an earlier session's stop no longer describes the sweep: this session writes its own (or, killed before it
-    # can, leaves none, and the report charges every planned look)
+    # the stop record is the current session's: none until it ends ("not recorded" if it is killed first, which
+    # the report charges every planned look)
     ad.pop("stop", None)
     ad["stopped"] = f"not recorded: the session started {time.strftime('%Y-%m-%d %H:%M')} did not close"
     ctx.write_state()
@@ -154,30 +162,33 @@ def dispatch_order(ctx: SweepContext, left: Optional[float], echo: Callable[[str
     return plan.ordered
 
 
-def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:
-    ctx.state["adaptive"]["stop"] = "budget"
+def _record_stop(ctx: SweepContext, stop: str, spent: float) -> tuple[str, str]:
+    """Record a stop that left claims incomplete: ``stop`` (budget or interrupted) and the claims not complete,
+    each with the budget (``spent`` so far, every session's) that would finish it.  Returns "N of M trials
+    finished" and the "; CLAIM needs --budget B" tail of the stop's sentence."""
+    ad = ctx.state["adaptive"]
+    ad["stop"] = stop
+    ad["unreached"] = _budget_plan(ctx, 0.0).unreached(spent)
     done, total = ctx.finished_count()
-    unreached = _budget_plan(ctx, 0.0).unreached(budget)  # the claims it did not reach, and what would finish them
-    ctx.state["adaptive"]["unreached"] = unreached
-    need = "".join(f"; {c} needs --budget {b}" for c, b in unreached.items())
+    need = "".join(f"; {c} needs --budget {b}" for c, b in ad["unreached"].items())
+    return f"{done} of {total} trials finished", need
+
+
+def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:
+    finished, need = _record_stop(ctx, "budget", budget)
     return (
-        f"wall-clock budget ({budget / 60:.0f} min) spent {when}: {done} of {total} trials finished; the rest "
-        f"are not in the table (their rows are incomplete); a larger --budget with --resume goes on{need}"
+        f"wall-clock budget ({budget / 60:.0f} min) spent {when}: {finished}; the rest are not in the table (their "
+        f"rows are incomplete); a larger --budget with --resume goes on{need}"
     )
 
 
 def _interrupted(ctx: SweepContext, exc: SweepInterrupted) -> str:
-    """The stop record of a session ended by a signal (or by trials that ended without a result): what finished,
-    and which claims are still incomplete with the budget that would finish each."""
+    """The stop record of a session ended by a signal (or by trials that ended without a result)."""
     ad = ctx.state["adaptive"]
-    ad["stop"] = "interrupted"
-    done, total = ctx.finished_count()
-    plan = _budget_plan(ctx, 0.0)
-    ad["unreached"] = plan.unreached(ad.get("spent_seconds", 0.0))
-    need = "".join(f"; {c} needs --budget {b}" for c, b in ad["unreached"].items())
+    finished, need = _record_stop(ctx, "interrupted", ad.get("spent_seconds", 0.0))
     how = f"by {signal.Signals(exc.signum).name}" if exc.signum else f"with {exc.missing} trials ended without a result"
     during = f"round {len(ad['rounds'])}" if ad["rounds"] else "the minimum seeds"
-    return f"interrupted {how} during {during}: {done} of {total} trials finished; --resume goes on{need}"
+    return f"interrupted {how} during {during}: {finished}; --resume goes on{need}"
 
 
 def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False, num_cpus=None,
@@ -192,8 +203,7 @@ def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False,
         ctx.write_state()
         echo(f"adaptive seeds stopped: {stopped}")
     except (SweepInterrupted, KeyboardInterrupt) as exc:  # KeyboardInterrupt: a second signal outside a Tune run
-        if not isinstance(exc, SweepInterrupted):
-            exc = SweepInterrupted(*ctx.finished_count(), signum=getattr(exc, "signum", INTERRUPTS.signum))
+        exc = as_interrupted(ctx, exc)
         INTERRUPTS.closing = True  # more signals are only counted while the stop is recorded
         try:
             ctx.state["adaptive"]["stopped"] = _interrupted(ctx, exc)

@@ -59,6 +59,14 @@ class BudgetSpent(Exception):
         self.finished, self.total = finished, total
 
 
+def as_interrupted(ctx: SweepContext, exc: BaseException) -> SweepInterrupted:
+    """``exc`` as a SweepInterrupted: itself, or for a KeyboardInterrupt (a second signal outside a Tune run)
+    the trials finished so far and the signal that stopped the sweep."""
+    if isinstance(exc, SweepInterrupted):
+        return exc
+    return SweepInterrupted(*ctx.finished_count(), signum=getattr(exc, "signum", INTERRUPTS.signum))
+
+
 class SweepInterrupted(Exception):
     """A round ended before every trial had a result: ``finished`` of ``total`` trials have one; ``signum`` is
     the signal that stopped it (None: trials ended without a result, ``missing`` of them)."""
@@ -426,7 +434,7 @@ def run_sweep(
         raise
     except KeyboardInterrupt as exc:  # a second signal outside a Tune run
         close_sweep(ctx, "KILLED")
-        raise SweepInterrupted(*ctx.finished_count(), signum=getattr(exc, "signum", INTERRUPTS.signum)) from None
+        raise as_interrupted(ctx, exc) from None
     except BaseException:
         try:
             close_sweep(ctx, "FAILED")

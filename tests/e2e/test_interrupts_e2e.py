@@ -34,13 +34,22 @@ def _run(spec: Path, out: Path, env, *extra) -> list[str]:
             "--num-cpus", "2", *extra]  # fmt: skip
 
 
-def _stop(cmd, out: Path, env, send) -> subprocess.CompletedProcess:
-    """Start the driver, wait for a first checkpoint, ``send(pid)`` the signals, wait for the driver."""
+def _twice(pid):
+    """Ctrl-C twice in a terminal: the whole foreground group, 0.3 s apart."""
+    os.killpg(pid, signal.SIGINT)
+    time.sleep(0.3)
+    os.killpg(pid, signal.SIGINT)
+
+
+def _stop(cmd, out: Path, env, send, ready=None) -> subprocess.CompletedProcess:
+    """Start the driver, wait until ``ready()`` (default: a first checkpoint), ``send(pid)`` the signals, wait
+    for the driver."""
+    ready = ready or (lambda: list(out.glob("trials/*/checkpoints/step-*.pt")))
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:
         deadline = time.time() + 300
-        while time.time() < deadline and not list(out.glob("trials/*/checkpoints/step-*.pt")):
+        while time.time() < deadline and not ready():
             time.sleep(0.3)
         send(proc.pid)
         stdout, stderr = proc.communicate(timeout=300)
@@ -86,13 +95,7 @@ def test_sigterm_ends_the_sweep_as_interrupted_with_143_and_resume_trains_the_re
 def test_two_sigints_in_a_row_end_the_sweep_as_interrupted_with_130(tmp_path, env):
     """An adaptive sweep (seeds min/max) here: it also records the stop as the signal's, with what finished."""
     spec, out = _spec(tmp_path / "stop.yaml", adaptive=True), tmp_path / "sweep"
-
-    def twice(pid):  # Ctrl-C twice in a terminal: the whole foreground group, 0.3 s apart
-        os.killpg(pid, signal.SIGINT)
-        time.sleep(0.3)
-        os.killpg(pid, signal.SIGINT)
-
-    _ended_as_interrupted(_stop(_run(spec, out, env), out, env, twice), out, 130)
+    _ended_as_interrupted(_stop(_run(spec, out, env), out, env, _twice), out, 130)
     ad = json.loads((out / "sweep.json").read_text())["adaptive"]
     assert ad["stop"] == "interrupted", ad
     assert ad["stopped"].startswith("interrupted by SIGINT during the minimum seeds: "), ad["stopped"]
@@ -115,30 +118,14 @@ def test_a_resume_stopped_by_hand_replaces_the_earlier_sessions_stop_record(tmp_
     assert first["stop"] == "budget" and first["stopped"].startswith("wall-clock budget"), r.stderr[-3000:]
     assert "D-ls-hurts-ppl" in first["unreached"]
 
-    def twice(pid):
-        os.killpg(pid, signal.SIGINT)
-        time.sleep(0.3)
-        os.killpg(pid, signal.SIGINT)
-
     resumed = time.time()
-    cmd = _run(spec, out, env, "--resume", "--budget", "1h")
-    proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
-    try:  # stopped once a trial of this session has started
-        deadline = time.time() + 300
-        while time.time() < deadline and not any(
-            json.loads(line)["time"] > resumed
-            for path in out.glob("trials/*/attempts.jsonl")
-            for line in path.read_text().splitlines()
-        ):
-            time.sleep(0.3)
-        twice(proc.pid)
-        _, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert proc.returncode == 130, stderr[-3000:]
+
+    def started_again():  # a trial attempt begun by the resume
+        attempts = (line for path in out.glob("trials/*/attempts.jsonl") for line in path.read_text().splitlines())
+        return any(json.loads(line)["time"] > resumed for line in attempts)
+
+    r = _stop(_run(spec, out, env, "--resume", "--budget", "1h"), out, env, _twice, ready=started_again)
+    assert r.returncode == 130, r.stderr[-3000:]
     ad = json.loads((out / "sweep.json").read_text())["adaptive"]
     assert ad["stop"] == "interrupted", ad
     assert ad["stopped"].startswith("interrupted by SIGINT during the minimum seeds: "), ad["stopped"]
