@@ -1,19 +1,26 @@
 """How a training step's forward pass and loss run: eagerly, or through torch.compile.
 
 ``compile`` (a run-only knob): ``off`` runs them eagerly (the default); ``on`` compiles them with
-torch.compile (inductor); ``auto`` is ``off`` on every device, since the compiled step was measured slower on both
-kinds measured: on a CPU slower in fp32 and too little faster in bf16 to repay its compile time within a
-cpu-profile trial (benchmarks/README.md, "A faster step"), inductor's kernels that store the boolean masks of ReLU
-and dropout for the backward running about 20x slower than eager's (benchmarks/compile_masks.py); on an H200 the
-gpu profile's base row trained at 0.08x of eager's rate after an 86 s first step (benchmarks/gpu_step.py,
-benchmarks/results/gpu_step_h200.txt).  Inductor builds C++ on a CPU:
+torch.compile (inductor); ``auto`` is ``off`` on every device.  On a CPU the compiled step was measured slower in
+fp32 and too little faster in bf16 to repay its compile time within a cpu-profile trial (benchmarks/README.md, "A
+faster step"), inductor's kernels that store the boolean masks of ReLU and dropout for the backward running about
+20x slower than eager's (benchmarks/compile_masks.py).  On an H200 the gpu profile's base row trains 1.2-1.6x
+faster compiled once it has compiled (about two minutes, a recompile included; benchmarks/gpu_step.py,
+benchmarks/results/gpu_step_h200.txt), but there the compiled step pads lengths (below), so its dropout masks are
+other draws than eager's, and no GPU trial has shown it learns within seed noise of eager: ``on`` is asked for,
+not assumed.  Inductor builds C++ on a CPU:
 where none of the compilers it uses (``torch._inductor.config.cpp.cxx``) is found, ``on`` trains eagerly and
 logs one line saying so.
 
-The compiled function computes the eager loss without boolean-mask indexing (a data-dependent shape, which
-would split the graph): the real target positions are found outside it and picked with ``index_select``.  It is
-compiled with dynamic shapes, so the length-bucketed batches' many (B, S, T) shapes share one graph, and with
-inductor's ``fallback_random``, so that dropout draws its masks from torch's generator as eager does.
+Both ways pick the logits of real target positions with ``index_select`` at flat positions found on the host
+(``ForwardLoss.prepare``), before the batch goes to the device: no boolean-mask indexing, whose data-dependent
+shape would split the compiled graph and, on a GPU, make the host wait for the device in the middle of every
+forward pass.  The compiled function is compiled with dynamic shapes and without duck sizing, so that the
+length-bucketed batches' many (B, S, T) shapes share one graph (with duck sizing, a first batch whose source and
+target lengths were equal tied them, and the next batch recompiled), and with inductor's ``fallback_random``, so
+that dropout draws its masks from torch's generator as eager does.  On a GPU it also pads the lengths to a
+multiple of 8 (right-padding, which the padding and causal masks keep out of every real position): inductor
+guards its kernels on whether a length is, and each combination compiled anew, about a minute each on an H200.
 """
 
 from __future__ import annotations
@@ -68,26 +75,41 @@ def _selected_loss(model, inputs: list, index, target, eps_ls: float, device_typ
 
 
 class ForwardLoss:
-    """``(inputs, tgt_out) -> (smoothed loss sum, NLL sum, target tokens)`` of one micro-batch, eager or
-    compiled; ``mode`` is what ran ("on" or "off")."""
+    """``prepare(inputs, tgt_out)`` puts a micro-batch on the device; ``(inputs, index, target)`` -> (smoothed loss
+    sum, NLL sum) of it, eager or compiled; ``mode`` is what ran ("on" or "off")."""
 
     def __init__(self, model, eps_ls: float, device: torch.device, precision: str, mode: str = "off"):
         self.model, self.eps_ls, self.device, self.precision = model, eps_ls, device, precision
         self.mode = resolve_compile(mode, device)
         self._compiled = None
+        self.pad_to = 1  # lengths padded to a multiple of this before the compiled function (GPU only)
         if self.mode == "on":
             self._compiled = torch.compile(_selected_loss, dynamic=True, options={"fallback_random": True})
+            self.pad_to = 8 if device.type == "cuda" else 1
 
-    def __call__(self, inputs: list, tgt_out: torch.Tensor):
+    def prepare(self, inputs: tuple, tgt_out: torch.Tensor) -> tuple[list, torch.Tensor, torch.Tensor]:
+        """Host tensors of one micro-batch -> (device inputs, flat indices of its real target positions, their
+        targets), the indices found on the host so that the device never has to report how many there are."""
+        if self.pad_to > 1:
+            inputs, tgt_out = [_pad_length(x, self.pad_to) for x in inputs], _pad_length(tgt_out, self.pad_to)
+        flat = tgt_out.flatten()
+        index = (flat != PAD).nonzero().squeeze(1)
+        moved = [x.to(self.device, non_blocking=True) for x in (*inputs, index, flat.index_select(0, index))]
+        return moved[:-2], moved[-2], moved[-1]
+
+    def __call__(self, inputs: list, index: torch.Tensor, target: torch.Tensor):
         if self._compiled is None:
-            mask = tgt_out != PAD
             with autocast(self.device, self.precision):
                 hidden = self.model.features(*inputs)
-                logits = self.model.generator(hidden[mask])  # only real target positions: (n, V)
-            loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), tgt_out[mask], self.eps_ls)
-            return loss.sum(), nll.sum().detach(), logits.shape[0]
-        index = (tgt_out.flatten() != PAD).nonzero().squeeze(1)
-        target = tgt_out.flatten().index_select(0, index)
+                logits = self.model.generator(hidden.flatten(0, -2).index_select(0, index))  # (n, V)
+            loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), target, self.eps_ls)
+            return loss.sum(), nll.sum().detach()
         bf16 = self.precision == "bf16"
-        loss, nll = self._compiled(self.model, inputs, index, target, self.eps_ls, self.device.type, bf16)
-        return loss, nll, index.numel()
+        with torch.fx.experimental._config.patch(use_duck_shape=False):
+            return self._compiled(self.model, inputs, index, target, self.eps_ls, self.device.type, bf16)
+
+
+def _pad_length(x: torch.Tensor, multiple: int) -> torch.Tensor:
+    """(B, L) token ids right-padded with PAD to a length that is a multiple of ``multiple``."""
+    extra = -x.shape[1] % multiple
+    return F.pad(x, (0, extra), value=PAD) if extra else x
