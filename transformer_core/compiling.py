@@ -5,7 +5,8 @@ torch.compile (inductor); ``auto`` is ``off`` on every device.  On a CPU the com
 fp32 and too little faster in bf16 to repay its compile time within a cpu-profile trial (benchmarks/README.md, "A
 faster step"), inductor's kernels that store the boolean masks of ReLU and dropout for the backward running about
 20x slower than eager's (benchmarks/compile_masks.py).  On an H200 the gpu profile's base row trains 1.2-1.6x
-faster compiled once it has compiled (about two minutes, a recompile included; benchmarks/gpu_step.py,
+faster compiled once it has compiled (about 2.5-3 minutes: a 119 s first step and one later recompile of about
+40 s; benchmarks/gpu_step.py,
 benchmarks/results/gpu_step_h200.txt), but there the compiled step pads lengths (below), so its dropout masks are
 other draws than eager's, and no GPU trial has shown it learns within seed noise of eager: ``on`` is asked for,
 not assumed.  Inductor builds C++ on a CPU:
@@ -19,8 +20,9 @@ forward pass.  The compiled function is compiled with dynamic shapes and without
 length-bucketed batches' many (B, S, T) shapes share one graph (with duck sizing, a first batch whose source and
 target lengths were equal tied them, and the next batch recompiled), and with inductor's ``fallback_random``, so
 that dropout draws its masks from torch's generator as eager does.  On a GPU it also pads the lengths to a
-multiple of 8 (right-padding, which the padding and causal masks keep out of every real position): inductor
-guards its kernels on whether a length is, and each combination compiled anew, about a minute each on an H200.
+multiple of 8, never past the model's ``max_len`` (right-padding, which the padding and causal masks keep out of
+every real position): inductor guards its kernels on whether a length is a multiple of 8, and each combination
+compiled anew, about a minute each on an H200.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def inductor_compiler() -> Optional[str]:
 
 def resolve_compile(mode: str, device: torch.device) -> str:
     """``on`` or ``off`` for this device: auto's choice, and eager where inductor has no C++ compiler."""
-    if mode == "auto":  # measured slower than eager on a CPU and on a GPU (the module's docstring)
+    if mode == "auto":  # slower than eager on a CPU; on a GPU not shown to learn as eager does (the docstring)
         mode = "off"
     if mode == "on" and device.type == "cpu" and inductor_compiler() is None:
         import torch._inductor.config as inductor_config
@@ -86,12 +88,14 @@ class ForwardLoss:
         if self.mode == "on":
             self._compiled = torch.compile(_selected_loss, dynamic=True, options={"fallback_random": True})
             self.pad_to = 8 if device.type == "cuda" else 1
+        self.max_len = model.cfg.max_len  # padding never makes a batch longer than the positions the model has
 
     def prepare(self, inputs: tuple, tgt_out: torch.Tensor) -> tuple[list, torch.Tensor, torch.Tensor]:
         """Host tensors of one micro-batch -> (device inputs, flat indices of its real target positions, their
         targets), the indices found on the host so that the device never has to report how many there are."""
         if self.pad_to > 1:
-            inputs, tgt_out = [_pad_length(x, self.pad_to) for x in inputs], _pad_length(tgt_out, self.pad_to)
+            pad = [_pad_length(x, self.pad_to, self.max_len) for x in (*inputs, tgt_out)]
+            inputs, tgt_out = pad[:-1], pad[-1]
         flat = tgt_out.flatten()
         index = (flat != PAD).nonzero().squeeze(1)
         moved = [x.to(self.device, non_blocking=True) for x in (*inputs, index, flat.index_select(0, index))]
@@ -105,11 +109,12 @@ class ForwardLoss:
             loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), target, self.eps_ls)
             return loss.sum(), nll.sum().detach()
         bf16 = self.precision == "bf16"
+        # torch's switch for duck sizing is private (torch.fx.experimental._config): a torch without it fails here
         with torch.fx.experimental._config.patch(use_duck_shape=False):
             return self._compiled(self.model, inputs, index, target, self.eps_ls, self.device.type, bf16)
 
 
-def _pad_length(x: torch.Tensor, multiple: int) -> torch.Tensor:
-    """(B, L) token ids right-padded with PAD to a length that is a multiple of ``multiple``."""
-    extra = -x.shape[1] % multiple
+def _pad_length(x: torch.Tensor, multiple: int, limit: int) -> torch.Tensor:
+    """(B, L) token ids right-padded with PAD to the next multiple of ``multiple``, but not past ``limit``."""
+    extra = max(0, min(-x.shape[1] % multiple, limit - x.shape[1]))
     return F.pad(x, (0, extra), value=PAD) if extra else x

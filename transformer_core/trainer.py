@@ -249,7 +249,7 @@ class Trainer:
             ntok += index.numel()
             self.seconds["train"] += time.perf_counter() - t1
         t1 = time.perf_counter()
-        if self.world > 1:  # the all-reduce waits for the device anyway
+        if self.world > 1:  # the all-reduce takes host numbers: one more wait for the device per step
             loss_sum, nll_sum = _read_sums(sums)
             loss_sum, nll_sum, ntok = sum_gradients(list(self.model.parameters()), [loss_sum, nll_sum, ntok])
             ntok = int(round(ntok))

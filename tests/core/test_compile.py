@@ -1,5 +1,6 @@
 """The compile and fused_adam knobs: the same training as the eager step, and eager where no compiler is found."""
 
+import itertools
 import logging
 
 import pytest
@@ -92,8 +93,10 @@ def _forward_loss(tmp_path, fixture_data_dir):
     tr.model.eval()  # no dropout: the same inputs give the same loss
     from transformer_core.data import PAD
 
-    padded = (b for b in tr.stream if (b.tgt_out == PAD).any() and (b.src == PAD).any())
-    return tr, next(padded)  # a batch with padding on both sides, or the tests show nothing
+    batches = itertools.islice(tr.stream, 200)
+    padded = next((b for b in batches if (b.tgt_out == PAD).any() and (b.src == PAD).any()), None)
+    assert padded is not None  # a batch with padding on both sides, or the tests show nothing
+    return tr, padded
 
 
 def test_prepare_picks_the_real_target_positions(tmp_path, fixture_data_dir):
@@ -125,11 +128,15 @@ def test_padding_lengths_to_a_multiple_of_8_leaves_the_loss(tmp_path, fixture_da
     )
     padded = fl(inputs, index, target)
     assert [float(v.detach()) for v in padded] == pytest.approx([float(v.detach()) for v in plain], rel=1e-5)
+    from transformer_core.compiling import _pad_length
+
+    ids = torch.ones(2, 13, dtype=torch.long)
+    assert [_pad_length(ids, 8, limit).shape[1] for limit in (1024, 14, 13)] == [16, 14, 13]  # never past max_len
 
 
 def test_a_step_reads_the_device_once(tmp_path, fixture_data_dir, monkeypatch):
     """Two micro-batches, one read: on a GPU every read makes the host wait for the device."""
-    config = make_run_config({**TINY, "data_dir": str(fixture_data_dir), "accumulate": 2})
+    config = make_run_config({**TINY, "data_dir": str(fixture_data_dir), "accumulate": 2, "fused_adam": True})
     tr = Trainer(config, tmp_path, JsonTracker(tmp_path / "t.jsonl"), None)
     expected = tr.train_step()
     reads = []
