@@ -7,6 +7,7 @@ debugger can call it directly.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -75,8 +76,9 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
             shutil.rmtree(workdir, ignore_errors=True)
         return done
     if rank == 0:
-        with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial, and on which node
-            f.write(json.dumps({"time": time.time(), "node": _node(), "workdir": str(workdir)}) + "\n")
+        with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial: on which node, in which process
+            line = {"time": time.time(), "node": _node(), "pid": os.getpid(), "workdir": str(workdir)}
+            f.write(json.dumps(line) + "\n")
         write_json(workdir / TRIAL, trial.to_json())
         push()
     tracker = None

@@ -245,7 +245,21 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         num_samples=search.samples if spec.search else 1,
         max_concurrent_trials=spec.max_concurrent,
         time_budget_s=max(time_budget, 1e-3) if time_budget is not None else None,
+        reuse_actors=reuse_actors(),
     )
+
+
+def reuse_actors() -> bool:
+    """Whether a slot's worker process runs its next trial (on unless ``TSWEEP_REUSE_ACTORS=0``).
+
+    A fresh process per trial costs its start, the imports of torch and MLflow, torch's first optimizer and
+    the bf16 probe again: about 18 s between one trial's end and the next one's first step on a 2-core AVX2
+    CPU, 19 times per slot in the cpu profile's table.  Every trial seeds torch itself and sets its threads,
+    so what it computes does not depend on the process it runs in (tests/e2e/test_reuse_actors_e2e.py)."""
+    value = os.environ.get("TSWEEP_REUSE_ACTORS", "1")
+    if value not in ("0", "1"):
+        raise UserError(f"TSWEEP_REUSE_ACTORS={value!r} is invalid: allowed 1 (default) or 0")
+    return value == "1"
 
 
 def asha(s: dict):

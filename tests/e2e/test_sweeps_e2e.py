@@ -53,6 +53,9 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
     assert not (ROOT / "mlruns").exists() and list((out / "mlartifacts").rglob("result.json"))
     assert (out / "sweep.lock").read_text() == ""  # released
     assert {p.name for p in out.rglob("*.tmp")} == set()
+    # two slots, four trials: a slot's worker process runs its next trial (reuse_actors), not a fresh one
+    pids = {json.loads(p.read_text().splitlines()[0])["pid"] for p in (out / "trials").glob("*/sessions.jsonl")}
+    assert 2 <= len(pids) < 4
     assert sorted((x.data.tags["row"], x.data.tags["seed"]) for x in runs) == [
         ("D1", "1"),
         ("D1", "2"),
