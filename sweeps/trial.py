@@ -76,7 +76,7 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
             shutil.rmtree(workdir, ignore_errors=True)
         return done
     if rank == 0:
-        with open(workdir / "sessions.jsonl", "a") as f:  # every time Ray starts this trial: on which node, in which process
+        with open(workdir / "sessions.jsonl", "a") as f:  # each start: on which node, in which process
             line = {"time": time.time(), "node": _node(), "pid": os.getpid(), "workdir": str(workdir)}
             f.write(json.dumps(line) + "\n")
         write_json(workdir / TRIAL, trial.to_json())
