@@ -27,6 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from step_profile import base_row_values, model_shapes  # noqa: E402
 
+from sweeps.cli_bench import timed_windows  # noqa: E402
+
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -55,19 +57,7 @@ def train_rate(values: dict, mode: str, warmup: int, steps: int, windows: int = 
     config = make_run_config({**values, "compile": mode, "seed": 1})
     with tempfile.TemporaryDirectory(prefix="gpu-step-") as work:
         tr = Trainer(config, Path(work), JsonTracker(Path(work) / "t.jsonl"), None)
-        t0 = time.perf_counter()
-        for _ in range(warmup):
-            tr.train_step()
-        torch.cuda.synchronize()
-        warmup_s = time.perf_counter() - t0
-        rates = []  # (target tokens/s, seconds, tokens) of each window
-        for _ in range(windows):
-            tokens0, t0 = tr.tokens, time.perf_counter()
-            for _ in range(steps):
-                tr.train_step()
-            torch.cuda.synchronize()
-            seconds = time.perf_counter() - t0
-            rates.append(((tr.tokens - tokens0) / seconds, seconds, tr.tokens - tokens0))
+        warmup_s, rates = timed_windows(tr, warmup, steps, windows)  # `tsweep bench-device`'s loop
         rate, seconds, tokens = max(rates)
         return {
             "compile": tr.forward_loss.mode, "precision": tr.precision, "params": tr.params,

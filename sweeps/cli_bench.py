@@ -1,8 +1,10 @@
 """`tsweep bench-device`: a short base-row training run on this machine's device; its FLOP/s feed `tsweep plan`.
 
-Only optimiser steps are timed (after a few warm-up steps; no evaluation, no checkpoint), as model FLOPs:
-6 x parameters x target tokens / seconds.  The result is stored in the data directory (device-bench.json,
-by profile), where `tsweep plan --profile P` finds it.
+Only optimiser steps are timed (after a few warm-up steps; no evaluation, no checkpoint), in windows of
+``--steps`` steps with the device synchronised at both ends of each; the best window's rate is the result, as
+model FLOPs: 6 x parameters x target tokens / seconds.  (A compiled step can recompile for a batch shape it
+meets late, a minute on a GPU: that lands in one window, not in the rate.)  The result is stored in the data
+directory (device-bench.json, by profile), where `tsweep plan --profile P` finds it.
 """
 
 from __future__ import annotations
@@ -28,8 +30,26 @@ def _device_name(device) -> str:
     return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
 
 
-def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overrides: dict) -> dict:
-    """Train the base row at ``profile`` for warmup + steps optimiser steps; the timed steps' throughput."""
+def timed_windows(tr, warmup: int, steps: int, windows: int = 1) -> tuple[float, list[tuple[float, float, int]]]:
+    """``warmup`` untimed steps of the Trainer ``tr``, then ``windows`` windows of ``steps`` timed steps:
+    (the warm-up's seconds, [(target tokens/s, seconds, target tokens)] per window)."""
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        tr.train_step()
+    _sync(tr.device)
+    warm, out = time.perf_counter() - t0, []
+    for _ in range(windows):
+        tokens0, t0 = tr.tokens, time.perf_counter()
+        for _ in range(steps):
+            tr.train_step()
+        _sync(tr.device)
+        seconds = time.perf_counter() - t0
+        out.append(((tr.tokens - tokens0) / seconds, seconds, tr.tokens - tokens0))
+    return warm, out
+
+
+def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overrides: dict, windows: int = 1) -> dict:
+    """Train the base row at ``profile`` for warmup + windows x steps optimiser steps; the best window's rate."""
     import torch
 
     from transformer_core.run_config import make_run_config
@@ -39,20 +59,14 @@ def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overri
     from .cli_train import profile_values
     from .estimate import KNOWN_DEVICES, match_device
 
-    values = {**profile_values("base", profile), "corpus": corpus, **overrides, "steps": warmup + steps}
+    values = {**profile_values("base", profile), "corpus": corpus, **overrides, "steps": warmup + windows * steps}
     if data_dir:
         values["data_dir"] = str(data_dir)
     config = make_run_config(values)
     with tempfile.TemporaryDirectory(prefix="tsweep-bench-") as work:
         tr = Trainer(config, Path(work), JsonTracker(Path(work) / "tracking.jsonl"), None)
-        for _ in range(warmup):
-            tr.train_step()
-        _sync(tr.device)
-        tokens0, t0 = tr.tokens, time.perf_counter()
-        for _ in range(steps):
-            tr.train_step()
-        _sync(tr.device)
-        seconds, tokens = time.perf_counter() - t0, tr.tokens - tokens0
+        warm, rates = timed_windows(tr, warmup, steps, windows)
+    _, seconds, tokens = max(rates)
     flops = 6.0 * tr.params * tokens / seconds
     name = _device_name(tr.device)
     record = {
@@ -63,7 +77,11 @@ def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overri
         "tokens_per_second": tokens / seconds,
         "seconds_per_step": seconds / steps,
         "steps": steps,
+        "windows": [round(r[0], 1) for r in rates],  # target tokens/s of each window; the best one is the result
         "warmup_steps": warmup,
+        "warmup_seconds": warm,
+        "compile": tr.forward_loss.mode,
+        "compile_seconds": tr.compile_seconds,
         "params": tr.params,
         "tokens_per_step": tokens / steps,
         "budget_per_step": config.train.tokens_per_batch * config.train.accumulate,
@@ -87,11 +105,14 @@ def cmd_bench_device(args) -> int:
     from .cli_args import set_values
     from .estimate import store_measurement
 
-    if args.steps < 1 or args.warmup < 0:
-        raise ConfigError(f"--steps {args.steps} --warmup {args.warmup} is invalid: allowed steps >= 1, warmup >= 0")
+    if args.steps < 1 or args.warmup < 0 or args.windows < 1:
+        raise ConfigError(
+            f"--steps {args.steps} --warmup {args.warmup} --windows {args.windows} is invalid: allowed steps >= 1, "
+            "warmup >= 0, windows >= 1"
+        )
     data_dir = Path(args.data_dir or default_data_dir())
     overrides = set_values(args)
-    record = measure(args.profile, args.corpus, args.steps, args.warmup, args.data_dir, overrides)
+    record = measure(args.profile, args.corpus, args.steps, args.warmup, args.data_dir, overrides, args.windows)
     path = store_measurement(data_dir, args.profile, record)
     mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
     print(
@@ -99,6 +120,11 @@ def cmd_bench_device(args) -> int:
         f" {record['params']:,} parameters, {record['seconds_per_step'] * 1000:.0f} ms per step of"
         f" {record['tokens_per_step']:,.0f} target tokens, {record['tokens_per_second']:,.0f} tokens/s"
     )
+    compiled = f"; compile {record['compile_seconds']:.0f} s" if record["compile_seconds"] else ""
+    print(
+        f"windows of {record['steps']} steps: " + ", ".join(f"{w:,.0f}" for w in record["windows"])
+        + f" tokens/s (the best is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
+    )  # fmt: skip
     print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
     return 0
 
@@ -113,7 +139,8 @@ def register(sub) -> None:
     )
     add_profile_argument(p, "gpu", "the profile whose base row is measured")
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (prepared first if it is not)")
-    p.add_argument("--steps", type=int, default=50, help="timed optimiser steps (default 50)")
+    p.add_argument("--steps", type=int, default=20, help="timed optimiser steps per window (default 20)")
+    p.add_argument("--windows", type=int, default=3, help="timed windows; the best one's rate is stored (default 3)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
     add_set_argument(p)

@@ -94,10 +94,11 @@ def test_train_and_bench_device_receive_every_pair(monkeypatch, tmp_path, capsys
     assert cli.main(argv) == 3
     assert seen["train"] == (2, 128, 7)
 
-    def fake_measure(profile, corpus, steps, warmup, data_dir, overrides):
+    def fake_measure(profile, corpus, steps, warmup, data_dir, overrides, windows=1):
         seen["bench"] = overrides
         return dict(device="cpu", precision="fp32", params=1, seconds_per_step=1.0, tokens_per_step=1.0,
-                    tokens_per_second=1.0, flops_per_second=6.0)  # fmt: skip
+                    tokens_per_second=1.0, flops_per_second=6.0, steps=steps, windows=[1.0] * windows,
+                    warmup_seconds=0.0, compile_seconds=None)  # fmt: skip
 
     monkeypatch.setattr(cli_bench, "measure", fake_measure)
     monkeypatch.setattr(estimate, "store_measurement", lambda data_dir, profile, record: tmp_path / "bench.json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -145,16 +146,35 @@ def test_makespan_and_devices_per_trial():
 def test_bench_device_stores_a_measurement_that_plan_uses(tmp_path, capsys, fixture_data_dir):
     """A real (tiny) run on this machine's CPU at the smoke profile."""
     data = tmp_path / "data"
-    code = tsweep(["bench-device", "--profile", "smoke", "--steps", "3", "--warmup", "1", "--data-dir", str(data)])
+    argv = ["bench-device", "--profile", "smoke", "--steps", "3", "--warmup", "1", "--windows", "2"]
+    code = tsweep([*argv, "--data-dir", str(data)])
     out = capsys.readouterr().out
-    assert code == 0 and "stored in" in out
+    assert code == 0 and "stored in" in out and "windows of 3 steps: " in out
     m = json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
     assert m["flops_per_second"] > 0 and m["steps"] == 3 and m["profile"] == "smoke"
+    assert len(m["windows"]) == 2 and m["tokens_per_second"] == pytest.approx(max(m["windows"]), abs=0.06)
     assert abs(m["flops_per_second"] - 6 * m["params"] * m["tokens_per_second"]) < 1e-6 * m["flops_per_second"]
     assert time.time() - m["measured_at"] < 600
     code, out = run_plan(capsys, SMOKE, "--profile", "smoke", "--data-dir", str(data))
     assert code == 0 and f"time at {m['flops_per_second']:.3g} FLOP/s per device" in out
     assert "measured by tsweep bench-device on" in out
+
+
+def test_bench_device_times_its_windows_after_an_untimed_warm_up(capsys):
+    from sweeps.cli_bench import timed_windows
+
+    class Trainer:  # each step adds its number's tokens: 1 and 2 untimed, then 3 + 4, 5 + 6, 7 + 8
+        device, tokens, step = SimpleNamespace(type="cpu"), 0, 0
+
+        def train_step(self):
+            self.step += 1
+            self.tokens += self.step
+
+    warm, windows = timed_windows(Trainer(), warmup=2, steps=2, windows=3)
+    assert warm >= 0 and [w[2] for w in windows] == [7, 11, 15]
+    assert all(w[0] == pytest.approx(w[2] / w[1]) for w in windows)
+    assert tsweep(["bench-device", "--windows", "0"]) == 2
+    assert "--windows 0 is invalid: allowed steps >= 1, warmup >= 0, windows >= 1" in capsys.readouterr().err
 
 
 def test_the_device_hours_table_in_the_docs_is_what_the_script_prints(capsys):
