@@ -1,13 +1,18 @@
 """Where a sweep's wall time went, read from its run directories: each trial's own time, the start-up inside a
-trial before its first step (process, imports, corpus, model), and the wait on a slot between one trial's end and
-the next one's start; several sweeps side by side, with which of their common trials computed the same.
+trial before its first step (what the trial imports and builds: MLflow, corpus, model, optimizer), and the wait on
+a slot between one trial's end and the next one's start (Tune's scheduling, and a fresh worker's process start
+and torch import where the worker is not reused); several sweeps side by side, with which of their common trials
+computed the same.
 
     python benchmarks/sweep_timeline.py SWEEP_DIR [SWEEP_DIR ...] [--trials 38]
 
-A trial's start is the first line of its sessions.jsonl (written when its worker begins it), its first step the
-first line of attempts.jsonl, its end the start plus result.json's session_seconds.  Slots are rebuilt from the
-times: a trial takes the slot that freed up last before it started.  ``--trials N`` counts only the first N trials
-to finish (e.g. the minimum seeds of an adaptive sweep that went on to another round).
+A trial's start is the last line of its sessions.jsonl (written when its worker begins it; a resumed trial has
+one per session), its first step the last line of attempts.jsonl, its end when result.json was written (its
+modification time; where that is not within 5 minutes after the start plus result.json's session_seconds, the
+file was copied, and that sum is the end, short by what the trial did before train_and_evaluate began).  What a
+worker does after result.json (MLflow's artifact upload) counts as wait.  Slots are rebuilt from the times: a
+trial takes the slot that freed up last before it started.  ``--trials N`` counts only the first N trials to
+finish (e.g. the minimum seeds of an adaptive sweep that went on to another round).
 """
 
 from __future__ import annotations
@@ -19,21 +24,26 @@ from pathlib import Path
 SAME = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl")
 
 
-def first_line(path: Path) -> dict:
-    return json.loads(path.read_text().splitlines()[0])
+def last_line(path: Path) -> dict:
+    return json.loads(path.read_text().splitlines()[-1])
 
 
 def trials(sweep: Path) -> list[dict]:
+    if not (sweep / "trials").is_dir():
+        raise SystemExit(f"sweep_timeline.py: {sweep} is not a sweep directory (it has no trials/ folder)")
     out = []
     for d in sorted((sweep / "trials").iterdir()):
         try:
             result = json.loads((d / "result.json").read_text())
-            session, attempt = first_line(d / "sessions.jsonl"), first_line(d / "attempts.jsonl")
+            session, attempt = last_line(d / "sessions.jsonl"), last_line(d / "attempts.jsonl")
         except (OSError, ValueError, IndexError):
             continue  # not finished (or not started): no end to place
-        start = session["time"]
-        out.append({"id": d.name, "start": start, "first_step": attempt["time"] - start, "pid": session.get("pid"),
-                    "end": start + result["session_seconds"], "result": {k: result.get(k) for k in SAME}})  # fmt: skip
+        start, written = session["time"], (d / "result.json").stat().st_mtime
+        end = start + result["session_seconds"]
+        end = written if end - 1 <= written <= end + 300 else end
+        out.append({"id": d.name, "start": start, "first_step": attempt["time"] - start,
+                    "pid": (session.get("node"), session["pid"]) if "pid" in session else None,
+                    "end": end, "result": {k: result.get(k) for k in SAME}})  # fmt: skip
     return out
 
 
@@ -88,8 +98,9 @@ def main(argv: list[str] | None = None) -> None:
         for s, t in zip(args.sweeps[1:], rest):
             common = sorted(set(first["by_id"]) & set(t["by_id"]))
             same = [i for i in common if first["by_id"][i]["result"] == t["by_id"][i]["result"]]
+            span = f"; span {t['span'] - first['span']:+.0f} s" if t["trials"] == first["trials"] else ""
             print(f"{s} against {args.sweeps[0]}: {len(same)} of {len(common)} common trials with the same "
-                  f"{', '.join(SAME)}; span {t['span'] - first['span']:+.0f} s")  # fmt: skip
+                  f"{', '.join(SAME)}{span}")  # fmt: skip
 
 
 if __name__ == "__main__":

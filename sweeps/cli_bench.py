@@ -1,9 +1,10 @@
 """`tsweep bench-device`: a short base-row training run on this machine's device; its FLOP/s feed `tsweep plan`.
 
 Only optimiser steps are timed (after a few warm-up steps; no evaluation, no checkpoint), in windows of
-``--steps`` steps with the device synchronised at both ends of each; the best window's rate is the result, as
-model FLOPs: 6 x parameters x target tokens / seconds.  (A compiled step can recompile for a batch shape it
-meets late, a minute on a GPU: that lands in one window, not in the rate.)  The result is stored in the data
+``--steps`` steps with the device synchronised at both ends of each; the median window's rate (of an even number
+of windows, the slower middle one) is the result, as model FLOPs: 6 x parameters x target tokens / seconds.  (A
+compiled step can recompile for a batch shape it meets late, a minute on a GPU: that lands in one window, which
+the median leaves out; a trial pays it once.)  The result is stored in the data
 directory (device-bench.json, by profile), where `tsweep plan --profile P` finds it.
 """
 
@@ -49,7 +50,7 @@ def timed_windows(tr, warmup: int, steps: int, windows: int = 1) -> tuple[float,
 
 
 def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overrides: dict, windows: int = 1) -> dict:
-    """Train the base row at ``profile`` for warmup + windows x steps optimiser steps; the best window's rate."""
+    """Train the base row at ``profile`` for warmup + windows x steps optimiser steps; the median window's rate."""
     import torch
 
     from transformer_core.run_config import make_run_config
@@ -66,7 +67,7 @@ def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overri
     with tempfile.TemporaryDirectory(prefix="tsweep-bench-") as work:
         tr = Trainer(config, Path(work), JsonTracker(Path(work) / "tracking.jsonl"), None)
         warm, rates = timed_windows(tr, warmup, steps, windows)
-    _, seconds, tokens = max(rates)
+    _, seconds, tokens = sorted(rates)[(len(rates) - 1) // 2]
     flops = 6.0 * tr.params * tokens / seconds
     name = _device_name(tr.device)
     record = {
@@ -77,7 +78,7 @@ def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overri
         "tokens_per_second": tokens / seconds,
         "seconds_per_step": seconds / steps,
         "steps": steps,
-        "windows": [round(r[0], 1) for r in rates],  # target tokens/s of each window; the best one is the result
+        "windows": [round(r[0], 1) for r in rates],  # target tokens/s of each window; the median is the result
         "warmup_steps": warmup,
         "warmup_seconds": warm,
         "compile": tr.forward_loss.mode,
@@ -123,7 +124,7 @@ def cmd_bench_device(args) -> int:
     compiled = f"; compile {record['compile_seconds']:.0f} s" if record["compile_seconds"] else ""
     print(
         f"windows of {record['steps']} steps: " + ", ".join(f"{w:,.0f}" for w in record["windows"])
-        + f" tokens/s (the best is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
+        + f" tokens/s (the median is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
     )  # fmt: skip
     print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
     return 0
@@ -140,7 +141,7 @@ def register(sub) -> None:
     add_profile_argument(p, "gpu", "the profile whose base row is measured")
     p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (prepared first if it is not)")
     p.add_argument("--steps", type=int, default=20, help="timed optimiser steps per window (default 20)")
-    p.add_argument("--windows", type=int, default=3, help="timed windows; the best one's rate is stored (default 3)")
+    p.add_argument("--windows", type=int, default=3, help="timed windows; the median one's rate is stored (default 3)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
     p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
     add_set_argument(p)

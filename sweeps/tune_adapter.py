@@ -245,21 +245,27 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         num_samples=search.samples if spec.search else 1,
         max_concurrent_trials=spec.max_concurrent,
         time_budget_s=max(time_budget, 1e-3) if time_budget is not None else None,
-        reuse_actors=reuse_actors(),
+        reuse_actors=reuse_actors(spec, payloads),
     )
 
 
-def reuse_actors() -> bool:
-    """Whether a slot's worker process runs its next trial (on unless ``TSWEEP_REUSE_ACTORS=0``).
+def reuse_actors(spec: Spec, payloads: list) -> bool:
+    """Whether a slot's worker process runs its next trial (Tune's ``reuse_actors``): on unless
+    ``TSWEEP_REUSE_ACTORS=0``, for trials that train in the worker's own thread, eagerly.
 
-    A fresh process per trial costs its start, the imports of torch and MLflow, torch's first optimizer and
-    the bf16 probe again: about 18 s between one trial's end and the next one's first step on a 2-core AVX2
-    CPU, 19 times per slot in the cpu profile's table.  Every trial seeds torch itself and sets its threads,
-    so what it computes does not depend on the process it runs in (tests/e2e/test_reuse_actors_e2e.py)."""
+    A fresh process per trial costs its start, the imports of torch and MLflow, torch's first optimizer and the
+    bf16 probe again, every trial (benchmarks/sweep_timeline.py shows it per sweep).  Each trial seeds torch
+    itself (tests/sweeps/test_reuse_actors.py runs one after another in a process and compares).  Left off where
+    the process would carry more than that: a search's seed tasks and a data-parallel trial's Ray Train workers
+    are the worker's children, which Ray ends with the worker when a scheduler stops the trial (a kept worker
+    would leave them training); a compiled trial (``compile=on``) would find earlier trials' compiled code in
+    the process (torch keeps up to 8 per function, then silently runs it uncompiled)."""
     value = os.environ.get("TSWEEP_REUSE_ACTORS", "1")
     if value not in ("0", "1"):
         raise UserError(f"TSWEEP_REUSE_ACTORS={value!r} is invalid: allowed 1 (default) or 0")
-    return value == "1"
+    children = spec.resources["workers"] > 1 or bool(spec.search and len(spec.seeds) > 1)
+    compiled = any(p.values.get("compile") == "on" for p in payloads)
+    return value == "1" and not children and not compiled
 
 
 def asha(s: dict):
