@@ -4,7 +4,7 @@ a slot between one trial's end and the next one's start (Tune's scheduling, and 
 and torch import where the worker is not reused); several sweeps side by side, with which of their common trials
 computed the same.
 
-    python benchmarks/sweep_timeline.py SWEEP_DIR [SWEEP_DIR ...] [--trials 38]
+    PYTHONPATH=. python benchmarks/sweep_timeline.py SWEEP_DIR [SWEEP_DIR ...] [--trials 38]
 
 A trial's start is the last line of its sessions.jsonl (written when its worker begins it; a resumed trial has
 one per session), its first step the last line of attempts.jsonl, its end when result.json was written (its
@@ -21,6 +21,8 @@ import argparse
 import json
 from pathlib import Path
 
+from transformer_core.rundir import ATTEMPTS, RESULT
+
 SAME = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl")
 
 
@@ -34,11 +36,11 @@ def trials(sweep: Path) -> list[dict]:
     out = []
     for d in sorted((sweep / "trials").iterdir()):
         try:
-            result = json.loads((d / "result.json").read_text())
-            session, attempt = last_line(d / "sessions.jsonl"), last_line(d / "attempts.jsonl")
+            result = json.loads((d / RESULT).read_text())
+            session, attempt = last_line(d / "sessions.jsonl"), last_line(d / ATTEMPTS)
         except (OSError, ValueError, IndexError):
             continue  # not finished (or not started): no end to place
-        start, written = session["time"], (d / "result.json").stat().st_mtime
+        start, written = session["time"], (d / RESULT).stat().st_mtime
         end = start + result["session_seconds"]
         end = written if end - 1 <= written <= end + 300 else end
         out.append({"id": d.name, "start": start, "first_step": attempt["time"] - start,
