@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from transformer_core.inference import EVALS
-from transformer_core.rundir import RESULT, Status
+from transformer_core.rundir import EVALS, RESULT, Status
 
 from .claims import CLAIMS, Claim, as_claims, claim_rows
 from .tables import claim_record, row_order

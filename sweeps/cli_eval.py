@@ -24,13 +24,13 @@ def cmd_evaluate(args) -> int:
         raise UserError("give a SWEEP_DIR or --run RUN_DIR (exactly one)")
     start = time.time()
     if args.run:
-        from transformer_core.inference import evaluate_run
-
         es = evaluation_set(args.corpus, args.name, Path(args.run), args.data_dir)
         try:
             check_writes(Path(args.run), Path(args.run), es.name)
         except UserError as exc:
             raise UserError(str(exc).replace("the sweep directory", "the run directory")) from None
+        from transformer_core.inference import evaluate_run  # torch, once the input is found valid
+
         r = evaluate_run(args.run, es, trial_tracker(Path(args.run)), args.device, args.data_dir)
         print(f"evaluation set {es.name}: {len(es)} sentences, fingerprint {es.fingerprint} ({es.origin})")
         unk = sum(r["unknown_chars"].values())
@@ -121,13 +121,14 @@ def _translate_safely(tm, chunk: list[str], first: int, what: str) -> list[str]:
 
 
 def cmd_translate(args) -> int:
-    from transformer_core.evaluation import read_text_lines
-    from transformer_core.inference import load_trained
+    from transformer_core.data.eval_set import read_text_lines
 
     if args.batch_lines < 1:
         raise UserError(f"--batch-lines {args.batch_lines} is invalid: allowed an integer >= 1")
     run = pick_run(args.target, args.row, args.seed)
     lines = read_text_lines(args.input, "input") if args.input else None  # checked before the model loads
+    from transformer_core.inference import load_trained  # torch, once the input is found valid
+
     tm = load_trained(run, args.device, args.data_dir)
     t = tm.config.train
     log.info("translating with %s (beam %d, alpha %g, beam_stop %s)", run, t.beam, t.alpha, t.beam_stop)

@@ -66,7 +66,7 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
 
 
 def cmd_params(args: argparse.Namespace) -> int:
-    from transformer_core.lm import closed_form_parameters_for
+    from transformer_core.params import closed_form_parameters_for
 
     title, rows = _params_rows(args)
     vocabs = sorted({r[3] for r in rows})

@@ -182,7 +182,7 @@ def no_source_message(profile: str) -> str:
 def trial_flops(cfg) -> tuple[int, float]:
     """(parameters, training FLOPs) of a RunConfig: 6 x params x target tokens."""
     tr = cfg.train
-    from transformer_core.lm import closed_form_parameters_for
+    from transformer_core.params import closed_form_parameters_for
 
     params = closed_form_parameters_for(cfg.model, cfg.data.vocab, cfg.data.task)
     tokens = tr.steps * tr.tokens_per_batch * tr.accumulate * FILL

@@ -34,8 +34,8 @@ from transformer_core.data import get_recipe
 from transformer_core.data.eval_set import EvalSet, EvalSetError, read_eval_set
 from transformer_core.data.prepare import parse_corpus_name
 from transformer_core.errors import UserError
-from transformer_core.inference import EVALS, done_evaluation, eval_paths, evaluate_run, read_run
-from transformer_core.rundir import CHECKPOINTS, CONFIG, RESULT, TRACKING, Status, checkpoint_name
+from transformer_core.finished import done_evaluation, eval_paths, read_run
+from transformer_core.rundir import CHECKPOINTS, CONFIG, EVALS, RESULT, TRACKING, Status, checkpoint_name
 from transformer_core.tracking import JsonTracker
 
 from .lock import SweepLock
@@ -184,6 +184,8 @@ def _evaluate_trial(es: EvalSet, workdir: str, tracking_uri: Optional[str], devi
     """One Ray task: a trial scored on the set; a failure comes back as a record, never as an exception."""
     import torch
 
+    from transformer_core.inference import evaluate_run  # torch: in the worker, not the driver
+
     torch.set_num_threads(max(1, threads))  # the run's own threads setting, where it has one, wins
     try:
         return evaluate_run(workdir, es, trial_tracker(Path(workdir), tracking_uri), device, data_dir)
@@ -196,6 +198,8 @@ def _evaluate_stored(es: EvalSet, uri: str, trial_id: str, steps: list, device: 
 
     Returns the record with ``calls``, the tracker calls for the driver to replay."""
     import torch
+
+    from transformer_core.inference import evaluate_run
 
     torch.set_num_threads(max(1, threads))
     store, remote = Storage(uri), f"trials/{trial_id}"

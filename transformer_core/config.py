@@ -147,3 +147,12 @@ def model_config(preset: str = "base", **overrides: Any) -> ModelConfig:
     if unknown:
         raise ConfigError(f"unknown model knob(s) {unknown}: allowed {', '.join(MODEL_KEYS)}")
     return dataclasses.replace(PRESETS[preset], **overrides)
+
+
+def check_lm_config(cfg: ModelConfig) -> None:
+    """One line naming the knob when a model knob makes no sense for a decoder-only model."""
+    if cfg.N_enc is not None:
+        raise ConfigError(
+            f"N_enc={cfg.N_enc} is invalid with task=lm: a decoder-only model has no encoder; "
+            "allowed: N (or N_dec), the number of decoder layers"
+        )

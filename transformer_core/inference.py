@@ -14,7 +14,6 @@ A run already scored on a set with the same fingerprint (and the same checkpoint
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import warnings
@@ -31,52 +30,16 @@ from .data.clean import normalize
 from .data.corpus import EncodedSplit
 from .data.eval_set import EvalSet
 from .device import resolve_device, resolve_precision
-from .errors import UserError
 from .evaluation import bleu, chrf, perplexity, translate
+from .finished import RunNotUsable, done_evaluation, eval_paths, read_run  # noqa: F401 (also read from here)
 from .model import Transformer, build_model
 from .optim import average_state_dicts
 from .run_config import RunConfig
-from .rundir import Status
 from .tracking import Tracker
 
 log = logging.getLogger(__name__)
 
-EVALS = "evals"  # under a run: NAME.json and NAME.hyp per evaluation set
 _NO_IDS = np.zeros(0, dtype=np.int32)
-
-
-def eval_paths(run_dir, name: str) -> tuple[Path, Path]:
-    """(evals/NAME.json, evals/NAME.hyp) of a run."""
-    directory = Path(run_dir) / EVALS
-    return directory / f"{name}.json", directory / f"{name}.hyp"
-
-
-class RunNotUsable(UserError):
-    """A run directory without a finished result, or whose checkpoints or vocabulary are gone."""
-
-    exit_code = 2
-
-
-def read_run(run_dir) -> tuple[RunConfig, dict]:
-    """The RunConfig and the finished result of a run directory; one line when it has none."""
-    run_dir = Path(run_dir)
-    paths = {name: run_dir / name for name in (rundir.CONFIG, rundir.RESULT)}
-    for name, path in paths.items():
-        if not path.is_file():
-            raise RunNotUsable(f"{str(run_dir)!r} is not a finished run: no {name} (give a `tsweep train` --workdir)")
-    try:
-        config = RunConfig.from_dict(json.loads(paths[rundir.CONFIG].read_text()))
-        result = json.loads(paths[rundir.RESULT].read_text())
-    except (ValueError, TypeError, KeyError) as exc:
-        raise RunNotUsable(f"{str(run_dir)!r}: config.json or result.json is unreadable ({exc})") from None
-    if config.data.task == "lm":
-        raise RunNotUsable(
-            f"run {str(run_dir)!r} is a language model (task lm): it does not translate; its dev and test "
-            "perplexity and bits per byte are in result.json"
-        )
-    if result.get("status") != Status.FINISHED.value or not result.get("averaged_checkpoints"):
-        raise RunNotUsable(f"run {str(run_dir)!r} has not finished (status {result.get('status')!r}): nothing to use")
-    return config, result
 
 
 @dataclass
@@ -254,27 +217,6 @@ def load_trained(run_dir, device: str = "auto", data_dir=None) -> TrainedModel:
     return TrainedModel(run_dir, config, result, model, processor, dev, precision, known)
 
 
-def done_evaluation(run_dir, es: EvalSet) -> Optional[dict]:
-    """The run's evals/NAME.json if it scored this very set with the checkpoints that produced test BLEU."""
-    path, _ = eval_paths(run_dir, es.name)
-    try:
-        done = json.loads(path.read_text())
-        result = json.loads((Path(run_dir) / rundir.RESULT).read_text())
-    except (OSError, ValueError):
-        return None
-    same = done.get("fingerprint") == es.fingerprint and done.get("config_hash") == result.get("config_hash")
-    if same and done.get("averaged_checkpoints") == result.get("averaged_checkpoints"):
-        return done
-    if done.get("fingerprint") != es.fingerprint:
-        log.warning(
-            "%s: %s was scored on another set (fingerprint %s): scoring again",
-            run_dir,
-            es.name,
-            done.get("fingerprint"),
-        )
-    return None
-
-
 def evaluate_run(run_dir, es: EvalSet, tracker: Optional[Tracker] = None, device: str = "auto", data_dir=None) -> dict:
     """Score a finished run on ``es`` (skipped when done), write evals/NAME.{json,hyp}, report to ``tracker``."""
     done = done_evaluation(run_dir, es)
@@ -300,7 +242,7 @@ def evaluate_run(run_dir, es: EvalSet, tracker: Optional[Tracker] = None, device
         "precision": tm.precision,
         "seconds": round(time.perf_counter() - start, 2),
         "time": time.time(),
-        "hyp": f"{EVALS}/{hyp_path.name}",
+        "hyp": f"{rundir.EVALS}/{hyp_path.name}",
     }
     rundir.write_lines(hyp_path, hyps)
     rundir.write_json(json_path, record)  # last: its presence says the set is done

@@ -34,24 +34,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from .config import ModelConfig
+from .config import ModelConfig, check_lm_config
 from .data.corpus import EncodedSplit
 from .data.prepare import BOS, EOS, PAD, UNK
 from .device import autocast
 from .dropout import Dropout
-from .errors import ConfigError
 from .layers import EncoderLayer, make_norm
-from .model import feed_forward_parameters, norm_parameters
+from .params import closed_form_lm_parameters, closed_form_parameters_for  # noqa: F401 (read from here)
 from .positional import make_positions
-
-
-def check_lm_config(cfg: ModelConfig) -> None:
-    """One line naming the knob when a model knob makes no sense for a decoder-only model."""
-    if cfg.N_enc is not None:
-        raise ConfigError(
-            f"N_enc={cfg.N_enc} is invalid with task=lm: a decoder-only model has no encoder; "
-            "allowed: N (or N_dec), the number of decoder layers"
-        )
 
 
 class DecoderOnlyLM(nn.Module):
@@ -99,17 +89,6 @@ def build_lm(cfg: ModelConfig, vocab_size: int, pad_id: int = PAD) -> DecoderOnl
     if vocab_size < 2 or not (0 <= pad_id < vocab_size):
         raise ValueError(f"vocab_size={vocab_size}, pad_id={pad_id}: need vocab_size >= 2 and 0 <= pad_id < vocab_size")
     return DecoderOnlyLM(cfg, vocab_size, pad_id)
-
-
-def closed_form_lm_parameters(cfg: ModelConfig, vocab_size: int) -> int:
-    """DecoderOnlyLM's parameter count from the formulas, without building it."""
-    d, h = cfg.d_model, cfg.h
-    attn = d * h * (2 * cfg.d_k + cfg.d_v) + h * (2 * cfg.d_k + cfg.d_v) + h * cfg.d_v * d + d
-    norm = norm_parameters(cfg)
-    layers = cfg.decoder_layers * (attn + feed_forward_parameters(cfg) + 2 * norm)
-    matrices = 1 if cfg.tie != "none" else 2
-    learned = cfg.max_len * d if cfg.positional == "learned" else 0
-    return layers + matrices * vocab_size * d + learned + (norm if cfg.norm == "pre" else 0)
 
 
 # ---------------------------------------------------------------------------------------------- scores
@@ -205,13 +184,3 @@ def samples(
         full = processor.decode(ids + greedy(model, ids, device, max_new))
         out.append(f"[{prompt}]{full[len(prompt) :] if full.startswith(prompt) else ' ' + full}")
     return out
-
-
-def closed_form_parameters_for(cfg: ModelConfig, vocab_size: int, task: str = "translation") -> int:
-    """Parameters of the model ``task`` builds from ``cfg``: the decoder-only stack for lm, else the
-    encoder-decoder (the one place that choice is made, for tsweep plan and tsweep params)."""
-    if task == "lm":
-        return closed_form_lm_parameters(cfg, vocab_size)
-    from .model import closed_form_parameters
-
-    return closed_form_parameters(cfg, vocab_size)

@@ -9,8 +9,8 @@ evaluation scores the whole dev set.
 from __future__ import annotations
 
 from . import rundir
+from .config import check_lm_config
 from .data.monolingual import lm_language, load_lm_corpus
-from .lm import build_lm, check_lm_config, samples, score
 
 SAMPLES = "samples.txt"  # greedy continuations of the first words of the first test lines, by the averaged model
 
@@ -34,6 +34,8 @@ class LMTask:
         return load_lm_corpus(d.corpus, d.vocab, d.data_dir, d.direction)
 
     def model(self, config, vocab_size: int):
+        from .lm import build_lm  # torch: not for checking a spec
+
         return build_lm(config.model, vocab_size)
 
     def inputs(self, batch) -> tuple:
@@ -49,11 +51,15 @@ class LMTask:
 
     def evaluate(self, tr) -> tuple[dict, dict[str, list[str]]]:
         """Perplexity and bits per byte of the whole dev set (lm.score)."""
+        from .lm import score
+
         s = score(tr.model, tr.dev, tr.device, tr.precision)
         return {"dev_ppl": s.ppl, "dev_ce": s.ce, "dev_bpb": s.bpb, "dev_tokens": s.tokens, "dev_bytes": s.bytes}, {}
 
     def final(self, tr, averaged: list[int]) -> tuple[dict, dict, dict[str, list[str]]]:
         """Test perplexity and bits per byte of the averaged model, and its samples; dev: the final model's."""
+        from .lm import samples, score
+
         test = tr.corpus.split("test")
         s = score(tr.model, test, tr.device, tr.precision)
         ev = tr.last_eval

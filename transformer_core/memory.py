@@ -34,7 +34,7 @@ def human_bytes(n: float) -> str:
 
 def training_bytes(cfg) -> tuple[int, int]:
     """(lower bound of the bytes training ``cfg`` (a RunConfig) holds, its parameter count)."""
-    from .lm import closed_form_parameters_for
+    from .params import closed_form_parameters_for
 
     m = cfg.model
     params = closed_form_parameters_for(m, cfg.data.vocab, cfg.data.task)

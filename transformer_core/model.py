@@ -9,9 +9,10 @@ from typing import Optional
 import torch
 from torch import nn
 
-from .config import ModelConfig, ffn_inner
+from .config import ModelConfig
 from .dropout import Dropout
 from .layers import DecoderLayer, EncoderLayer, make_norm
+from .params import closed_form_parameters, feed_forward_parameters, norm_parameters  # noqa: F401 (read from here)
 from .positional import make_positions
 
 
@@ -144,30 +145,3 @@ def build_model(config: ModelConfig, vocab_size: int, pad_id: int = 0) -> Transf
 def count_parameters(model: nn.Module) -> int:
     """Unique parameters: a tied matrix counts once."""
     return sum(p.numel() for p in model.parameters())  # parameters() already de-duplicates shared tensors
-
-
-def feed_forward_parameters(cfg: ModelConfig) -> int:
-    """One position-wise feed-forward layer: two matrices at d_ff, or swiglu's three at round(2/3 d_ff)."""
-    d, inner = cfg.d_model, ffn_inner(cfg.d_ff, cfg.activation)
-    matrices_in = 2 if cfg.activation == "swiglu" else 1  # swiglu: gate and linear projections
-    return matrices_in * (d * inner + inner) + inner * d + d
-
-
-def norm_parameters(cfg: ModelConfig) -> int:
-    """One norm: LayerNorm's gain and bias, RMSNorm's gain only."""
-    return cfg.d_model if cfg.norm_type == "rmsnorm" else 2 * cfg.d_model
-
-
-def closed_form_parameters(cfg: ModelConfig, vocab_size: int) -> int:
-    """The same count from the formulas, without building a model."""
-    d, h = cfg.d_model, cfg.h
-    self_attn = d * h * (2 * cfg.d_k + cfg.d_v) + h * (2 * cfg.d_k + cfg.d_v) + h * cfg.d_v * d + d
-    cross_attn = self_attn  # same shapes, split differently
-    ffn = feed_forward_parameters(cfg)
-    norm = norm_parameters(cfg)
-    enc = cfg.encoder_layers * (self_attn + ffn + 2 * norm)
-    dec = cfg.decoder_layers * (self_attn + cross_attn + ffn + 3 * norm)
-    matrices = {"all": 1, "decoder": 2, "none": 3}[cfg.tie]
-    learned = cfg.max_len * d if cfg.positional == "learned" else 0  # rope's tables, alibi's slopes: buffers
-    final_norms = 2 * norm if cfg.norm == "pre" else 0
-    return enc + dec + matrices * vocab_size * d + learned + final_norms

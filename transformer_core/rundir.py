@@ -41,6 +41,7 @@ DEV_HYP, TEST_HYP = "dev.hyp", "test.hyp"
 DEV_REF, TEST_REF = "dev.ref", "test.ref"
 RESULT = "result.json"
 TRACKING = "tracking.jsonl"
+EVALS = "evals"  # NAME.json and NAME.hyp per evaluation set (tsweep evaluate)
 
 
 class Status(str, Enum):
