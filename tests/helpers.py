@@ -6,6 +6,7 @@ ROOT = Path(__file__).resolve().parent.parent  # the repository
 FIXTURES = ROOT / "tests" / "fixtures"  # committed data: bible-mini.db, wmt/
 SPECS = ROOT / "tests" / "specs"  # sweep specs sized for the fixture corpus
 SMOKE = SPECS / "smoke.yaml"
+SEARCH_SMOKE = SPECS / "search-smoke.yaml"  # five Optuna samples at the smoke profile
 
 # A model small enough to build and run forward in milliseconds (model-level tests: shapes, masks, counts).
 SMALL_MODEL = dict(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.0)
@@ -70,3 +71,20 @@ def dead_pid():
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     p.wait()
     return p.pid
+
+
+def copy_sweep(src: Path, dst: Path) -> Path:
+    """The sweep copied to ``dst`` as a user moves one: its own mlflow.db (recorded relative to the sweep), with the
+    experiment's and runs' artifact locations pointing into the copy, so that nothing written to the copy reaches
+    the original."""
+    import shutil
+    import sqlite3
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("sweep.lock"))
+    old, new = (src / "mlartifacts").as_uri(), (dst / "mlartifacts").as_uri()
+    db = sqlite3.connect(dst / "mlflow.db")
+    with db:
+        db.execute("update experiments set artifact_location = replace(artifact_location, ?, ?)", (old, new))
+        db.execute("update runs set artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+    db.close()
+    return dst

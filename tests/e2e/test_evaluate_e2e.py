@@ -13,7 +13,7 @@ import pytest
 
 from analysis.collect import collect
 from analysis.evalsets import evaluation_sets
-from tests.helpers import ROOT
+from tests.helpers import ROOT, copy_sweep
 
 SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
 UNSEEN = "Ωμέγα ☃"  # characters the fixture's vocabulary has never seen
@@ -50,11 +50,9 @@ def held(fixture_corpus, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def sweep(env, tmp_path_factory):
-    out = tmp_path_factory.mktemp("evalsweep") / "sweep"
-    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", str(out), "--num-cpus", "2", env=env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    return out
+def sweep(env, smoke_sweep, tmp_path_factory):
+    """A copy of the session's smoke sweep (tests/specs/smoke.yaml, 2 rows x 2 seeds): this module writes evals."""
+    return copy_sweep(smoke_sweep[0], tmp_path_factory.mktemp("evalsweep") / "sweep")
 
 
 def trials(sweep):

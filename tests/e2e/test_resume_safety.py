@@ -10,9 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, SEARCH_SMOKE, SMOKE, copy_sweep
 
 
 class Planted:
@@ -46,25 +45,17 @@ def env(fixture_corpus, fixture_data_dir):
                 OMP_NUM_THREADS="1")  # fmt: skip
 
 
-def _spec(path: Path, **doc) -> Path:
-    base = {"name": "safe", "corpus": {"name": "bible-en-de"}, "seeds": [1], "max_concurrent": 2,
-            "train": {"steps": 20, "eval_every": 10}}  # fmt: skip
-    path.write_text(yaml.safe_dump({**base, **doc}))
-    return path
-
-
-def _resume_after_planting(tmp_path, env, spec: Path, expect: int) -> tuple[Path, str]:
-    out, marker = tmp_path / "sweep", tmp_path / "MARKER"
-    run = ["run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "2"]
-    r = tsweep(*run, env=env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+def _resume_after_planting(tmp_path, env, sweep: Path, spec: Path, expect: int) -> tuple[Path, str]:
+    """A copy of a finished session sweep with one trial's result lost and a pickle planted in every file Tune or a
+    checkpoint left, resumed with the spec that ran it."""
+    out, marker = copy_sweep(sweep, tmp_path / "sweep"), tmp_path / "MARKER"
     results = sorted(out.glob("trials/*/result.json"))
     assert len(results) == expect
     lost = results[0].parent.name
     results[0].unlink()  # a result lost: resume must train this trial again
     planted = plant(out, marker)
     assert any(p.name == "tuner.pkl" for p in planted) and any("/checkpoints/" in str(p) for p in planted)
-    r = tsweep(*run, "--resume", env=env)
+    r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "2", "--resume", env=env)
     assert not marker.exists(), f"a pickle from the sweep location was loaded: {r.stderr[-3000:]}"
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert len(list(out.glob("trials/*/result.json"))) == expect
@@ -73,23 +64,20 @@ def _resume_after_planting(tmp_path, env, spec: Path, expect: int) -> tuple[Path
 
 
 @pytest.mark.e2e
-def test_a_grid_sweep_resumes_without_loading_a_planted_pickle(tmp_path, env):
-    spec = _spec(tmp_path / "grid.yaml", seeds=[1, 2])
-    _resume_after_planting(tmp_path, env, spec, expect=2)
+def test_a_grid_sweep_resumes_without_loading_a_planted_pickle(tmp_path, env, smoke_sweep):
+    _resume_after_planting(tmp_path, env, smoke_sweep[0], SMOKE, expect=4)
 
 
 @pytest.mark.e2e
-def test_a_search_resumes_from_its_study_without_loading_a_planted_pickle(tmp_path, env):
+def test_a_search_resumes_from_its_study_without_loading_a_planted_pickle(tmp_path, env, smoke_search):
     """Tuner.restore would unpickle tune/tuner.pkl and the searcher's state: the resumed search re-opens the
     Optuna study in optuna.db instead, trains the trial whose result was lost with the same knobs (its own
-    workdir), and samples nothing new (both samples have a result)."""
+    workdir), and samples nothing new (every sample has a result)."""
     import optuna
 
-    space = {"lr_scale": {"type": "loguniform", "low": 0.3, "high": 3.0}}
-    spec = _spec(tmp_path / "search.yaml", search={"samples": 2, "space": space})
-    out, lost = _resume_after_planting(tmp_path, env, spec, expect=2)
-    assert len(list((out / "trials").iterdir())) == 2  # the lost trial ran again in its own workdir
-    study = optuna.load_study(study_name="safe", storage=f"sqlite:///{out / 'optuna.db'}")
-    assert len(study.trials) == 3  # two samples, and the lost one enqueued again with its knobs
+    out, lost = _resume_after_planting(tmp_path, env, smoke_search[0], SEARCH_SMOKE, expect=5)
+    assert len(list((out / "trials").iterdir())) == 5  # the lost trial ran again in its own workdir
+    study = optuna.load_study(study_name="search-smoke", storage=f"sqlite:///{out / 'optuna.db'}")
+    assert len(study.trials) == 6  # five samples, and the lost one enqueued again with its knobs
     knobs = json.loads((out / "trials" / lost / "trial.json").read_text())["search"]
     assert study.trials[-1].params == knobs

@@ -14,29 +14,22 @@ import pytest
 from analysis.samples import sample_label
 from tests.helpers import ROOT
 
-SEARCH_SPEC = ROOT / "tests" / "specs" / "search-smoke.yaml"
-
 
 @pytest.fixture(scope="module")
-def smoke_search(tmp_path_factory, fixture_data_dir):
-    """A real search sweep (Ray Tune, Optuna, MLflow) at the smoke profile on the fixture corpus, and its report."""
-    out = tmp_path_factory.mktemp("search") / "sweep"
+def search_report(smoke_search, fixture_data_dir):
+    """The session's real search sweep (tests/e2e/conftest.py: Ray Tune, Optuna, MLflow at the smoke profile on the
+    fixture corpus) and its `tsweep report`."""
+    out = smoke_search[0]
     env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir), RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
-
-    def tsweep(*args):
-        return subprocess.run([sys.executable, "-m", "sweeps.cli", *args], capture_output=True, text=True, env=env,
-                              timeout=900, cwd=ROOT)  # fmt: skip
-
-    r = tsweep("run", str(SEARCH_SPEC), "--profile", "smoke", "--out", str(out), "--num-cpus", "2")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    rep = tsweep("report", str(out))
+    rep = subprocess.run([sys.executable, "-m", "sweeps.cli", "report", str(out)], capture_output=True, text=True,
+                         env=env, timeout=900, cwd=ROOT)  # fmt: skip
     assert rep.returncode == 0, rep.stdout[-3000:] + rep.stderr[-3000:]
     return out, rep.stdout
 
 
 @pytest.mark.e2e
-def test_the_search_report_of_a_real_smoke_search(smoke_search):
-    out, stdout = smoke_search
+def test_the_search_report_of_a_real_smoke_search(search_report):
+    out, stdout = search_report
     assert "search report written" in stdout
     report = out / "report"
     md = (report / "report.md").read_text()

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from sweeps.spec import load_spec, plan
-from tests.helpers import ROOT, SMOKE, tsweep, write_spec
+from tests.helpers import ROOT, tsweep, write_spec
 
 
 @pytest.fixture(scope="module")
@@ -32,12 +32,9 @@ def _mlflow_children(sweep_dir):
     return client, state, runs
 
 
-def test_smoke_sweep_completes_with_mlflow_runs(env, tmp_path):
-    out = tmp_path / "sweep"
-    start = time.time()
-    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", str(out), "--num-cpus", "2", env=env)
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    print(f"smoke sweep wall time {time.time() - start:.1f}s")
+def test_smoke_sweep_completes_with_mlflow_runs(env, smoke_sweep):
+    out, r, wall = smoke_sweep  # tests/e2e/conftest.py: run once, also read by test_evaluate and test_resume_safety
+    print(f"smoke sweep wall time {wall:.1f}s")
     assert "4 finished" in r.stdout
     # the live view, stdout not a terminal: one plain line per trial event, in rows and seeds, no Tune boxes
     assert "base s1: started" in r.stdout and "D1 s2: finished: dev BLEU" in r.stdout
