@@ -86,5 +86,8 @@ def copy_sweep(src: Path, dst: Path) -> Path:
     with db:
         db.execute("update experiments set artifact_location = replace(artifact_location, ?, ?)", (old, new))
         db.execute("update runs set artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+        left = db.execute("select count(*) from runs where artifact_uri like ?", (old + "%",)).fetchone()[0]
+        moved = db.execute("select count(*) from runs where artifact_uri like ?", (new + "%",)).fetchone()[0]
     db.close()
+    assert left == 0 and moved > 0, f"{dst}: MLflow's artifact locations still point at {old} ({left} runs)"
     return dst

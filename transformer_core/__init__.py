@@ -4,6 +4,7 @@ The names below load their module on first use (PEP 562), so that what needs no 
 ``knobs``, ``config``, ``errors``: a report, a plan, a refused command line) does not import torch."""
 
 from importlib import import_module
+from importlib.util import find_spec
 
 _WHERE = {
     "MODEL_KEYS": "config",
@@ -29,9 +30,13 @@ __all__ = list(_WHERE)
 
 
 def __getattr__(name):
-    if name not in _WHERE:
-        raise AttributeError(f"module 'transformer_core' has no attribute {name!r}")
-    value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
+    """A name above from its module, or a submodule (``transformer_core.model``) imported on first use."""
+    if name in _WHERE:
+        value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
+    elif not name.startswith("_") and find_spec(f"{__name__}.{name}") is not None:
+        value = import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     globals()[name] = value
     return value
 

@@ -31,7 +31,7 @@ from .data.corpus import EncodedSplit
 from .data.eval_set import EvalSet
 from .device import resolve_device, resolve_precision
 from .evaluation import bleu, chrf, perplexity, translate
-from .finished import RunNotUsable, done_evaluation, eval_paths, read_run  # noqa: F401 (also read from here)
+from .finished import RunNotUsable, done_evaluation, eval_paths, read_run
 from .model import Transformer, build_model
 from .optim import average_state_dicts
 from .run_config import RunConfig

@@ -1,6 +1,7 @@
 """Sweeps run once per test session and read by several modules: each `tsweep run` costs half a minute of two
 cores (Ray, MLflow, a worker importing torch), so a test that needs a finished smoke sweep of its own works on a
-copy (``tests.helpers.copy_sweep``) of the one sweep, and leaves the original as `tsweep run` wrote it."""
+copy (``tests.helpers.copy_sweep``) of the one sweep; tests that only read the original write their reports
+elsewhere (`tsweep report --out`)."""
 
 import os
 import subprocess

@@ -16,22 +16,22 @@ from tests.helpers import ROOT
 
 
 @pytest.fixture(scope="module")
-def search_report(smoke_search, fixture_data_dir):
+def search_report(smoke_search, fixture_data_dir, tmp_path_factory):
     """The session's real search sweep (tests/e2e/conftest.py: Ray Tune, Optuna, MLflow at the smoke profile on the
     fixture corpus) and its `tsweep report`."""
-    out = smoke_search[0]
+    out, written = smoke_search[0], tmp_path_factory.mktemp("search-report")  # not into the shared sweep
     env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir), RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
-    rep = subprocess.run([sys.executable, "-m", "sweeps.cli", "report", str(out)], capture_output=True, text=True,
+    rep = subprocess.run([sys.executable, "-m", "sweeps.cli", "report", str(out), "--out", str(written)],
+                         capture_output=True, text=True,
                          env=env, timeout=900, cwd=ROOT)  # fmt: skip
     assert rep.returncode == 0, rep.stdout[-3000:] + rep.stderr[-3000:]
-    return out, rep.stdout
+    return out, written, rep.stdout
 
 
 @pytest.mark.e2e
 def test_the_search_report_of_a_real_smoke_search(search_report):
-    out, stdout = search_report
+    out, report, stdout = search_report
     assert "search report written" in stdout
-    report = out / "report"
     md = (report / "report.md").read_text()
     trials = [json.loads((t / "trial.json").read_text()) for t in sorted((out / "trials").iterdir())]
     assert len(trials) == 5 and all(t["id"].startswith("sample-") and t["group"] == "search" for t in trials)

@@ -32,7 +32,7 @@ def _mlflow_children(sweep_dir):
     return client, state, runs
 
 
-def test_smoke_sweep_completes_with_mlflow_runs(env, smoke_sweep):
+def test_smoke_sweep_completes_with_mlflow_runs(env, smoke_sweep, tmp_path):
     out, r, wall = smoke_sweep  # tests/e2e/conftest.py: run once, also read by test_evaluate and test_resume_safety
     print(f"smoke sweep wall time {wall:.1f}s")
     assert "4 finished" in r.stdout
@@ -69,13 +69,14 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, smoke_sweep):
         assert {"result.json", "test.hyp", "dev.hyp"} <= names
     status = tsweep("status", str(out), env=env)
     assert status.returncode == 0 and status.stdout.count("finished") >= 4
-    report = tsweep("report", str(out), "--bootstrap", "100", env=env)
+    written = tmp_path / "report"  # not into the shared sweep
+    report = tsweep("report", str(out), "--bootstrap", "100", "--out", str(written), env=env)
     assert report.returncode == 0, report.stderr
-    html = (out / "report" / "report.html").read_text()
+    html = (written / "report.html").read_text()
     assert (
         "<table" in html
         and html.count("<img") == html.count("data:image/png;base64,") >= 1  # figures inline (their layout: analysis)
-        and "| D1 |" in (out / "report" / "report.md").read_text()
+        and "| D1 |" in (written / "report.md").read_text()
     )
 
 

@@ -39,3 +39,7 @@ def __getattr__(name):
     value = getattr(import_module(".batching", __name__), name)
     globals()[name] = value
     return value
+
+
+def __dir__():
+    return sorted(set(globals()) | _BATCHING)
