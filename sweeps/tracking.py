@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import sqlite3
 import time
 from pathlib import Path
 
@@ -33,52 +31,6 @@ def stored_uri(uri: str, sweep_dir: Path) -> str:
 def resolve_uri(stored: str, sweep_dir: Path) -> str:
     """The tracking URI from sweep.json's ``uri`` (``mlflow.db`` there: the sweep directory's own SQLite file)."""
     return default_uri(sweep_dir) if stored == DEFAULT_DB else stored
-
-
-def _empty_store() -> Path:
-    """An empty MLflow database of the installed MLflow, made by MLflow once and kept in the data directory.
-
-    A fresh SQLite store runs every one of MLflow's schema migrations (about 3 s of a 2-core machine, at each new
-    sweep); a copy of this file is the same store.  Its Default experiment is removed, so that MLflow creates it
-    again, with the sweep's default artifact root, when the copy is opened."""
-    import mlflow
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
-
-    from transformer_core.data import default_data_dir
-
-    directory = Path(default_data_dir()) / "mlflow"
-    path = directory / f"empty-{mlflow.__version__}.db"
-    if path.is_file():
-        return path
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".empty-{os.getpid()}.db"
-    uri = f"sqlite:///{tmp}"
-    store = SqlAlchemyStore(uri, str(directory / "artifacts"))  # MLflow's own migrations; writes no artifacts
-    store.engine.dispose()
-    SqlAlchemyStore._engine_map.pop(uri, None)
-    db = sqlite3.connect(tmp)
-    with db:
-        db.execute("delete from experiment_tags where experiment_id = 0")
-        db.execute("delete from experiments where experiment_id = 0")
-    db.close()
-    os.replace(tmp, path)  # whole or absent, however many sweeps start at once
-    return path
-
-
-def seed_store(uri: str) -> None:
-    """Start a new SQLite store (the sweep's own mlflow.db) as a copy of the empty one; any failure leaves MLflow
-    to create it, as without."""
-    prefix = "sqlite:///"
-    if not uri.startswith(prefix) or Path(uri[len(prefix) :]).exists():
-        return
-    target = Path(uri[len(prefix) :])
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        shutil.copyfile(_empty_store(), tmp)
-        os.replace(tmp, target)
-    except Exception as exc:  # a speed-up only (a full disk, say): MLflow then creates the store itself
-        tmp.unlink(missing_ok=True)
-        log.debug("MLflow store %s not seeded from the empty one: %s", target, exc)
 
 
 def _client(uri: str):
@@ -111,7 +63,6 @@ def ensure_parent_run(
     A new experiment keeps its artifacts at ``artifact_location`` (the sweep's own
     directory), not in ./mlruns of whichever directory the driver was started from.
     An existing parent run (a resume) is set back to RUNNING."""
-    seed_store(uri)
     client = _client(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment, artifact_location=artifact_location)
