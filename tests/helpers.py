@@ -73,14 +73,14 @@ def dead_pid():
     return p.pid
 
 
-def copy_sweep(src: Path, dst: Path) -> Path:
+def copy_sweep(src: Path, dst: Path, leave_out: tuple = ()) -> Path:
     """The sweep copied to ``dst`` as a user moves one: its own mlflow.db (recorded relative to the sweep), with the
     experiment's and runs' artifact locations pointing into the copy, so that nothing written to the copy reaches
-    the original."""
+    the original.  ``leave_out``: names not copied (besides the lock)."""
     import shutil
     import sqlite3
 
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("sweep.lock"))
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("sweep.lock", *leave_out))
     old, new = (src / "mlartifacts").as_uri(), (dst / "mlartifacts").as_uri()
     db = sqlite3.connect(dst / "mlflow.db")
     with db:

@@ -40,7 +40,6 @@ from .data.prepare import BOS, EOS, PAD, UNK
 from .device import autocast
 from .dropout import Dropout
 from .layers import EncoderLayer, make_norm
-from .params import closed_form_lm_parameters, closed_form_parameters_for  # noqa: F401 (read from here)
 from .positional import make_positions
 
 

@@ -12,7 +12,6 @@ from torch import nn
 from .config import ModelConfig
 from .dropout import Dropout
 from .layers import DecoderLayer, EncoderLayer, make_norm
-from .params import closed_form_parameters, feed_forward_parameters, norm_parameters  # noqa: F401 (read from here)
 from .positional import make_positions
 
 

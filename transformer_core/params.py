@@ -13,6 +13,12 @@ def feed_forward_parameters(cfg: ModelConfig) -> int:
     return matrices_in * (d * inner + inner) + inner * d + d
 
 
+def attention_parameters(cfg: ModelConfig) -> int:
+    """One multi-head attention layer: the h query, key and value projections with biases, and the output one."""
+    d, h = cfg.d_model, cfg.h
+    return d * h * (2 * cfg.d_k + cfg.d_v) + h * (2 * cfg.d_k + cfg.d_v) + h * cfg.d_v * d + d
+
+
 def norm_parameters(cfg: ModelConfig) -> int:
     """One norm: LayerNorm's gain and bias, RMSNorm's gain only."""
     return cfg.d_model if cfg.norm_type == "rmsnorm" else 2 * cfg.d_model
@@ -20,8 +26,8 @@ def norm_parameters(cfg: ModelConfig) -> int:
 
 def closed_form_parameters(cfg: ModelConfig, vocab_size: int) -> int:
     """The same count from the formulas, without building a model."""
-    d, h = cfg.d_model, cfg.h
-    self_attn = d * h * (2 * cfg.d_k + cfg.d_v) + h * (2 * cfg.d_k + cfg.d_v) + h * cfg.d_v * d + d
+    d = cfg.d_model
+    self_attn = attention_parameters(cfg)
     cross_attn = self_attn  # same shapes, split differently
     ffn = feed_forward_parameters(cfg)
     norm = norm_parameters(cfg)
@@ -35,10 +41,9 @@ def closed_form_parameters(cfg: ModelConfig, vocab_size: int) -> int:
 
 def closed_form_lm_parameters(cfg: ModelConfig, vocab_size: int) -> int:
     """DecoderOnlyLM's parameter count from the formulas, without building it."""
-    d, h = cfg.d_model, cfg.h
-    attn = d * h * (2 * cfg.d_k + cfg.d_v) + h * (2 * cfg.d_k + cfg.d_v) + h * cfg.d_v * d + d
+    d = cfg.d_model
     norm = norm_parameters(cfg)
-    layers = cfg.decoder_layers * (attn + feed_forward_parameters(cfg) + 2 * norm)
+    layers = cfg.decoder_layers * (attention_parameters(cfg) + feed_forward_parameters(cfg) + 2 * norm)
     matrices = 1 if cfg.tie != "none" else 2
     learned = cfg.max_len * d if cfg.positional == "learned" else 0
     return layers + matrices * vocab_size * d + learned + (norm if cfg.norm == "pre" else 0)

@@ -18,8 +18,9 @@ from transformer_core import rundir
 from transformer_core.config import model_config
 from transformer_core.data.monolingual import load_lm_corpus
 from transformer_core.data.prepare import BOS, EOS
-from transformer_core.lm import DecoderOnlyLM, build_lm, closed_form_lm_parameters, score, text_bytes
+from transformer_core.lm import DecoderOnlyLM, build_lm, score, text_bytes
 from transformer_core.model import count_parameters
+from transformer_core.params import closed_form_lm_parameters
 
 
 @pytest.fixture(scope="module")

@@ -5,13 +5,12 @@ elsewhere (`tsweep report --out`)."""
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, SEARCH_SMOKE, SMOKE
+from tests.helpers import SEARCH_SMOKE, SMOKE, tsweep
 
 
 def e2e_env(data_dir) -> dict:
@@ -20,8 +19,7 @@ def e2e_env(data_dir) -> dict:
 
 
 def _run(spec: Path, out: Path, env: dict) -> subprocess.CompletedProcess:
-    r = subprocess.run([sys.executable, "-m", "sweeps.cli", "run", str(spec), "--profile", "smoke", "--out", str(out),
-                        "--num-cpus", "2"], capture_output=True, text=True, env=env, timeout=900, cwd=ROOT)  # fmt: skip
+    r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "2", env=env, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r
 

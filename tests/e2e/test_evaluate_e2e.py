@@ -4,7 +4,6 @@ locally and uploaded to a file:// URI."""
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -181,14 +180,7 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(sweep, held, env, tmp_
 def _upload(local: Path, remote: Path) -> Path:
     """The local sweep copied to ``remote`` with its MLflow artifacts pointing there, as a sweep run at the URI has
     them (no evaluations: test_evaluate scores the same sweep)."""
-    shutil.copytree(local, remote, ignore=shutil.ignore_patterns("evals", "sweep.lock"))
-    old, new = (local / "mlartifacts").as_uri(), (remote / "mlartifacts").as_uri()
-    db = sqlite3.connect(remote / "mlflow.db")
-    with db:
-        db.execute("update experiments set artifact_location = replace(artifact_location, ?, ?)", (old, new))
-        db.execute("update runs set artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
-    db.close()
-    return remote
+    return copy_sweep(local, remote, leave_out=("evals",))
 
 
 def _held_out(fixture_corpus, directory: Path) -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from analysis.samples import sample_label
-from tests.helpers import ROOT
+from tests.helpers import tsweep
 
 
 @pytest.fixture(scope="module")
@@ -21,9 +21,7 @@ def search_report(smoke_search, fixture_data_dir, tmp_path_factory):
     fixture corpus) and its `tsweep report`."""
     out, written = smoke_search[0], tmp_path_factory.mktemp("search-report")  # not into the shared sweep
     env = dict(os.environ, TSWEEP_DATA_DIR=str(fixture_data_dir), RAY_AUTH_MODE="disabled", PYTHONUNBUFFERED="1")
-    rep = subprocess.run([sys.executable, "-m", "sweeps.cli", "report", str(out), "--out", str(written)],
-                         capture_output=True, text=True,
-                         env=env, timeout=900, cwd=ROOT)  # fmt: skip
+    rep = tsweep("report", str(out), "--out", str(written), env=env, timeout=900)
     assert rep.returncode == 0, rep.stdout[-3000:] + rep.stderr[-3000:]
     return out, written, rep.stdout
 

@@ -1,6 +1,6 @@
 """What trains nothing imports no torch: `tsweep report`, `tsweep plan`, and a refused `evaluate` / `translate` /
-`run` answer in about a second less than torch's import (2-3 s on a 2-core machine), and a sweep's evaluation
-driver leaves torch to its workers.  Each command runs in a fresh interpreter that then lists what it loaded."""
+`run` answer without torch's import (2-3 s on a 2-core machine), and a sweep's evaluation driver leaves torch to
+its workers.  Each command runs in a fresh interpreter that then lists what it loaded."""
 
 import json
 import subprocess
