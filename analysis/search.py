@@ -18,6 +18,7 @@ import pandas as pd
 from transformer_core.rundir import Status
 
 from .samples import CONFIRM_GROUP
+from .study_file import StudyFileError, read_study
 
 # a configuration's cost, summed over its seeds: device-seconds of training and evaluation, training FLOPs (6 N D);
 # named apart from the per-trial columns, which a second objective may be (its mean over seeds, as the searcher saw)
@@ -73,10 +74,11 @@ def configurations(df: pd.DataFrame, objectives: list[Objective]) -> pd.DataFram
         states = list(dict.fromkeys(sub["status"]))
         rec["state"] = states[0] if len(states) == 1 else ", ".join(f"{(sub['status'] == s).sum()} {s}" for s in states)
         rows.append(rec)
-    out = pd.DataFrame(rows)
-    if len(out):
-        first = objectives[0]
-        out["rank"] = (first.sign * -out[first.metric]).rank(method="min", na_option="keep").astype("Int64")
+    columns = ["sample", *params, "seeds_finished", "seeds", "started"]
+    columns += [f"{o.metric}{sd}" for o in objectives for sd in ("", "_sd")] + [*COST, "state"]
+    out = pd.DataFrame(rows, columns=columns)  # the columns also where nothing was sampled yet
+    first = objectives[0]
+    out["rank"] = (first.sign * -out[first.metric].astype(float)).rank(method="min", na_option="keep").astype("Int64")
     out.attrs["params"] = params
     return out
 
@@ -221,16 +223,13 @@ def importance(configs: pd.DataFrame, objective: Objective, distributions: dict 
 
 def study_distributions(optuna_db, study_name: str) -> dict:
     """The distributions the searcher declared, from the sweep's optuna.db (empty when there is none)."""
-    import optuna
-
     if not optuna_db.exists():
         return {}
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    try:
-        study = optuna.load_study(study_name=study_name, storage=f"sqlite:///{optuna_db}")
-    except Exception:  # another study name, an unreadable file: inferred from the values instead
-        return {}
     out = {}
-    for t in study.get_trials(deepcopy=False):
-        out.update(t.distributions)
+    try:  # read from a private copy: a report writes nothing into the study
+        with read_study(optuna_db, study_name, missing_ok=True) as study:
+            for t in study.get_trials(deepcopy=False) if study else ():
+                out.update(t.distributions)
+    except StudyFileError:  # another study name, an unreadable file: inferred from the values instead
+        return {}
     return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from analysis.collect import collect
-from analysis.search import configurations
+from analysis.search import configurations, search_trials
 from analysis.search_report import objectives
 
 from .profiles import get_profile
@@ -31,10 +31,12 @@ def fresh_seeds(spec: Spec) -> list[int]:
 def best_samples(spec: Spec, sweep_dir, state: dict) -> list[dict]:
     """The sampled knobs of the ``top`` configurations with a score, best first."""
     df = collect(sweep_dir)
-    if not len(df) or not df["sample"].notna().any():
+    searched = search_trials(df)  # the searcher's own trials: a confirmation trial has no sampled values
+    searched = searched[searched["sampled"].map(lambda x: isinstance(x, dict))]
+    if not len(searched):
         return []
-    configs = configurations(df, objectives(state)).dropna(subset=["rank"]).sort_values("rank", kind="stable")
-    sampled = df.dropna(subset=["sample"]).drop_duplicates("sample").set_index("sample")["sampled"]
+    configs = configurations(searched, objectives(state)).dropna(subset=["rank"]).sort_values("rank", kind="stable")
+    sampled = searched.drop_duplicates("sample").set_index("sample")["sampled"]
     return [sampled[s] for s in configs["sample"].head(spec.search["confirm"]["top"])]
 
 

@@ -22,6 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
+from analysis.study_file import StudyFileError, read_study
+from transformer_core.errors import UserError
+
 from .profiles import get_profile
 from .spec import Spec, Trial, sample_trials, search_trial
 
@@ -43,6 +46,83 @@ class SearchPlan:
 
 def storage_url(sweep_dir: Path) -> str:
     return f"sqlite:///{Path(sweep_dir) / DB}"
+
+
+def space_distributions(spec: Spec) -> dict:
+    """The spec's search space as the Optuna distributions OptunaSearch gives the study (tune_adapter's
+    domains, converted as OptunaSearch converts them), without importing Ray."""
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+    out = {}
+    for key, d in spec.search["space"].items():
+        if d["type"] == "choice":
+            out[key] = CategoricalDistribution(d["values"])
+        elif d["type"] == "int":
+            out[key] = IntDistribution(d["low"], d["high"])
+        else:
+            out[key] = FloatDistribution(d["low"], d["high"], log=d["type"] == "loguniform")
+    return out
+
+
+def fits(dist, value) -> bool:
+    """Whether ``value`` is a point of ``dist`` (a choice among its choices, a number within its range)."""
+    from optuna.distributions import CategoricalDistribution
+
+    if isinstance(dist, CategoricalDistribution):
+        return value in dist.choices
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and dist.low <= value <= dist.high
+
+
+def _describe(dist) -> str:
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    if dist is None:
+        return "absent"
+    if isinstance(dist, CategoricalDistribution):
+        return f"choice {list(dist.choices)}"
+    kind = "int" if isinstance(dist, IntDistribution) else "loguniform" if dist.log else "uniform"
+    return f"{kind} [{dist.low:g}, {dist.high:g}]"
+
+
+def space_changes(spec: Spec, study) -> list[str]:
+    """How the spec's search space differs from the one the study's trials were sampled from (``warmup: choice
+    [5, 10] -> choice [5, 20]``); a point enqueued for a resume that lies outside the space is one too."""
+    from optuna.trial import TrialState
+
+    space, before, outside = space_distributions(spec), {}, []
+    for t in study.get_trials(deepcopy=False):
+        if t.state == TrialState.WAITING:
+            params = dict(t.system_attrs.get("fixed_params") or {})
+            outside += [f"{k}={v!r}" for k, v in params.items() if k not in space or not fits(space[k], v)]
+        for key, dist in t.distributions.items():
+            before.setdefault(key, dist)
+    changes = [f"{k}: {_describe(before.get(k))} -> {_describe(space.get(k))}"
+               for k in dict.fromkeys([*before, *space]) if before and before.get(k) != space.get(k)]  # fmt: skip
+    if outside and not changes:
+        changes.append(f"enqueued {', '.join(dict.fromkeys(outside))} lie outside it")
+    return changes
+
+
+def check_study(spec: Spec, sweep_dir: Path, where: Optional[str] = None) -> bool:
+    """Refuse (one line) a sweep's optuna.db that is not its own Optuna study, or whose samples were drawn from
+    another search space than the spec's; read on a private copy, nothing written.  Returns whether the study
+    already holds a warm start's trials."""
+    db = Path(sweep_dir) / DB
+    if not db.exists() and not db.is_symlink():
+        return False
+    try:
+        with read_study(db, spec.name, missing_ok=True) as study:
+            changes = space_changes(spec, study) if study else []
+            warm = bool(study) and any(t.user_attrs.get(WARM_START) for t in study.get_trials(deepcopy=False))
+    except StudyFileError as exc:
+        raise UserError(f"{exc}; restore it from a copy, or move it away to resume the search with a fresh study")
+    if changes:
+        shown = "; ".join(changes[:4]) + (f" and {len(changes) - 4} more" if len(changes) > 4 else "")
+        raise UserError(
+            f"search.space has changed since the sweep in {where or sweep_dir} sampled it ({shown}): its samples "
+            "and new ones would come from two spaces; resume with the space it was run with, or give another --out"
+        )
+    return warm
 
 
 def open_study(spec: Spec, sweep_dir: Path):
@@ -77,6 +157,7 @@ def plan_search(spec: Spec, profile_name: str, sweep_dir: Path, result: Callable
     done, ``summary`` (tune_summary.json) which ones a scheduler stopped."""
     from optuna.trial import TrialState
 
+    check_study(spec, sweep_dir)  # no Tune run writes it now: a study file of this sweep and this space
     study = open_study(spec, sweep_dir)
     trials = study.get_trials(deepcopy=False)
     done, todo, queued = set(), {}, set()

@@ -10,13 +10,16 @@ search that optimised the same objectives.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
+from typing import Iterator
 
+from analysis.study_file import StudyFileError, read_study
 from transformer_core.errors import UserError
 
-from .search_state import WARM_START, open_study
+from .search_state import WARM_START, fits, open_study, space_distributions
 from .spec import Spec
 
 log = logging.getLogger(__name__)
@@ -33,47 +36,39 @@ def _objectives(spec_or_state) -> list[tuple[str, str]]:
     return [(o["metric"], o["mode"]) for o in objs]
 
 
-def earlier_study(source: str | Path, spec: Spec):
-    """The earlier sweep's study, checked: a search sweep directory with an optuna.db and the same objectives."""
-    import optuna
+MAX_STATE_BYTES = 64 << 20  # a sweep.json is a few KB to a few MB
 
+
+@contextlib.contextmanager
+def earlier_study(source: str | Path, spec: Spec) -> Iterator:
+    """The earlier sweep's study, checked: a search sweep directory with an optuna.db and the same objectives.
+    It is read from a private copy (analysis.study_file): nothing is written into the earlier sweep."""
     src = Path(source).expanduser()
     db, state_file = src / "optuna.db", src / "sweep.json"
     if not db.is_file() or not state_file.is_file():
         raise UserError(f"search.warm_start: {str(source)!r} is not a search sweep directory (no optuna.db and "
                         "sweep.json): give the --out of an earlier `tsweep run` of a search")  # fmt: skip
     try:
+        if state_file.stat().st_size > MAX_STATE_BYTES:
+            raise ValueError(f"larger than {MAX_STATE_BYTES:,} bytes")
         state = json.loads(state_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise UserError(f"search.warm_start: {str(state_file)!r} is unreadable") from None
+        _objectives(state)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        raise UserError(f"search.warm_start: {str(state_file)!r} is unreadable or not a search's state") from None
     if _objectives(state) != _objectives(spec):
         raise UserError(f"search.warm_start: {str(source)!r} optimised {_objectives(state)}, this search "
                         f"{_objectives(spec)}: a warm start needs the same objectives")  # fmt: skip
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    storage = f"sqlite:///{db.resolve()}"
-    names = optuna.get_all_study_names(storage)
-    name = state.get("name") if state.get("name") in names else (names[0] if len(names) == 1 else None)
-    if name is None:
-        raise UserError(f"search.warm_start: {str(db)!r} holds no study named {state.get('name')!r}")
-    return optuna.load_study(study_name=name, storage=storage)
+    name = state.get("name") if isinstance(state.get("name"), str) else None
+    try:
+        with read_study(db, name) as study:
+            yield study
+    except StudyFileError as exc:
+        raise UserError(f"search.warm_start: {exc}: give the --out of an earlier search sweep") from None
 
 
 def distributions(spec: Spec) -> dict:
     """This spec's search space as the Optuna distributions OptunaSearch gives it."""
-    from ray.tune.search.optuna import OptunaSearch
-
-    from .tune_adapter import param_space
-
-    return OptunaSearch.convert_search_space(param_space(spec, []))
-
-
-def _fits(dist, value) -> bool:
-    """Whether ``value`` is a point of ``dist`` (a choice among its choices, a number within its range)."""
-    from optuna.distributions import CategoricalDistribution
-
-    if isinstance(dist, CategoricalDistribution):
-        return value in dist.choices
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and dist.low <= value <= dist.high
+    return space_distributions(spec)
 
 
 def warm_start(spec: Spec, study, source: str | Path) -> int:
@@ -83,11 +78,13 @@ def warm_start(spec: Spec, study, source: str | Path) -> int:
 
     if any(t.user_attrs.get(ATTR) for t in study.get_trials(deepcopy=False)):
         return 0  # seeded when the sweep began
-    earlier, space = earlier_study(source, spec), distributions(spec)
+    space = distributions(spec)
     added = skipped = 0
-    for t in earlier.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+    with earlier_study(source, spec) as earlier:
+        finished = earlier.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    for t in finished:
         params = {k: t.params.get(k) for k in space}
-        if set(t.params) != set(space) or not all(_fits(space[k], v) for k, v in params.items()):
+        if set(t.params) != set(space) or not all(fits(space[k], v) for k, v in params.items()):
             skipped += 1
             continue
         study.add_trial(optuna.trial.create_trial(params=params, distributions=space, values=t.values,
@@ -95,6 +92,15 @@ def warm_start(spec: Spec, study, source: str | Path) -> int:
         added += 1
     log.info("warm start from %s: %d finished trials added, %d outside this space left out", source, added, skipped)
     return added
+
+
+def check_source(spec: Spec) -> None:
+    """Before anything runs: the spec's ``search.warm_start`` is an earlier search sweep this one can start from
+    (one line where it is not)."""
+    source = (spec.search or {}).get("warm_start")
+    if source:
+        with earlier_study(source, spec):
+            pass
 
 
 def start_from_earlier(spec: Spec, sweep_dir: Path, echo=print) -> None:
