@@ -3,8 +3,9 @@
 The YAML document: at most ``TSWEEP_MAX_SPEC_BYTES`` bytes (default 256 KiB; Table 3 is 3 KB), nested at most
 MAX_DEPTH deep (a spec needs fewer than ten levels), and at most MAX_NODES values once anchors and aliases are expanded
 (a few dozen aliases nested ten deep stand for billions of values: the "billion laughs").  The plan: at most
-``TSWEEP_MAX_TRIALS`` trials (default 2,000: rows x seeds, seeds.max for adaptive seeds, search.samples for a
-search), counted from the document before any row is expanded.  A trial's memory: transformer_core.memory.
+``TSWEEP_MAX_TRIALS`` trials (default 2,000: rows x seeds, seeds.max for adaptive seeds; for a search
+search.samples x seeds plus search.confirm.top x search.confirm.seeds), counted from the document before any row
+is expanded.  A trial's memory: transformer_core.memory.
 """
 
 from __future__ import annotations
@@ -127,19 +128,32 @@ def _count(value) -> int:
 def planned_trials(doc: dict) -> tuple[int, str]:
     """(the trials a spec document asks for, how they were counted), read before validation: malformed parts
     count as nothing, the parsers name them."""
-    search = doc.get("search")
-    if isinstance(search, dict):
-        samples = search.get("samples", 4)
-        return (samples, "search.samples") if isinstance(samples, int) else (0, "")
-    rows = doc.get("rows")
-    n_rows = 1 + (sum(_count(v) for v in rows.values()) if isinstance(rows, dict) else 0)
     seeds = doc.get("seeds", [1])
     if isinstance(seeds, dict):
         most = seeds.get("max", seeds.get("min", 2))
-        n_seeds, what = (most if isinstance(most, int) else 0), "seeds.max"
+        n_seeds, what = (most if _int(most) else 0), "seeds.max"
+    elif _int(seeds):  # seeds: N
+        n_seeds, what = seeds, "seeds"
     else:
         n_seeds, what = max(1, _count(seeds)), "seeds"
+    search = doc.get("search")
+    if isinstance(search, dict):  # every sample at every seed, then the confirmation round
+        samples = search.get("samples", 4)
+        samples = samples if _int(samples) else 0
+        n, how = samples * n_seeds, f"{samples:,} search.samples x {n_seeds:,} {what}"
+        confirm = search.get("confirm")
+        if isinstance(confirm, dict):
+            top, fresh = confirm.get("top", 2), confirm.get("seeds", 3)
+            top, fresh = (top if _int(top) else 0), (fresh if _int(fresh) else 0)
+            n, how = n + top * fresh, f"{how} + {top:,} search.confirm.top x {fresh:,} search.confirm.seeds"
+        return n, how
+    rows = doc.get("rows")
+    n_rows = 1 + (sum(_count(v) for v in rows.values()) if isinstance(rows, dict) else 0)
     return n_rows * n_seeds, f"{n_rows:,} rows x {n_seeds:,} {what}"
+
+
+def _int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x > 0
 
 
 def check_plan_size(doc: dict) -> None:

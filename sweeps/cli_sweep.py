@@ -36,6 +36,8 @@ def cmd_plan(args) -> int:
         f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
         f" ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus['name']}"
     )
+    if spec.search:  # the table shows the base configuration; the search runs this many trials of it
+        print(f"  a search: {search_size(spec)}")
     labels = {r.label for r in spec.rows}
     for label, why in get_profile(args.profile).exclude.items():
         if label in labels:  # only rows this spec has
@@ -80,6 +82,17 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def search_size(spec) -> str:
+    """'5 samples x 2 seeds + 2 confirmed x 3 fresh seeds = 16 trials': what a search spec runs in all."""
+    n, seeds = spec.search["samples"], len(spec.seeds)
+    text, total = f"{n:,} samples x {seeds:,} seeds", n * seeds
+    confirm = spec.search.get("confirm")
+    if confirm:
+        text += f" + {confirm['top']:,} confirmed x {confirm['seeds']:,} fresh seeds"
+        total += confirm["top"] * confirm["seeds"]
+    return f"{text} = {total:,} trials"
+
+
 def _with_corpus(spec, corpus):
     """--corpus replaces the spec's corpus recipe (checked like the spec's own)."""
     if not corpus:
@@ -109,6 +122,8 @@ def cmd_run(args) -> int:
     check_address(args.address)
     out = args.out or spec.output or str(Path("sweep_runs") / f"{spec.name}-{args.profile}")
     out = out if is_uri(out) else Path(out)
+    if spec.search:  # the search's own state and its warm start, before Ray starts and anything is written
+        _check_search(spec, out, args.resume, args.address, args.num_cpus)
     start = time.time()
     INTERRUPTS.activate()  # SIGINT and SIGTERM end the sweep as interrupted (exit 130 / 143)
     log = None if args.verbose else DriverLog().start()  # Ray's, Tune's and MLflow's messages: driver.log
@@ -116,6 +131,13 @@ def cmd_run(args) -> int:
     try:
         try:
             summary = _drive(spec, args, out)
+        except (SweepInterrupted, UserError, KeyboardInterrupt):
+            raise
+        except Exception:
+            import traceback
+
+            traceback.print_exc()  # into driver.log (fd 2 is the log while it runs); the terminal gets one line
+            raise
         finally:
             where = _finish(log, out)
     except SweepInterrupted as exc:
@@ -134,9 +156,44 @@ def cmd_run(args) -> int:
     except Exception as exc:  # a full disk anywhere (driver, MLflow, Tune's state): one line, not a traceback
         if no_space(exc) or (not is_uri(str(out)) and disk_full_at(out)):  # e.g. Tune's EOFError on an empty file
             raise UserError(no_space_message(str(out), exc, _has_state(out)) + _see(where)) from None
-        raise
+        from .tune_adapter import _one_line
+
+        resume = f"; resume with `{_resume_command(args, out)}`" if _has_state(out) else ""
+        print(f"tsweep run stopped: {_one_line(exc)}; the trials that ended keep their results{resume}"
+              f"{_see(where) or ' (rerun with --verbose for the traceback)'}", file=sys.stderr)  # fmt: skip
+        return 1
     print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")
     return _print_status(out)
+
+
+def _check_search(spec, out, resume: bool, address=None, num_cpus=None) -> None:
+    """A search's state checked before anything runs: its optuna.db is its own study of the spec's space (a
+    resumed sweep), and ``search.warm_start`` an earlier search it can start from (unless the study holds it)."""
+    from transformer_core.errors import UserError
+
+    from .search_state import check_study
+    from .sweep_state import read_state
+    from .warm_start import check_source
+
+    if len(spec.seeds) > 1 and not address:  # each sample's seeds run together: the local Ray must hold them
+        import os
+
+        need, have = len(spec.seeds) * spec.resources["cpus"], num_cpus or os.cpu_count() or 1
+        if need > have + 1e-9:
+            raise UserError(f"seeds: {len(spec.seeds)} seeds x resources.cpus {spec.resources['cpus']} = {need:g} "
+                            f"CPUs per sample, but the local Ray has {have:g}: give fewer seeds or cpus, or more "
+                            "--num-cpus")  # fmt: skip
+    warm = False
+    if not isinstance(out, Path):  # a URI: the driver checks the study it pulls (search_state.plan_search)
+        check_source(spec)
+        return
+    state = read_state(None, out, str(out)) if (out / "sweep.json").is_file() else None
+    if state is not None and (not resume or state["name"] != spec.name):
+        return  # the runner refuses it in its own words
+    if state is not None:
+        warm = check_study(spec, out, str(out))
+    if not warm:
+        check_source(spec)
 
 
 def _drive(spec, args, out) -> dict:
@@ -265,7 +322,7 @@ def _print_status(sweep_dir) -> int:
             f"{_fmt(_percent(r['eval_fraction']), '.1f'):>7}"
             f"{r['attempts']:>6}  {reason}"
         )
-    print("; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())))
+    print("; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())) or "no trials yet")
     return 0
 
 

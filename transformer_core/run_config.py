@@ -18,6 +18,11 @@ from .config import MODEL_KEYS, ModelConfig, _check_choice, _check_int, _fail, m
 from .errors import ConfigError
 
 MAX_SEED = 2**32 - 1  # what every RNG a seed reaches takes: numpy's RandomState 32 bits, torch.manual_seed 64
+# Bounds of sizes that are typos, not plans: 40x the paper's 25K-token step per micro-batch, and a vocabulary the
+# size of the largest in use (a sentencepiece BPE of a corpus stops far below it, whatever was asked)
+MAX_TOKENS_PER_BATCH = 1 << 20
+MAX_ACCUMULATE = 1 << 10
+MAX_VOCAB = 1 << 18
 
 SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learning_rate)
 BEAM_STOPS = ("exact", "length")  # when a beam search ends early: see decoding.beam_search
@@ -64,10 +69,10 @@ class TrainConfig:
     fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
 
     def __post_init__(self) -> None:
+        _check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
+        _check_int("accumulate", self.accumulate, maximum=MAX_ACCUMULATE)
         for name in (
             "steps",
-            "tokens_per_batch",
-            "accumulate",
             "warmup",
             "max_train_len",
             "eval_every",
@@ -119,7 +124,7 @@ class DataConfig:
     data_dir: Optional[str] = None  # run-only
 
     def __post_init__(self) -> None:
-        _check_int("vocab", self.vocab, minimum=16)
+        _check_int("vocab", self.vocab, minimum=16, maximum=MAX_VOCAB)
         _check_choice("task", self.task, TASKS)
         if not isinstance(self.corpus, str) or not self.corpus:
             _fail("corpus", self.corpus, "a recipe name (see 'tsweep data list')")

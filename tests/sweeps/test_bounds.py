@@ -72,7 +72,8 @@ def test_the_number_of_trials_is_capped_and_the_cap_can_be_raised(tmp_path, caps
     adaptive = _spec(tmp_path / "adaptive.yaml", seeds={"min": 2, "max": 10**6})
     _plan(adaptive, capsys, "1,000,000 trials (1 rows x 1,000,000 seeds.max)")
     space = {"lr_scale": {"type": "loguniform", "low": 0.5, "high": 2}}
-    _plan(_spec(tmp_path / "search.yaml", search={"samples": 10**6, "space": space}), capsys, "(search.samples)")
+    search = _spec(tmp_path / "search.yaml", search={"samples": 10**6, "space": space})
+    _plan(search, capsys, "(1,000,000 search.samples x 1 seeds)")
     monkeypatch.setenv("TSWEEP_MAX_TRIALS", "6")
     assert main(["plan", str(tmp_path / "two.yaml"), "--profile", "smoke"]) == 0
     monkeypatch.setenv("TSWEEP_MAX_TRIALS", "many")
