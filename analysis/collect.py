@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -49,6 +50,30 @@ METRICS = (
     "dev_bpb",  # task lm: bits per byte (and no BLEU)
     "test_bpb",
 )
+NUMBERS = frozenset(
+    ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl", "params", "target_tokens", "train_flops", "wall_seconds",
+     "tokens_per_second", "eval_fraction", "dev_chrf", "test_chrf", "session_seconds", "dev_bpb", "test_bpb")
+)  # fmt: skip
+TEXTS = frozenset(("device", "precision", "compile", "corpus_fingerprint", "sacrebleu_signature", "torch_version",
+                   "reason", "schedule", "chrf_signature"))  # fmt: skip
+# the frame's columns, also when the sweep has no trial yet
+COLUMNS = tuple(
+    dict.fromkeys(("trial_id", "group", "row", "seed", "sample", "sampled", "started", "profile", "status", "workdir",
+                   "attempts", "step", "error", *(f"paper_{k}" for k in PAPER_KNOBS), *RUN_KNOBS, *METRICS))
+)  # fmt: skip
+# a trial id is a directory name inside SWEEP/trials: the rule of sweeps.sweep_state.SAFE_NAME (tested equal)
+SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text) -> str:
+    """``text`` as a string with control characters (terminal escapes, newlines) written as \\xNN: a name or message
+    read from disk, safe to print to a terminal or write into a CSV cell."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
 class Corrupt(dict):
@@ -69,11 +94,65 @@ def _read_json(path: Path) -> dict:
     return value if isinstance(value, dict) else Corrupt(path.name)
 
 
+def _scalar(x) -> bool:
+    return x is None or isinstance(x, (str, int, float, bool))
+
+
 def _record(raw, trial_id: str) -> Optional[rundir.TrialRecord]:
+    """The trial record of ``raw`` (trial.json or a plan entry), None where it is missing or malformed: another
+    trial's id, a row or group that is not a name, knobs that are not objects, sampled values that are not
+    JSON scalars."""
     try:
-        return rundir.TrialRecord.from_json(raw, trial_id) if raw and not isinstance(raw, Corrupt) else None
+        r = rundir.TrialRecord.from_json(raw, trial_id) if raw and not isinstance(raw, Corrupt) else None
     except (TypeError, ValueError):
         return None
+    if r is None or r.id != trial_id or not isinstance(r.row, str) or not isinstance(r.group, (str, type(None))):
+        return None
+    if isinstance(r.seed, bool) or not isinstance(r.paper, dict):
+        return None
+    if r.search is not None and (not isinstance(r.search, dict) or not all(map(_scalar, r.search.values()))):
+        return None
+    return r
+
+
+def _result(result: dict) -> dict:
+    """result.json's readings, or Corrupt where a status, step or reading has the wrong type (a number as a
+    string, a status that is not a name)."""
+    if isinstance(result, Corrupt) or not result:
+        return result
+    bad = [k for k in NUMBERS if result.get(k) is not None and not _number(result[k])]
+    steps = result.get("steps")
+    if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)):
+        bad.append("steps")
+    if not isinstance(result.get("status"), (str, type(None))):
+        bad.append("status")
+    if bad:
+        log.warning("%s: %s not of the right type: the trial is shown as corrupt", rundir.RESULT, ", ".join(bad))
+        return Corrupt(rundir.RESULT)
+    return {**result, **{k: printable(result[k]) if isinstance(result[k], str) else None for k in TEXTS if k in result}}
+
+
+def _trial_ids(sweep_dir: Path, state: dict, plan: dict) -> list[str]:
+    """The trials of the sweep's own plan (sweep.json), then the directories a search's trials made (a search's
+    trials are not planned ahead: each wrote its trial.json when it started).  An id that is not a plain name
+    (``../x``, a terminal escape) is left out, and so is a directory that is not a search trial of its own
+    name (a copied trial directory, a stray folder)."""
+    ids, seen = [], set()
+    for tid in state.get("trials") if isinstance(state.get("trials"), list) else []:
+        if not isinstance(tid, str) or not SAFE_ID.match(tid):
+            log.warning("sweep.json lists the trial id %s, not a plain name: left out", ascii(tid))
+        elif tid not in seen:
+            ids.append(tid)
+            seen.add(tid)
+    for p in sorted((sweep_dir / "trials").glob("*")):
+        if p.name in seen or p.name in plan:
+            continue
+        record = _record(_read_json(p / rundir.TRIAL), p.name) if SAFE_ID.match(p.name) else None
+        if record is None or record.search is None:  # not a searcher's sample of this name (a copy is another's)
+            log.warning("%s: not a trial of this sweep's plan or search: left out", ascii(str(p)))
+            continue
+        ids.append(p.name)
+    return ids
 
 
 def precisions(trials: pd.DataFrame) -> str:
@@ -97,15 +176,12 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         )
     if not state:
         raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
-    plan = state.get("plan") or {}
-    ids = list(state.get("trials") or [])
-    # a search's trials are not planned ahead: each wrote its trial.json when it started
-    ids += sorted(p.name for p in (sweep_dir / "trials").glob("*") if p.name not in ids and p.name not in plan)
+    plan = state.get("plan") if isinstance(state.get("plan"), dict) else {}
     summary = _read_json(sweep_dir / "tune_summary.json")
     records = []
-    for tid in ids:
+    for tid in _trial_ids(sweep_dir, state, plan):
         wd = sweep_dir / "trials" / tid
-        raw, result = _read_json(wd / rundir.TRIAL), _read_json(wd / rundir.RESULT)
+        raw, result = _read_json(wd / rundir.TRIAL), _result(_read_json(wd / rundir.RESULT))
         corrupt = [x.name for x in (raw, result) if isinstance(x, Corrupt)]
         record = _record(raw, tid)
         trial = record or _record(plan.get(tid), tid)  # never started: the plan says what it is
@@ -115,14 +191,15 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         if raw and not isinstance(raw, Corrupt) and record is None:
             corrupt = corrupt or [rundir.TRIAL]
         attempts, started = _attempts(wd / rundir.ATTEMPTS)
-        err = (summary.get(tid) or {}).get("error")
+        entry = summary.get(tid) if isinstance(summary.get(tid), dict) else {}
+        err = printable(entry["error"]) if entry.get("error") else None
         status = f"corrupt: {corrupt[0]}" if corrupt else result.get("status")
         if not status:  # stopped early only where the scheduler said so; started, no result, driver gone: interrupted
             status = (
                 Status.FAILED
                 if err
                 else Status.STOPPED
-                if (summary.get(tid) or {}).get("stopped_early")
+                if entry.get("stopped_early")
                 else (Status.RUNNING if state.get("status", "running") == "running" else Status.INTERRUPTED)
                 if attempts
                 else Status.PENDING
@@ -133,14 +210,14 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         sample = sample or (trial.row if trial.group == CONFIRM_GROUP else None)  # a confirmation: its sample's row
         rec = {
             "trial_id": tid,
-            "group": (trial.group if trial.group == CONFIRM_GROUP else SEARCH_GROUP) if sample else trial.group,
-            "row": sample or trial.row,
+            "group": (trial.group if trial.group == CONFIRM_GROUP else SEARCH_GROUP) if sample else _name(trial.group),
+            "row": sample or printable(trial.row),
             "seed": trial.seed,
             "sample": sample,
             "sampled": trial.search,  # the sampled knobs as the spec names them (paper units for paper knobs)
             "started": started,
-            "profile": state.get("profile"),
-            "status": status,
+            "profile": printable(state["profile"]) if isinstance(state.get("profile"), str) else None,
+            "status": printable(status),
             "workdir": str(wd),
             "attempts": attempts,
             "step": result.get("steps", step),
@@ -153,7 +230,11 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))
             rec.update(dev_bpb=last_eval.get("dev_bpb"))
         records.append(rec)
-    return pd.DataFrame.from_records(records)
+    return pd.DataFrame.from_records(records, columns=COLUMNS)
+
+
+def _name(group) -> Optional[str]:
+    return printable(group) if isinstance(group, str) else None
 
 
 def _attempts(path: Path) -> tuple[int, Optional[float]]:
@@ -168,15 +249,29 @@ def _attempts(path: Path) -> tuple[int, Optional[float]]:
     return len(lines), first if isinstance(first, (int, float)) else None
 
 
+def metrics_record(line: str) -> dict | None:
+    """One line of metrics.jsonl as a record, or None where it is not one (a line cut by a crash, a value that is
+    not an object, a step that is not a non-negative integer); readings that are not numbers are left out."""
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    step = rec.get("step", 0) if isinstance(rec, dict) else None
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        return None
+    return {
+        k: v for k, v in rec.items() if _number(v) or v is None or (k in ("kind", "signature") and isinstance(v, str))
+    }
+
+
 def _progress(metrics_path: Path) -> tuple[int, dict]:
     """Last logged step and last evaluation of a trial's metrics.jsonl."""
     step, last = 0, {}
     if metrics_path.exists():
         for line in metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut by a crash or a full disk
+            rec = metrics_record(line)
+            if rec is None:
+                continue  # a line cut by a crash or a full disk, or not a record
             step = max(step, rec.get("step", 0))
             if rec.get("kind") == "eval":
                 last = rec

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from transformer_core.errors import UserError
 from transformer_core.knobs import BY_NAME
 from transformer_core.rundir import Status
 
@@ -125,6 +126,9 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
     """Collect the sweep, judge it, and hold every number and table the report shows."""
     sweep_dir = Path(sweep_dir)
     df = collect(sweep_dir)
+    if df.empty:
+        raise UserError(f"sweep {str(sweep_dir)!r} has no trials yet (its plan is empty, or none is readable): "
+                        "nothing to report; run or resume it with `tsweep run SPEC --out DIR --resume`")  # fmt: skip
     h = header(sweep_dir, df)
     rule = Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method)
     lm = sweep_task(df) == "lm"

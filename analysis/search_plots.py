@@ -98,6 +98,10 @@ def parallel_coordinates(configs: pd.DataFrame, params: list[str], dists: dict, 
     return _png(fig)
 
 
+def _number(x) -> float:
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else math.nan
+
+
 def slices(trials: pd.DataFrame, configs: pd.DataFrame, params: list[str], dists: dict, objective: Objective) -> bytes:
     """One panel per parameter: every finished seed (small grey dots) and each configuration's mean (coloured by
     the order it was sampled) against the parameter's value."""
@@ -121,8 +125,8 @@ def slices(trials: pd.DataFrame, configs: pd.DataFrame, params: list[str], dists
             ax.set_xticks(range(len(cats)), [str(c) for c in cats])
             ax.set_xlim(-0.5, len(cats) - 0.5)
         else:
-            xs_seed = [s.get(p) for s in seeds["sampled"]]
-            xs = list(configs[p])
+            xs_seed = [_number(s.get(p)) for s in seeds["sampled"]]  # a value off the space's kind: not plotted
+            xs = [_number(v) for v in configs[p]]
             if getattr(dist, "log", False):
                 from matplotlib.ticker import FormatStrFormatter
 

@@ -53,7 +53,8 @@ def confirmation_table(df: pd.DataFrame, configs: pd.DataFrame, objective: Objec
     table = pd.DataFrame(rows).sort_values("search_rank", kind="stable", na_position="last")
     if reading == "dev_ce":  # the verdict reads ln PPL; the table shows perplexity beside it
         table["confirmed_ppl"] = np.exp(table["confirmed"])
-    score = np.log(table["search_score"]) if reading == "dev_ce" else table["search_score"]
+    search_score = table["search_score"].astype(float)  # NaN: a confirmed sample the search does not hold
+    score = np.log(search_score) if reading == "dev_ce" else search_score
     table["optimism"] = objective.sign * (score - table["confirmed"])
     table.attrs.update(reading=reading, noise=noise, samples=len(configs))
     table.attrs["comparison"] = _winner_against_rest(table, values, noise, reading)
@@ -83,19 +84,24 @@ def _display(table: pd.DataFrame, objective: Objective) -> pd.DataFrame:
     })  # fmt: skip
 
 
+def _f(x, spec: str = ".3f") -> str:
+    return format(float(x), spec) if x is not None and pd.notna(x) else "-"
+
+
 def confirmation_lines(table: pd.DataFrame, objective: Objective) -> list[str]:
     """What the confirmation says, in words: the winner's confirmed mean beside its search score, and whether it
     beats the best of the other confirmed configurations beyond seed noise."""
     first = table.iloc[0]
     unit = " ln PPL" if table.attrs["reading"] == "dev_ce" else ""
     lines = [
-        f"The search's best, {first['sample']}, scored {first['search_score']:.3f} in the search (the best of "
+        f"The search's best, {first['sample']}, scored {_f(first['search_score'])} in the search (the best of "
         f"{table.attrs['samples']} sampled configurations, so optimistic); with {first['fresh_seeds']} fresh seeds "
         + (f"it scores {np.exp(first['confirmed']):.3f} (geometric mean; ln PPL " if unit else "it scores ")
         + f"{first['confirmed']:.3f}"
         + (f" ± {first['ci']:.3f}" if pd.notna(first["ci"]) else "")
         + (")" if unit else "")
-        + f" (optimism {first['optimism']:+.3f}{unit}: how much better the search's score was than the confirmed one).",
+        + f" (optimism {_f(first['optimism'], '+.3f')}{unit}: how much better the search's score was than the"
+        " confirmed one).",
         f"Seed noise of the confirmation: {table.attrs['noise'].describe()}.",
     ]
     c = table.attrs.get("comparison")

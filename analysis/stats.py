@@ -34,4 +34,5 @@ def combine_pvalues(pvalues: list[float]) -> float | None:
 
 
 def read_lines(path: Path) -> list[str] | None:
-    return path.read_text(encoding="utf-8").splitlines() if path.exists() else None
+    """The lines of a hypothesis or reference file; bytes that are not UTF-8 are replaced (U+FFFD), never fatal."""
+    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else None

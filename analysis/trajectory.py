@@ -8,7 +8,6 @@ only at the end); there the BLEU reading is "not measured" and the cross-entropy
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from transformer_core import rundir
 from transformer_core.rundir import Status
 
 from .claims import Claim
+from .collect import metrics_record
 from .verdicts import Comparison, Judgement, Rule, Verdict, judge_table
 
 # The base's dev cross-entropy still falling by more than this over the last third of training
@@ -33,11 +33,8 @@ def eval_records(workdir: str | Path) -> list[dict]:
         return []
     out = []
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a crash: the rest is still good
-        if rec.get("kind") == "eval":
+        rec = metrics_record(line)
+        if rec is not None and rec.get("kind") == "eval":
             out.append(rec)
     return out
 

@@ -243,12 +243,32 @@ def evaluate_sweep(
     store = open_storage(str(sweep_dir))
     local = stored_view(store) if store else Path(sweep_dir)
     fin = finished_trials(local, rows, str(sweep_dir))
+    fan = dict(address=address, num_cpus=num_cpus, cpus=cpus_per_task, gpus=gpus_per_task, progress=progress)
     es = evaluation_set(spec, name, Path(fin["workdir"].iloc[0]), data_dir)
     state = read_sweep_state(local)
+    if store:
+        return es, _evaluate_sweep(store, local, fin, es, state, device, data_dir, cpus_per_task, fan)
+    lock = _lock_local(local, str(sweep_dir))  # one driver at a time: a second evaluate would score the trials again
+    try:
+        return es, _evaluate_sweep(None, local, fin, es, state, device, data_dir, cpus_per_task, fan)
+    finally:
+        lock.release()
+
+
+def _lock_local(local: Path, where: str) -> SweepLock:
+    try:
+        return SweepLock.acquire(where, local)
+    except UserError as exc:
+        raise UserError(f"{exc}: one `tsweep run` or `tsweep evaluate` at a time on a sweep; evaluate when it "
+                        "ends") from None  # fmt: skip
+
+
+def _evaluate_sweep(store, local: Path, fin: pd.DataFrame, es: EvalSet, state: dict, device, data_dir,
+                    cpus_per_task: int, fan: dict) -> pd.DataFrame:  # fmt: skip
+    """The evaluate_sweep's table, once the sweep and the set are found usable (and a local sweep locked)."""
     records = {tid: done_evaluation(wd, es) for tid, wd in zip(fin["trial_id"], fin["workdir"])}
     records = {tid: {**r, "status": "skipped"} for tid, r in records.items() if r}
     todo = [(tid, wd) for tid, wd in zip(fin["trial_id"], fin["workdir"]) if tid not in records]
-    fan = dict(address=address, num_cpus=num_cpus, cpus=cpus_per_task, gpus=gpus_per_task, progress=progress)
     if todo and store:
         records.update(_evaluate_at_uri(store, local, state, todo, es, device, data_dir, fan))
     elif todo:
@@ -260,7 +280,7 @@ def evaluate_sweep(
     for _, t in fin.iterrows():
         r = records[t["trial_id"]]
         lines.append({"trial_id": t["trial_id"], "row": t["row"], "seed": t["seed"], **r})
-    return es, pd.DataFrame(lines)
+    return pd.DataFrame(lines)
 
 
 def _evaluate_at_uri(store: Storage, view: Path, state: dict, todo, es: EvalSet, device, data_dir, fan) -> dict:

@@ -63,6 +63,8 @@ def done_evaluation(run_dir, es: EvalSet) -> Optional[dict]:
         result = json.loads((Path(run_dir) / rundir.RESULT).read_text())
     except (OSError, ValueError):
         return None
+    if not isinstance(done, dict) or not isinstance(result, dict):  # not a record (``[]``): scored again
+        return None
     same = done.get("fingerprint") == es.fingerprint and done.get("config_hash") == result.get("config_hash")
     if same and done.get("averaged_checkpoints") == result.get("averaged_checkpoints"):
         return done
