@@ -166,6 +166,33 @@ def precisions(trials: pd.DataFrame) -> str:
     return "mixed precision: " + ", ".join(f"{p} {n} trial{'s' * (n != 1)}" for p, n in sorted(counts.items()))
 
 
+def _objective_list(x) -> bool:
+    return isinstance(x, list) and all(isinstance(o, dict) and _strings(o.get("metric"), o.get("mode")) for o in x)
+
+
+def _strings(*xs) -> bool:
+    return all(isinstance(x, str) for x in xs)
+
+
+def check_state(state: dict, sweep_dir: Path) -> None:
+    """Refuse, in one line, a sweep.json whose keys the reports read have the wrong shape (written by hand)."""
+    shapes = {
+        "name": lambda x: isinstance(x, str),
+        "plan": lambda x: x is None or (isinstance(x, dict) and all(isinstance(p, dict) for p in x.values())),
+        "trials": lambda x: x is None or isinstance(x, list),
+        "profile": lambda x: x is None or isinstance(x, str),
+        "spec": lambda x: x is None or isinstance(x, str),
+        "metric": lambda x: x is None or isinstance(x, str),
+        "mode": lambda x: x is None or x in ("max", "min"),
+        "objectives": lambda x: x is None or _objective_list(x),
+        "adaptive": lambda x: x is None or isinstance(x, dict),
+    }
+    bad = [k for k, ok in shapes.items() if not ok(state.get(k))]
+    if bad:
+        raise UserError(f"sweep.json in {str(sweep_dir)!r} is not a sweep's state ({', '.join(bad)} of the wrong "
+                        "shape): restore it from a copy, or start anew")  # fmt: skip
+
+
 def collect(sweep_dir: str | Path) -> pd.DataFrame:
     """Every trial of the sweep, finished or not (status pending/running/stopped/diverged/finished)."""
     sweep_dir = Path(sweep_dir).resolve()  # a local path (the CLI pulls a URI sweep to a view); workdirs absolute
@@ -176,7 +203,8 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         )
     if not state:
         raise UserError(f"{str(sweep_dir)!r} is not a sweep directory (no sweep.json): give the --out of 'tsweep run'")
-    plan = state.get("plan") if isinstance(state.get("plan"), dict) else {}
+    check_state(state, sweep_dir)
+    plan = state.get("plan") or {}
     summary = _read_json(sweep_dir / "tune_summary.json")
     records = []
     for tid in _trial_ids(sweep_dir, state, plan):
@@ -223,8 +251,8 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             "step": result.get("steps", step),
             "error": err,
         }
-        rec.update({f"paper_{k}": trial.paper.get(k) for k in PAPER_KNOBS})
-        rec.update({k: trial.values.get(k) for k in RUN_KNOBS})
+        rec.update({f"paper_{k}": trial.paper.get(k) if _scalar(trial.paper.get(k)) else None for k in PAPER_KNOBS})
+        rec.update({k: trial.values.get(k) if _scalar(trial.values.get(k)) else None for k in RUN_KNOBS})
         rec.update({k: result.get(k) for k in METRICS})
         if not result:  # metrics so far
             rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))

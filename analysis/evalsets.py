@@ -28,6 +28,7 @@ import pandas as pd
 from transformer_core.rundir import EVALS, RESULT, Status
 
 from .claims import CLAIMS, Claim, as_claims, claim_rows
+from .collect import SAFE_ID, printable
 from .tables import claim_record, row_order
 from .trajectory import regime
 from .verdicts import READINGS, Reading, Rule, judge_table, pooled_noise, seed_values
@@ -66,6 +67,25 @@ def _read(path: Path) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def _num(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _value(x) -> float:
+    """A reading as a number (NaN where it is missing or not a number)."""
+    return float(x) if _num(x) else np.nan
+
+
+def _clean(rec: dict) -> dict:
+    """An evals/NAME.json as the report reads it: readings that are numbers, text with control characters
+    escaped, unseen characters as counts (a record edited by hand changes nothing else)."""
+    out = {k: printable(v) if isinstance(v, str) else v for k, v in rec.items() if k not in METRICS or _num(v)}
+    unknown = rec.get("unknown_chars")
+    ok = isinstance(unknown, dict) and all(_num(n) for n in unknown.values())
+    out["unknown_chars"] = unknown if ok else {}
+    return out
+
+
 def _log(x) -> float:
     try:
         return math.log(float(x))
@@ -82,15 +102,17 @@ def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
             continue
         result = _read(Path(wd) / RESULT)
         out.loc[out["trial_id"] == tid, ["test:bleu", "test:chrf", "test:ce", "dev:chrf"]] = [
-            result.get("test_bleu", np.nan),
-            result.get("test_chrf", np.nan),
+            _value(result.get("test_bleu")),
+            _value(result.get("test_chrf")),
             _log(result.get("test_ppl")),
-            result.get("dev_chrf", np.nan),
+            _value(result.get("dev_chrf")),
         ]
         for path in sorted((Path(wd) / EVALS).glob("*.json")):
+            if not SAFE_ID.match(path.stem):  # a set's name is a plain name (`tsweep evaluate --name`)
+                continue
             rec = _read(path)
-            if rec.get("fingerprint") and rec.get("config_hash") == result.get("config_hash"):
-                records.setdefault(path.stem, {})[tid] = rec
+            if isinstance(rec.get("fingerprint"), str) and rec.get("config_hash") == result.get("config_hash"):
+                records.setdefault(path.stem, {})[tid] = _clean(rec)
     names = []
     for name, per_trial in records.items():
         usual, _ = Counter(r["fingerprint"] for r in per_trial.values()).most_common(1)[0]
@@ -102,8 +124,8 @@ def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
         out = out.assign(**{f"{name}:{m}": np.nan for m in METRICS})
         for tid, rec in per_trial.items():
             out.loc[out["trial_id"] == tid, [f"{name}:bleu", f"{name}:chrf", f"{name}:ce"]] = [
-                rec.get("bleu", np.nan),
-                rec.get("chrf", np.nan),
+                _value(rec.get("bleu")),
+                _value(rec.get("chrf")),
                 _log(rec.get("ppl")),
             ]
         names.append(name)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import signal
 import sys
 import time
@@ -313,7 +314,12 @@ def _print_status(sweep_dir) -> int:
         f" {'state':<14}{'step':>11}{a:>9}{'dev PPL':>9}{b:>10}{'eval %':>7}{'tries':>6}  reason"
     )
     for _, r in df.iterrows():
-        steps = f"{r['step']}/{int(r['steps'])}" if r["steps"] == r["steps"] and r["steps"] else str(r["step"])
+        total = r["steps"]  # a number where trial.json is sound
+        steps = (
+            f"{r['step']}/{int(total)}"
+            if isinstance(total, numbers.Real) and 0 < total < 1e18  # not NaN (no trial.json yet), not infinite
+            else str(r["step"])
+        )
         reason = r["reason"] if isinstance(r["reason"], str) else (r["error"] or "")
         print(
             f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}"

@@ -18,6 +18,7 @@ from analysis.search import configurations, search_trials
 from analysis.search_report import objectives
 
 from .profiles import get_profile
+from .search_state import fits, space_distributions
 from .spec import Spec, Trial, sample_trials
 
 ROUND = "confirm"
@@ -30,9 +31,15 @@ def fresh_seeds(spec: Spec) -> list[int]:
 
 def best_samples(spec: Spec, sweep_dir, state: dict) -> list[dict]:
     """The sampled knobs of the ``top`` configurations with a score, best first."""
-    df = collect(sweep_dir)
-    searched = search_trials(df)  # the searcher's own trials: a confirmation trial has no sampled values
-    searched = searched[searched["sampled"].map(lambda x: isinstance(x, dict))]
+    space = space_distributions(spec)
+
+    def point(x) -> bool:
+        return isinstance(x, dict) and set(x) == set(space) and all(fits(space[k], v) for k, v in x.items())
+
+    # the searcher's own trials (a confirmation trial has no sampled values), at points of the spec's space: a
+    # trial.json edited or planted in trials/ does not choose what the confirmation round trains
+    searched = search_trials(collect(sweep_dir))
+    searched = searched[searched["sampled"].map(point)]
     if not len(searched):
         return []
     configs = configurations(searched, objectives(state)).dropna(subset=["rank"]).sort_values("rank", kind="stable")

@@ -288,10 +288,18 @@ def _evaluate_at_uri(store: Storage, view: Path, state: dict, todo, es: EvalSet,
     each result copied into the view and its MLflow calls replayed as it arrives."""
     own_db = state.get("uri") == DEFAULT_DB  # the sweep's own SQLite file: this driver writes it, then pushes it
     tracking_uri = resolve_uri(state["uri"], view) if state.get("uri") else None
-    jobs = []
+    jobs, unreadable = [], {}
     for tid, wd in todo:
-        steps = json.loads((Path(wd) / RESULT).read_text())["averaged_checkpoints"]
+        try:
+            steps = json.loads((Path(wd) / RESULT).read_text(encoding="utf-8")).get("averaged_checkpoints")
+        except (OSError, ValueError, AttributeError):
+            steps = None
+        if not isinstance(steps, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in steps):
+            unreadable[tid] = {"status": "failed", "error": f"{RESULT} names no averaged checkpoints (a list of steps)"}
+            continue
         jobs.append((tid, (store.uri, tid, steps, device, data_dir, fan["cpus"])))
+    if not jobs:
+        return unreadable
     logged = []
 
     def replay(tid: str, record: dict) -> dict:
@@ -321,7 +329,7 @@ def _evaluate_at_uri(store: Storage, view: Path, state: dict, todo, es: EvalSet,
     try:
         if own_db:
             store.pull("", view, keep=lambda r: r == DEFAULT_DB)  # the latest, now that no driver writes it
-        return _fan_out(_evaluate_stored, jobs, es, **fan, on_done=replay)
+        return {**unreadable, **_fan_out(_evaluate_stored, jobs, es, **fan, on_done=replay)}
     finally:
         if lock:
             try:

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import socket
+import stat
 import time
 import uuid
 from pathlib import Path
@@ -94,9 +95,16 @@ class SweepLock:
     def _acquire_local(cls, where: str, sweep_dir: Path) -> "SweepLock":
         try:
             sweep_dir.mkdir(parents=True, exist_ok=True)
-            fd = os.open(sweep_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise UserError(f"cannot create the sweep directory {where}: {exc.strerror or exc}") from None
+        try:  # never through a link: the lock's body is written, and must not land in a file outside the sweep
+            fd = os.open(sweep_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            raise UserError(f"cannot open the lock {sweep_dir / LOCK_NAME}: {exc.strerror or exc} (allowed: a regular "
+                            "file, or none; remove what is there)") from None  # fmt: skip
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise UserError(f"the lock {sweep_dir / LOCK_NAME} is not a regular file: remove it and run again")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -272,3 +272,46 @@ def test_trial_records_read_back_as_the_runner_wrote_them(tmp_path):
     (root / "trials" / record.id / "trial.json").write_text(json.dumps(record.to_json()))
     (root / "sweep.json").write_text(json.dumps({"name": "x", "profile": "smoke", "plan": {}, "trials": []}))
     assert _ids(root) == [record.id]
+
+
+# ------------------------------------------------------------------------------------- a second, hostile read
+@pytest.mark.parametrize(
+    "state",
+    [{"objectives": [1]}, {"objectives": [{"metric": ["x"], "mode": "max"}]}, {"adaptive": "yes"}, {"mode": "up"},
+     {"plan": {"t": 1}}, {"profile": 3}],
+    ids=["objectives-ints", "objective-a-list", "adaptive-a-string", "mode", "plan-entry", "profile"],
+)  # fmt: skip
+def test_a_sweep_json_of_the_wrong_shape_is_one_line(tmp_path, capsys, state):
+    root = search_sweep(tmp_path / "sweep")
+    _edit(root / "sweep.json", **state)
+    for argv in (["status", str(root)], ["report", str(root), "--out", str(tmp_path / "r")]):
+        capsys.readouterr()
+        rc = main(argv)
+        err = capsys.readouterr().err
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and "sweep.json" in err, err
+
+
+def test_knob_values_of_the_wrong_type_do_not_break_status(tmp_path, capsys):
+    root = search_sweep(tmp_path / "sweep")
+    _edit(_first_search(root) / "trial.json", values={"steps": "x", "d_model": [1], "warmup": float("inf")})
+    out = _status(root, capsys)
+    assert "sample-0-s1-0aaaaaaa" in out
+
+
+def test_evaluation_records_edited_by_hand_are_read_as_far_as_they_are_sound(tmp_path, capsys):
+    root = make_sweep(tmp_path / "sweep")
+    for i, wd in enumerate(sorted((root / "trials").glob("*-s*"))):
+        result = json.loads((wd / "result.json").read_text()) if (wd / "result.json").exists() else {}
+        if result.get("status") != "finished":
+            continue
+        (wd / "evals").mkdir()
+        rec = {"fingerprint": "f00d", "config_hash": result.get("config_hash"), "bleu": 10.0 + i, "chrf": 30.0,
+               "ppl": 5.0, "set": "held" + ESC, "sentences": 3, "unknown_chars": {"x": 1}}  # fmt: skip
+        if i == 0:
+            rec.update(bleu="lots", unknown_chars=["x"], chrf=True)
+        (wd / "evals" / "held.json").write_text(json.dumps(rec))
+        (wd / "evals" / f"{ESC}.json").write_text(json.dumps(rec))
+        (wd / "evals" / "listed.json").write_text(json.dumps({**rec, "fingerprint": ["a"]}))
+    report = _report(root, tmp_path, capsys)
+    md = (report / "report.md").read_text()
+    assert "held" in md and "\x1b" not in md and "listed" not in md

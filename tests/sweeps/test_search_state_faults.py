@@ -215,3 +215,21 @@ def test_a_resume_with_a_damaged_study_or_an_edited_space_is_refused_before_ray(
     r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--resume", "--num-cpus", "1")
     assert "not an SQLite database" in one_line(r)
     assert (out / "sweep.json").read_text() == state and not (out / "driver.log").exists()  # Ray never started
+
+
+def test_a_planted_trial_does_not_choose_what_the_confirmation_trains(tmp_path):
+    """A trial directory of its own name with sampled knobs outside the space (or other knobs): never confirmed."""
+    spec = _spec(confirm={"top": 2, "seeds": 1})
+    good = {"lr_scale": 0.5, "warmup": 5}
+    planted = [{"lr_scale": 50.0, "warmup": 5}, {"lr_scale": 0.5, "warmup": 5, "d_model": 10**6}, {"lr_scale": 0.5}]
+    for i, sampled in enumerate([good, *planted]):
+        tid = f"t{i}-s1-aaaaaaaa"
+        wd = tmp_path / "trials" / tid
+        wd.mkdir(parents=True)
+        record = {"id": tid, "group": "search", "row": sample_label(sampled), "seed": 1, "values": {},
+                  "config_hash": "aaaaaaaa0000", "search": sampled}  # fmt: skip
+        (wd / "trial.json").write_text(json.dumps(record))
+        (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 1.0 + 10 * i}))
+    state = {"name": "s", "profile": "smoke", "metric": "dev_bleu", "mode": "max", "trials": [], "plan": {}}
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    assert best_samples(spec, tmp_path, state) == [good]
