@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Optional
 
@@ -84,12 +86,33 @@ class Corrupt(dict):
         self.name = name
 
 
+STATE_BYTES = 64 << 20  # sweep.json, trial.json, result.json, attempts.jsonl: KB to a few MB
+METRICS_BYTES = 1 << 30  # metrics.jsonl: a million lines is about 100 MB
+
+
+class Unreadable(OSError):
+    """A file the analysis does not read: not a regular file (a FIFO, /dev/zero), or larger than its limit."""
+
+
+def read_text(path: Path, limit: int = STATE_BYTES) -> str:
+    """The text of a regular file of at most ``limit`` bytes (bytes that are not UTF-8 replaced); Unreadable
+    where it is something else, OSError where it cannot be read: a file planted in a sweep neither blocks nor
+    fills the memory of the command that reads it."""
+    with open(path, "rb", buffering=0, opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Unreadable(f"{path} is not a regular file")
+        if info.st_size > limit:
+            raise Unreadable(f"{path} is larger than {limit:,} bytes")
+        return f.read(limit + 1)[:limit].decode("utf-8", errors="replace")
+
+
 def _read_json(path: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError):
+        value = json.loads(read_text(path))
+    except (ValueError, OSError):
         return Corrupt(path.name)
     return value if isinstance(value, dict) else Corrupt(path.name)
 
@@ -137,7 +160,8 @@ def _trial_ids(sweep_dir: Path, state: dict, plan: dict) -> list[str]:
     trials are not planned ahead: each wrote its trial.json when it started).  An id that is not a plain name
     (``../x``, a terminal escape) is left out, and so is a directory that is not a search trial of its own
     name (a copied trial directory, a stray folder)."""
-    ids, seen = [], set()
+    ids, seen, stray = [], set(), []
+    trials = (sweep_dir / "trials").resolve()
     for tid in state.get("trials") if isinstance(state.get("trials"), list) else []:
         if not isinstance(tid, str) or not SAFE_ID.match(tid):
             log.warning("sweep.json lists the trial id %s, not a plain name: left out", ascii(tid))
@@ -149,10 +173,18 @@ def _trial_ids(sweep_dir: Path, state: dict, plan: dict) -> list[str]:
             continue
         record = _record(_read_json(p / rundir.TRIAL), p.name) if SAFE_ID.match(p.name) else None
         if record is None or record.search is None:  # not a searcher's sample of this name (a copy is another's)
-            log.warning("%s: not a trial of this sweep's plan or search: left out", ascii(str(p)))
+            stray.append(p.name)
             continue
         ids.append(p.name)
-    return ids
+    if stray:
+        log.warning("%d entries of %s are not trials of this sweep's plan or search: left out (%s%s)", len(stray),
+                    ascii(str(sweep_dir / "trials")), ", ".join(ascii(n) for n in stray[:3]),
+                    ", ..." if len(stray) > 3 else "")  # fmt: skip
+    inside = [t for t in ids if (sweep_dir / "trials" / t).resolve().parent == trials]
+    if len(inside) < len(ids):  # a trial directory that is a link out of the sweep: another sweep's, say
+        log.warning("trial directories that lead out of %s left out: %s", ascii(str(trials)),
+                    ", ".join(ascii(t) for t in ids if t not in inside))  # fmt: skip
+    return inside
 
 
 def precisions(trials: pd.DataFrame) -> str:
@@ -269,7 +301,10 @@ def _attempts(path: Path) -> tuple[int, Optional[float]]:
     """How many times a trial was started or resumed, and when it first started (epoch seconds)."""
     if not path.exists():
         return 0, None
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:
+        lines = read_text(path).splitlines()
+    except OSError:
+        return 0, None
     try:
         first = json.loads(lines[0]).get("time") if lines else None
     except (json.JSONDecodeError, AttributeError):
@@ -292,11 +327,20 @@ def metrics_record(line: str) -> dict | None:
     }
 
 
+def metrics_lines(path: Path) -> list[str]:
+    """The lines of a metrics.jsonl (none where it is not a regular file within METRICS_BYTES)."""
+    try:
+        return read_text(path, METRICS_BYTES).splitlines()
+    except OSError as exc:
+        log.warning("%s: %s: its progress is not read", ascii(str(path)), exc.strerror or exc)
+        return []
+
+
 def _progress(metrics_path: Path) -> tuple[int, dict]:
     """Last logged step and last evaluation of a trial's metrics.jsonl."""
     step, last = 0, {}
     if metrics_path.exists():
-        for line in metrics_path.read_text(encoding="utf-8", errors="replace").splitlines():
+        for line in metrics_lines(metrics_path):
             rec = metrics_record(line)
             if rec is None:
                 continue  # a line cut by a crash or a full disk, or not a record

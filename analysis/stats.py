@@ -7,6 +7,10 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
+from .collect import read_text
+
+HYP_BYTES = 256 << 20  # a test set's output: a few MB
+
 
 def paired_bootstrap(base_hyps: list[str], row_hyps: list[str], refs: list[str], samples: int = 1000) -> float:
     """p-value of sacrebleu's paired bootstrap resampling: row against base on the same references."""
@@ -34,5 +38,9 @@ def combine_pvalues(pvalues: list[float]) -> float | None:
 
 
 def read_lines(path: Path) -> list[str] | None:
-    """The lines of a hypothesis or reference file; bytes that are not UTF-8 are replaced (U+FFFD), never fatal."""
-    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else None
+    """The lines of a hypothesis or reference file; bytes that are not UTF-8 are replaced (U+FFFD), never fatal;
+    None where there is none, or it is not a regular file within HYP_BYTES."""
+    try:
+        return read_text(path, HYP_BYTES).splitlines() if path.exists() else None
+    except OSError:
+        return None

@@ -18,7 +18,7 @@ from transformer_core import rundir
 from transformer_core.rundir import Status
 
 from .claims import Claim
-from .collect import metrics_record
+from .collect import metrics_lines, metrics_record
 from .verdicts import Comparison, Judgement, Rule, Verdict, judge_table
 
 # The base's dev cross-entropy still falling by more than this over the last third of training
@@ -32,7 +32,7 @@ def eval_records(workdir: str | Path) -> list[dict]:
     if not path.exists():
         return []
     out = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in metrics_lines(path):
         rec = metrics_record(line)
         if rec is not None and rec.get("kind") == "eval":
             out.append(rec)

@@ -315,3 +315,39 @@ def test_evaluation_records_edited_by_hand_are_read_as_far_as_they_are_sound(tmp
     report = _report(root, tmp_path, capsys)
     md = (report / "report.md").read_text()
     assert "held" in md and "\x1b" not in md and "listed" not in md
+
+
+def test_files_planted_as_fifos_or_endless_devices_neither_block_nor_fill_memory(tmp_path):
+    import os
+
+    from tests.helpers import tsweep
+
+    root = search_sweep(tmp_path / "sweep")
+    wd = _first_search(root)
+    (wd / "metrics.jsonl").unlink()
+    os.mkfifo(wd / "metrics.jsonl")  # reading it would wait for ever
+    (wd / "result.json").unlink()
+    (wd / "result.json").symlink_to("/dev/zero")  # reading it would never end
+    (root / "trials" / "sample-1-s1-1aaaaaaa" / "attempts.jsonl").unlink()
+    os.mkfifo(root / "trials" / "sample-1-s1-1aaaaaaa" / "attempts.jsonl")
+    r = tsweep("status", str(root), timeout=60)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert "corrupt: result.json" in r.stdout
+
+
+def test_a_trial_directory_that_leads_out_of_the_sweep_is_not_read(tmp_path):
+    root = search_sweep(tmp_path / "sweep")
+    other = search_sweep(tmp_path / "other")
+    shutil.rmtree(_first_search(root))
+    _first_search(root).symlink_to(_first_search(other))
+    assert "sample-0-s1-0aaaaaaa" not in _ids(root) and len(_ids(root)) == 3
+
+
+def test_stray_entries_are_summed_up_in_one_warning(tmp_path, caplog):
+    root = search_sweep(tmp_path / "sweep")
+    for i in range(50):
+        (root / "trials" / f"stray-{i}").mkdir()
+    caplog.clear()
+    assert len(_ids(root)) == 4
+    lines = [r.getMessage() for r in caplog.records if "not trials of this sweep" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].startswith("50 entries")
