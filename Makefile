@@ -26,10 +26,12 @@ venv: $(VENV)/.installed
 # after it was spent, give a larger one, e.g. make demo DEMO_BUDGET=3h
 DEMO_DIR ?= sweep_runs/table3-cpu
 DEMO_BUDGET ?=
+# A run that stopped early (interrupted, a fault it could not survive) still gets the report of what finished, and
+# make exits with the run's status.
 demo: venv
-	$(VENV)/bin/tsweep run sweeps/specs/table3.yaml --profile cpu --out $(DEMO_DIR) $$(test -f $(DEMO_DIR)/sweep.json && echo --resume) $(if $(DEMO_BUDGET),--budget $(DEMO_BUDGET))
-	$(VENV)/bin/tsweep report $(DEMO_DIR)
-	@echo "report: $(DEMO_DIR)/report/report.html (and report.md, table.csv, table.tex)"
+	@status=0; $(VENV)/bin/tsweep run sweeps/specs/table3.yaml --profile cpu --out $(DEMO_DIR) $$(test -f $(DEMO_DIR)/sweep.json && echo --resume) $(if $(DEMO_BUDGET),--budget $(DEMO_BUDGET)) || status=$$?; \
+	if test -f $(DEMO_DIR)/sweep.json; then $(VENV)/bin/tsweep report $(DEMO_DIR) || exit $$?; \
+	echo "report: $(DEMO_DIR)/report/report.html (and report.md, table.csv, table.tex)"; fi; exit $$status
 
 # Lint, then the default selection (pyproject's addopts) in two parts: unit tests, then tests/e2e/ (real sweeps); CI runs this
 test: venv

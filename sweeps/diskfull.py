@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 from transformer_core.rundir import DiskFullError
 
@@ -21,8 +23,27 @@ def _causes(exc: BaseException):
 
 
 def root_cause(exc: BaseException) -> BaseException:
-    *_, last = _causes(exc)
+    """The innermost error ``exc`` wraps (``exc`` itself when it wraps nothing)."""
+    last = exc
+    for last in _causes(exc):  # noqa: B007 - the loop's last value is the answer
+        pass
     return last
+
+
+_OOM = re.compile(r"memory used[=:]\s*([0-9.]+)\s*([KMGT]i?B)", re.IGNORECASE)
+
+
+def out_of_memory(text: str) -> Optional[str]:
+    """'killed: out of memory at 10.6 GB' where ``text`` is Ray's memory monitor killing a worker (its
+    OutOfMemoryError), else None."""
+    text = str(text or "")
+    if not any(m in text for m in ("OutOfMemoryError", "running low on memory", "memory pressure (OOM)")):
+        return None
+    m = _OOM.search(text)
+    if not m:
+        return "killed: out of memory (Ray's memory monitor)"
+    scale = {"K": 1e-6, "M": 1e-3, "G": 1.0, "T": 1e3}[m.group(2)[0].upper()]
+    return f"killed: out of memory at {float(m.group(1)) * scale:.1f} GB"
 
 
 def no_space(exc: BaseException) -> bool:

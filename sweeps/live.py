@@ -37,6 +37,7 @@ class TrialState:
     dev_bpb: Optional[float] = None  # task lm: bits per byte (no BLEU)
     tokens_per_second: Optional[float] = None
     evals: int = 0
+    eval_step: int = 0  # the step the newest evaluation is recorded at (the curves' x), not the step trained to
     attempts: int = 0
     seconds: Optional[float] = None  # wall time of a finished trial
     started: Optional[float] = None  # first attempt's start (epoch seconds)
@@ -64,23 +65,48 @@ def _lines(path: Path) -> list[dict]:
     return out
 
 
+def _int(x, default: int) -> int:
+    try:
+        return int(x)
+    except (TypeError, ValueError):
+        return default
+
+
+def _search_samples(sweep_dir: Path, planned: set) -> dict:
+    """{trial id: plan-like entry} of a search's sampled trials that sweep.json does not list yet (Optuna
+    samples them while the round runs): each trial.json that names its sample."""
+    out = {}
+    for path in sorted((sweep_dir / "trials").glob(f"*/{rundir.TRIAL}")):
+        tid = path.parent.name
+        if tid in planned:
+            continue
+        rec = _json(path)
+        if isinstance(rec.get("search"), dict) or rec.get("group") == "search":
+            out[tid] = {"row": rec.get("row") or tid, "seed": rec.get("seed", "?"), "values": rec.get("values") or {}}
+    return out
+
+
 def snapshot(sweep_dir: Path) -> list[TrialState]:
-    """Every planned trial's state, read from sweep.json and the trials' files."""
+    """Every planned trial's state (and a search's sampled ones), read from sweep.json and the trials' files."""
     state = _json(sweep_dir / "sweep.json")
-    plan = state.get("plan") or {}
+    plan = state.get("plan") if isinstance(state.get("plan"), dict) else {}
+    ids = [t for t in state.get("trials") or [] if isinstance(t, str)]
+    extra = _search_samples(sweep_dir, set(ids)) if (sweep_dir / "trials").is_dir() else {}
+    plan = {**plan, **extra}
     out = []
-    for tid in state.get("trials") or []:
-        p, wd = plan.get(tid, {}), sweep_dir / "trials" / tid
+    for tid in ids + list(extra):
+        p, wd = plan.get(tid) if isinstance(plan.get(tid), dict) else {}, sweep_dir / "trials" / tid
         t = TrialState(tid, f"{p.get('row', tid)} s{p.get('seed', '?')}", Status.PENDING.value)
         t.steps = int((p.get("values") or {}).get("steps") or 0)
         attempts = _lines(wd / rundir.ATTEMPTS)
         t.attempts, t.started = len(attempts), (attempts[0].get("time") if attempts else None)
         for rec in _lines(wd / rundir.METRICS):
-            t.step = max(t.step, int(rec.get("step", 0)))
+            t.step = max(t.step, _int(rec.get("step"), 0))
             if rec.get("kind") == "train":
                 t.loss, t.tokens_per_second = rec.get("loss"), rec.get("tokens_per_second")
             elif rec.get("kind") == "eval":
                 t.evals += 1
+                t.eval_step = _int(rec.get("step"), t.eval_step)
                 t.dev_ppl, t.dev_bpb = rec.get("dev_ppl"), rec.get("dev_bpb")
                 t.dev_bleu = rec.get("dev_bleu") if rec.get("dev_bleu") is not None else t.dev_bleu
         result = _json(wd / rundir.RESULT)
@@ -92,6 +118,17 @@ def snapshot(sweep_dir: Path) -> list[TrialState]:
             t.status = Status.RUNNING.value
         out.append(t)
     return out
+
+
+def progress_line(trials: list[TrialState], started: float, concurrent: int, deadline: Optional[float] = None) -> str:
+    """'k of n trials ended; elapsed; ETA; budget left': what a finished-trial line adds, from the measured times."""
+    ended = sum(1 for t in trials if t.status in TERMINAL + ("failed",))
+    left = len(trials) - ended
+    done = [t.seconds for t in trials if t.seconds]
+    per = sum(done) / len(done) if done else None
+    eta = "done" if not left else f"ETA ~{_dur(per * -(-left // max(concurrent, 1)))}" if per else "ETA ?"
+    budget = f"; budget left {_dur(deadline - time.time())}" if deadline is not None else ""
+    return f"{ended} of {len(trials)} trials ended; elapsed {_dur(time.time() - started)}; {eta}{budget}"
 
 
 def summary_line(trials: list[TrialState], started: float, est_trial_s: Optional[float], concurrent: int) -> str:
@@ -126,8 +163,8 @@ def trial_line(t: TrialState) -> str:
     return "  ".join(parts)
 
 
-def events(before: dict[str, TrialState], now: list[TrialState]) -> list[str]:
-    """Plain lines for what changed between two snapshots."""
+def events(before: dict[str, TrialState], now: list[TrialState], progress: Callable[[], str] = lambda: "") -> list[str]:
+    """Plain lines for what changed between two snapshots; a trial's end adds ``progress()`` (progress_line)."""
     out = []
     for t in now:
         b = before.get(t.trial_id)
@@ -138,15 +175,22 @@ def events(before: dict[str, TrialState], now: list[TrialState]) -> list[str]:
         if b is not None and t.evals > b.evals and t.status == "running":
             bleu = f"dev BLEU {t.dev_bleu:.2f}, " if t.dev_bleu is not None else ""
             bleu += f"dev bits/byte {t.dev_bpb:.3f}, " if t.dev_bpb is not None else ""
-            out.append(f"{t.name}: eval at step {t.step}/{t.steps}: {bleu}dev PPL {t.dev_ppl:.2f}")
+            ppl = f"dev PPL {t.dev_ppl:.2f}" if isinstance(t.dev_ppl, (int, float)) else "dev PPL -"
+            out.append(f"{t.name}: eval at step {t.eval_step}/{t.steps}: {bleu}{ppl}")
         if t.status in TERMINAL + ("failed",) and (b is None or b.status != t.status):
+            tail = progress()
+            tail = f" [{tail}]" if tail else ""
             if t.status == "finished":
-                first = f"dev bits/byte {t.dev_bpb:.3f}" if t.dev_bpb is not None else f"dev BLEU {t.dev_bleu:.2f}"
-                out.append(f"{t.name}: finished: {first}, dev PPL {t.dev_ppl:.2f}"
-                           + (f" in {_dur(t.seconds)}" if t.seconds else ""))  # fmt: skip
+                first = f"dev bits/byte {t.dev_bpb:.3f}" if t.dev_bpb is not None else f"dev BLEU {_f(t.dev_bleu)}"
+                out.append(f"{t.name}: finished: {first}, dev PPL {_f(t.dev_ppl)}"
+                           + (f" in {_dur(t.seconds)}" if t.seconds else "") + tail)  # fmt: skip
             else:
-                out.append(f"{t.name}: {t.status}")
+                out.append(f"{t.name}: {t.status}{tail}")
     return out
+
+
+def _f(x, digits: int = 2) -> str:
+    return f"{x:.{digits}f}" if isinstance(x, (int, float)) else "-"
 
 
 def _dur(s: float) -> str:
@@ -159,8 +203,9 @@ class LiveView:
 
     def __init__(self, sweep_dir: Path, concurrent: int, est_trial_s: Optional[float] = None,
                  interval: float = 2.0, out=None, tty: Optional[bool] = None,
-                 refresh: Callable[[], Path] | None = None):  # fmt: skip
+                 refresh: Callable[[], Path] | None = None, deadline: Optional[float] = None):  # fmt: skip
         self.sweep_dir, self.concurrent, self.est, self.interval = Path(sweep_dir), concurrent, est_trial_s, interval
+        self.deadline = deadline  # epoch seconds when the wall-clock budget runs out (None: no budget)
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
         self.refresh = refresh or (lambda: self.sweep_dir)
@@ -174,7 +219,8 @@ class LiveView:
         if self.tty:
             self._draw(now)
         else:
-            for line in events(self.seen, now):
+            progress = lambda: progress_line(now, self.started, self.concurrent, self.deadline)  # noqa: E731
+            for line in events(self.seen, now, progress):
                 print(line, file=self.out, flush=True)
         self.seen = {t.trial_id: t for t in now}
         return now

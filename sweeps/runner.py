@@ -407,6 +407,12 @@ def _child_run_ids(ctx: SweepContext) -> list[str]:
     return [m.read_text().strip() for m in sorted((view / "trials").glob("*/mlflow_run_id"))]
 
 
+def _why(exc: BaseException) -> str:
+    from .tune_adapter import _one_line
+
+    return _one_line(exc)[:500]
+
+
 def run_sweep(
     spec: Spec,
     profile_name: str,
@@ -435,7 +441,8 @@ def run_sweep(
     except KeyboardInterrupt as exc:  # a second signal outside a Tune run
         close_sweep(ctx, "KILLED")
         raise as_interrupted(ctx, exc) from None
-    except BaseException:
+    except BaseException as exc:
+        ctx.state["error"] = _why(exc)  # sweep.json says why the sweep stopped
         try:
             close_sweep(ctx, "FAILED")
         except Exception as exc:  # the first error is the one to show

@@ -15,7 +15,7 @@ from typing import Callable, Optional
 
 from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
-from transformer_core.rundir import DONE, RESULT, TRIAL, Status, TrialRecord, write_json
+from transformer_core.rundir import DONE, FAULTS, RESULT, TRIAL, Status, TrialRecord, write_json
 
 from .storage import open_storage
 from .sweep_state import SAFE_ALLOWED, SAFE_NAME, check_inside
@@ -108,12 +108,33 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
                 report({"step": p["step"], "dev_ppl": p["dev_ppl"], "dev_bpb": p["dev_bpb"], "done": False})
 
     result = train_and_evaluate(config, workdir, tracker, progress)
+    faults = _faults(workdir)
+    if faults and rank == 0 and result.get("status") in DONE:  # the driver's record of this trial's failed workers
+        result = {**result, "faults": faults}
+        write_json(workdir / RESULT, result)
     if tracker and result.get("status") == "finished":
         tracker.log_params({"profile_rules": json.dumps(trial.profile)})
     push()
     if store and result.get("status") in (*DONE, Status.WORKER):
         shutil.rmtree(workdir, ignore_errors=True)  # everything is at the URI now; scratch is not an archive
     return result
+
+
+def _faults(workdir: Path) -> list[str]:
+    """The reasons in the trial's faults.jsonl (each failed worker the driver saw), oldest first."""
+    out = []
+    try:
+        lines = (workdir / FAULTS).read_text(errors="replace").splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and isinstance(rec.get("reason"), str):
+            out.append(rec["reason"][:300])
+    return out
 
 
 def _node() -> str:

@@ -8,6 +8,7 @@ to Tune.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import time
@@ -15,9 +16,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
-from transformer_core.rundir import TrialRecord
+from transformer_core.rundir import FAULTS, TrialRecord
 
-from .diskfull import root_cause
+from .diskfull import out_of_memory, root_cause
 from .interrupts import INTERRUPTS
 from .live import LiveView
 from .replicates import run_replicates, sample_records, sample_resources, seed_cpus
@@ -26,6 +27,7 @@ from .spec import Spec
 from .storage import is_uri
 from .sweep_state import SAFE_ALLOWED, SAFE_NAME
 from .trial import read_result, run_trial
+from .worker_memory import after_trial, bounded_reuse_installed
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -73,6 +75,8 @@ def trial_function(
     else:
         result = run_trial(trial, report=(lambda m: tune.report({**m, "tsweep_trial": trial.id})) if progress else None)
         metrics = _final_metrics(result)
+        if spec is not None:  # a reused worker: what it holds after the trial, and whether to replace it
+            metrics.update(after_trial(spec.max_concurrent, spec.resources["cpus"]))
     tune.report({**metrics, "tsweep_trial": trial.id})
 
 
@@ -152,6 +156,7 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
         resources,
     )
     total = search.samples if search else len(payloads)
+    faults = FaultLog(ctx.sweep_dir if not ctx.store else None, payloads, print)  # always said, live view or not
     name = _round_name(ctx, round_name)
     tune_config = round_config(spec, ctx.sweep_dir, payloads, time_budget, search)
     tuner = Tuner(
@@ -163,7 +168,7 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
             storage_path=ctx.location,
             verbose=1 if ctx.verbose else 0,
             failure_config=FailureConfig(max_failures=2),
-            callbacks=[EchoCallback(echo if ctx.verbose else None, total, ctx.sync)],
+            callbacks=[EchoCallback(echo if ctx.verbose else None, total, ctx.sync, faults=faults)],
         ),
     )
     ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": total})
@@ -172,7 +177,8 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
     # engine at verbose=0 prints nothing, and the live view speaks instead
     os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if ctx.verbose else "0"
     handler = signal.getsignal(signal.SIGINT)
-    view = None if ctx.verbose else _live_view(ctx).start()
+    deadline = time.time() + time_budget if time_budget is not None else None
+    view = None if ctx.verbose else _live_view(ctx, deadline).start()
     try:
         grid = tuner.fit()  # a signal: Tune's graceful stop (interrupts.py), or Tune's own SIGINT handler
     finally:
@@ -184,11 +190,12 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
     return summarise(grid, payloads, frozenset(stopped))
 
 
-def _live_view(ctx) -> LiveView:
+def _live_view(ctx, deadline: Optional[float] = None) -> LiveView:
     """The user's view of this round: rows and seeds from the sweep's files (a URI sweep: its pulled view)."""
     if ctx.store:
-        return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, interval=15.0, refresh=ctx.store.view)
-    return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent)
+        return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, interval=15.0, refresh=ctx.store.view,
+                        deadline=deadline)  # fmt: skip
+    return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, deadline=deadline)
 
 
 def join_location(location: str, name: str) -> str:
@@ -256,16 +263,20 @@ def reuse_actors(spec: Spec, payloads: list) -> bool:
     A fresh process per trial costs its start, the imports of torch and MLflow, torch's first optimizer and the
     bf16 probe again, every trial (benchmarks/sweep_timeline.py shows it per sweep).  Each trial seeds torch
     itself (tests/sweeps/test_reuse_actors.py runs one after another in a process and compares).  Left off where
-    the process would carry more than that: a search's seed tasks and a data-parallel trial's Ray Train workers
-    are the worker's children, which Ray ends with the worker when a scheduler stops the trial (a kept worker
-    would leave them training); a compiled trial (``compile=on``) would find earlier trials' compiled code in
+    the process would carry more than that, and where its memory cannot be bounded (sweeps/worker_memory.py):
+    a search's seed tasks and a data-parallel trial's Ray Train workers are the worker's children, which Ray
+    ends with the worker when a scheduler stops the trial (a kept worker would leave them training); a compiled
+    trial (``compile=on``) would find earlier trials' compiled code in
     the process (torch keeps up to 8 per function, then silently runs it uncompiled)."""
     value = os.environ.get("TSWEEP_REUSE_ACTORS", "1")
     if value not in ("0", "1"):
         raise UserError(f"TSWEEP_REUSE_ACTORS={value!r} is invalid: allowed 1 (default) or 0")
     children = spec.resources["workers"] > 1 or bool(spec.search and len(spec.seeds) > 1)
     compiled = any(p.values.get("compile") == "on" for p in payloads)
-    return value == "1" and not children and not compiled
+    wanted = value == "1" and not children and not compiled
+    # a kept worker is replaced when its memory after a trial passes its bound (worker_memory.py); where this
+    # Ray gives no way to do that, no worker is kept
+    return wanted and bounded_reuse_installed()
 
 
 def asha(s: dict):
@@ -314,17 +325,65 @@ def summarise(grid, payloads: list, stopped_early: frozenset = frozenset()) -> d
     return out
 
 
-def _one_line(error: BaseException) -> str:
-    """What went wrong in a trial, in one line: the innermost error, not Ray's wrapper around it."""
-    cause = root_cause(error)
+def _one_line(error) -> str:
+    """What went wrong in a trial, in one line: the innermost error, not Ray's wrapper around it; a worker Ray's
+    memory monitor killed as "killed: out of memory at N GB"."""
+    cause = root_cause(error) if isinstance(error, BaseException) else error
+    killed = out_of_memory(str(error)) or out_of_memory(str(cause))
+    if killed:
+        return killed
     first = _ANSI.sub("", next((x for x in str(cause).splitlines() if x.strip()), ""))
-    return f"{type(cause).__name__}: {first}".strip()
+    name = type(cause).__name__ if isinstance(cause, BaseException) else ""
+    return f"{name}: {first}".strip(": ") or name or "error without a message"
+
+
+class FaultLog:
+    """A trial's worker that failed (an error, Ray's memory monitor killing it), said in one line as it happens
+    and kept in the trial's faults.jsonl, which sweeps/trial.py copies into result.json (``faults``) when the
+    retried trial ends; Tune retries it from its checkpoint in a fresh worker (FailureConfig max_failures)."""
+
+    def __init__(self, sweep_dir: Optional[Path], payloads: list, say: Callable[[str], None]):
+        self.sweep_dir, self.payloads, self.say = sweep_dir, payloads, say
+
+    def trial_id(self, trial) -> str:
+        index = (trial.config or {}).get("trial_index")
+        if isinstance(index, int) and 0 <= index < len(self.payloads):
+            return self.payloads[index].id
+        return (trial.last_result or {}).get("tsweep_trial") or str(trial.trial_id)
+
+    @staticmethod
+    def reason(trial) -> str:
+        """The newest failure in Tune's error file of the trial, in one line."""
+        text = ""
+        try:
+            path = trial.error_file
+            text = Path(path).read_text(errors="replace") if path else ""
+        except (OSError, AttributeError, TypeError):
+            pass
+        last = text.rsplit("Failure #", 1)[-1].split("\n", 1)[-1] if "Failure #" in text else text
+        return _one_line(last.strip() or "the worker ended without saying why")
+
+    def record(self, trial, retried: bool) -> None:
+        tid, reason = self.trial_id(trial), self.reason(trial)
+        failures = getattr(getattr(trial, "run_metadata", None), "num_failures", None)
+        then = "retried from its checkpoint in a fresh worker" if retried else "not retried again: failed"
+        from analysis.collect import printable  # names from disk: no terminal escapes reach the user
+
+        self.say(f"{printable(tid)}: {printable(reason)}; {then}" + (f" (failure {failures})" if failures else ""))
+        if self.sweep_dir is None or not SAFE_NAME.match(tid):
+            return
+        try:
+            with open(self.sweep_dir / "trials" / tid / FAULTS, "a") as f:
+                f.write(json.dumps({"time": time.time(), "reason": reason, "retried": retried}) + "\n")
+        except OSError:  # the trial never made its directory: the line above is the record
+            pass
 
 
 class EchoCallback:
-    """One line per trial that ends, beside Tune's own status table; the driver's signals reach Tune here."""
+    """One line per trial that ends, beside Tune's own status table; a failed worker's line (FaultLog); the
+    driver's signals reach Tune here."""
 
-    def __new__(cls, echo, total, sync=lambda: 0):
+    def __new__(cls, echo, total, sync=lambda: 0, faults: Optional[FaultLog] = None):
         from ray.tune import Callback
 
         class Echo(Callback):
@@ -349,8 +408,12 @@ class EchoCallback:
                     + f" step={m.get('step')}"
                 )
 
+            def on_trial_recover(self, iteration, trials, trial, **info):
+                if faults is not None:
+                    faults.record(trial, retried=True)
+
             def on_trial_error(self, iteration, trials, trial, **info):
-                if echo is not None:
-                    echo(f"trial {trial.trial_id} failed (Ray retries it from its checkpoint up to 2 times)")
+                if faults is not None:
+                    faults.record(trial, retried=False)
 
         return Echo()

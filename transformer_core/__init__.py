@@ -6,6 +6,10 @@ The names below load their module on first use (PEP 562), so that what needs no 
 from importlib import import_module
 from importlib.util import find_spec
 
+from .native_memory import bound_caches as _bound_caches
+
+_bound_caches()  # before any oneDNN primitive exists in this process: the capacities are read at the first one
+
 _WHERE = {
     "MODEL_KEYS": "config",
     "PRESETS": "config",

@@ -36,6 +36,7 @@ T = TypeVar("T")
 CONFIG = "config.json"
 METRICS = "metrics.jsonl"
 ATTEMPTS = "attempts.jsonl"
+FAULTS = "faults.jsonl"  # a sweep's driver: each failure of the trial's worker (killed, errored) and its retry
 CHECKPOINTS = "checkpoints"
 DEV_HYP, TEST_HYP = "dev.hyp", "test.hyp"
 DEV_REF, TEST_REF = "dev.ref", "test.ref"

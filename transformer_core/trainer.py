@@ -26,6 +26,7 @@ from .dropout import set_fast_dropout
 from .errors import ConfigError
 from .lm_task import LMTask
 from .model import count_parameters
+from .native_memory import gb, peak_bytes, reset_peak
 from .optim import learning_rate, make_adam
 from .run_config import RunConfig, TrainConfig
 from .task import Task
@@ -169,9 +170,12 @@ class Trainer:
         self.cfg, self.workdir, self.tracker, self.progress = config, workdir, tracker, progress
         self.task = task or task_for(config)
         t = config.train
+        reset_peak()  # this trial's peak resident memory, not an earlier trial's in a reused worker
         if t.threads:
             torch.set_num_threads(t.threads)
         self.device = resolve_device(t.device)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
         self.precision = resolve_precision(t.precision, self.device)
         self.corpus = self.task.corpus(config)
         self.train_split, self.dev = self.corpus.split("train"), self.corpus.split("dev")
@@ -329,6 +333,8 @@ def result_base(tr: Trainer, started: float) -> dict:
         "compile_seconds": tr.compile_seconds,
         "fused_adam": t.fused_adam,
         "fast_dropout": t.fast_dropout and tr.device.type == "cpu" and tr.forward_loss.mode == "off",  # int32 masks ran
+        "peak_rss_gb": gb(peak_bytes()),  # this session of the trial, its process's resident memory
+        "peak_cuda_gb": gb(torch.cuda.max_memory_allocated(tr.device)) if tr.device.type == "cuda" else None,
         "torch_version": torch.__version__,
         **tr.task.versions(),
         "python": platform.python_version(),

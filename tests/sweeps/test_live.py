@@ -54,3 +54,36 @@ def test_non_terminal_output_is_one_line_per_event(tmp_path):
 
 # The smoke sweep through the CLI (tests/test_sweeps.py::test_smoke_sweep_completes_with_mlflow_runs) checks the
 # live view's plain event lines in a real sweep's output, so no second sweep runs here.
+
+
+def test_an_eval_line_names_the_step_the_curves_record_and_an_end_says_how_far_the_sweep_is(tmp_path):
+    from sweeps.live import progress_line
+
+    d = _sweep(tmp_path)
+    wd = d / "trials" / "A1-s1-x"
+    _append(wd / "attempts.jsonl", {"from_step": 0})
+    before = {t.trial_id: t for t in snapshot(d)}
+    _append(wd / "metrics.jsonl", {"kind": "eval", "step": 10, "steps": 20, "dev_ppl": 80.0})
+    _append(wd / "metrics.jsonl", {"kind": "train", "step": 20, "loss": 5.0})  # trained on before the view looked
+    assert events(before, snapshot(d)) == ["A1 s1: eval at step 10/20: dev PPL 80.00"]
+    before = {t.trial_id: t for t in snapshot(d)}
+    (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 1.5, "dev_ppl": 60.0,
+                                                "session_seconds": 100.0}))  # fmt: skip
+    now = snapshot(d)
+    line = progress_line(now, time.time() - 130, concurrent=2, deadline=time.time() + 600)
+    assert line.startswith("1 of 4 trials ended; elapsed 2m1") and "ETA ~3m20s" in line and "budget left 9m5" in line
+    assert events(before, now, lambda: "1 of 4 trials ended")[-1].endswith(" in 1m40s [1 of 4 trials ended]")
+
+
+def test_a_searchs_sampled_trials_are_followed_before_sweep_json_lists_them(tmp_path):
+    d = _sweep(tmp_path)
+    wd = d / "trials" / "sample-2f8c51d3-s1-0be3b4ef"
+    wd.mkdir(parents=True)
+    (wd / "trial.json").write_text(json.dumps({"row": "sample-2f8c51d3", "seed": 1, "group": "search",
+                                               "search": {"P_drop": 0.2}, "values": {"steps": 20}}))  # fmt: skip
+    before = {t.trial_id: t for t in snapshot(d)}
+    _append(wd / "attempts.jsonl", {"from_step": 0})
+    (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 2.0, "dev_ppl": 50.0}))
+    assert events(before, snapshot(d), lambda: "1 of 5 trials ended") == [
+        "sample-2f8c51d3 s1: started", "sample-2f8c51d3 s1: finished: dev BLEU 2.00, dev PPL 50.00 [1 of 5 trials ended]"
+    ]  # fmt: skip
