@@ -85,5 +85,6 @@ def test_a_searchs_sampled_trials_are_followed_before_sweep_json_lists_them(tmp_
     _append(wd / "attempts.jsonl", {"from_step": 0})
     (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 2.0, "dev_ppl": 50.0}))
     assert events(before, snapshot(d), lambda: "1 of 5 trials ended") == [
-        "sample-2f8c51d3 s1: started", "sample-2f8c51d3 s1: finished: dev BLEU 2.00, dev PPL 50.00 [1 of 5 trials ended]"
-    ]  # fmt: skip
+        "sample-2f8c51d3 s1: started",
+        "sample-2f8c51d3 s1: finished: dev BLEU 2.00, dev PPL 50.00 [1 of 5 trials ended]",
+    ]
