@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Optional
 
@@ -17,6 +15,7 @@ from transformer_core.errors import UserError
 from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
 from transformer_core.rundir import Status
 
+from .files import METRICS_BYTES, read_text
 from .samples import CONFIRM_GROUP, SEARCH_GROUP, sample_label
 
 log = logging.getLogger(__name__)
@@ -51,10 +50,14 @@ METRICS = (
     "time_split",
     "dev_bpb",  # task lm: bits per byte (and no BLEU)
     "test_bpb",
+    "peak_rss_gb",  # the trial's (last session's) peak resident memory; peak_cuda_gb on a GPU
+    "peak_cuda_gb",
+    "faults",  # each failure of the trial's worker that the driver retried ("killed: out of memory at 10.6 GB")
 )
 NUMBERS = frozenset(
     ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl", "params", "target_tokens", "train_flops", "wall_seconds",
-     "tokens_per_second", "eval_fraction", "dev_chrf", "test_chrf", "session_seconds", "dev_bpb", "test_bpb")
+     "tokens_per_second", "eval_fraction", "dev_chrf", "test_chrf", "session_seconds", "dev_bpb", "test_bpb",
+     "peak_rss_gb", "peak_cuda_gb")
 )  # fmt: skip
 TEXTS = frozenset(("device", "precision", "compile", "corpus_fingerprint", "sacrebleu_signature", "torch_version",
                    "reason", "schedule", "chrf_signature"))  # fmt: skip
@@ -84,27 +87,6 @@ class Corrupt(dict):
     def __init__(self, name: str):
         super().__init__()
         self.name = name
-
-
-STATE_BYTES = 64 << 20  # sweep.json, trial.json, result.json, attempts.jsonl: KB to a few MB
-METRICS_BYTES = 1 << 30  # metrics.jsonl: a million lines is about 100 MB
-
-
-class Unreadable(OSError):
-    """A file the analysis does not read: not a regular file (a FIFO, /dev/zero), or larger than its limit."""
-
-
-def read_text(path: Path, limit: int = STATE_BYTES) -> str:
-    """The text of a regular file of at most ``limit`` bytes (bytes that are not UTF-8 replaced); Unreadable
-    where it is something else, OSError where it cannot be read: a file planted in a sweep neither blocks nor
-    fills the memory of the command that reads it."""
-    with open(path, "rb", buffering=0, opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise Unreadable(f"{path} is not a regular file")
-        if info.st_size > limit:
-            raise Unreadable(f"{path} is larger than {limit:,} bytes")
-        return f.read(limit + 1)[:limit].decode("utf-8", errors="replace")
 
 
 def _read_json(path: Path) -> dict:
@@ -152,7 +134,10 @@ def _result(result: dict) -> dict:
     if bad:
         log.warning("%s: %s not of the right type: the trial is shown as corrupt", rundir.RESULT, ", ".join(bad))
         return Corrupt(rundir.RESULT)
-    return {**result, **{k: printable(result[k]) if isinstance(result[k], str) else None for k in TEXTS if k in result}}
+    faults = result.get("faults")
+    faults = "; ".join(printable(x) for x in faults if isinstance(x, str)) if isinstance(faults, list) else None
+    texts = {k: printable(result[k]) if isinstance(result[k], str) else None for k in TEXTS if k in result}
+    return {**result, **texts, "faults": faults or None}
 
 
 def _trial_ids(sweep_dir: Path, state: dict, plan: dict) -> list[str]:

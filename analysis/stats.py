@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from .collect import read_text
+from .files import read_text
 
 HYP_BYTES = 256 << 20  # a test set's output: a few MB
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.collect import collect
+from analysis.files import read_text
 from analysis.report import seed_table
 from analysis.search import configurations
 from analysis.search_report import is_search_sweep, objectives
@@ -106,7 +107,7 @@ def load_sweep(location: str | Path) -> Sweep:
     """The sweep in a directory (the --out of ``tsweep run``) or at a URI (pulled to a local view first)."""
     path = Path(local_view(location))
     try:
-        state = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
+        state = json.loads(read_text(path / "sweep.json"))  # a regular file of a bounded size
     except (OSError, ValueError):
         state = None
     if not isinstance(state, dict):

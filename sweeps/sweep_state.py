@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from analysis.files import read_text
 from transformer_core.errors import UserError
 from transformer_core.run_config import RUN_ONLY, DataConfig, TrainConfig
 
@@ -35,7 +36,8 @@ def read_state(store: Optional[Storage], sweep_dir: Path, where: str) -> Optiona
         if store:
             text = store.read_text("sweep.json") if store.exists("sweep.json") else None
         else:
-            text = (sweep_dir / "sweep.json").read_text() if (sweep_dir / "sweep.json").exists() else None
+            path = sweep_dir / "sweep.json"
+            text = read_text(path) if path.exists() or path.is_symlink() else None  # a regular file, bounded
         if text is None:
             return None
         state = json.loads(text)

@@ -351,3 +351,17 @@ def test_stray_entries_are_summed_up_in_one_warning(tmp_path, caplog):
     assert len(_ids(root)) == 4
     lines = [r.getMessage() for r in caplog.records if "not trials of this sweep" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("50 entries")
+
+
+def test_a_sweep_json_planted_as_a_fifo_is_one_line(tmp_path):
+    import os
+
+    from tests.helpers import one_line, tsweep
+    from transformer_core.errors import UserError
+
+    root = tmp_path / "sweep"
+    root.mkdir()
+    os.mkfifo(root / "sweep.json")
+    assert "not a regular file" in one_line(tsweep("status", str(root), timeout=60))
+    with pytest.raises(UserError, match="sweep.json .* is unreadable"):
+        load_sweep(root)
