@@ -194,11 +194,11 @@ def _strings(*xs) -> bool:
 def check_state(state: dict, sweep_dir: Path) -> None:
     """Refuse, in one line, a sweep.json whose keys the reports read have the wrong shape (written by hand)."""
     shapes = {
-        "name": lambda x: isinstance(x, str),
+        "name": lambda x: isinstance(x, str) and bool(SAFE_ID.match(x)),  # a spec's name is a plain name
+        "spec": lambda x: x is None or (isinstance(x, str) and not _CONTROL.search(x)),
         "plan": lambda x: x is None or (isinstance(x, dict) and all(isinstance(p, dict) for p in x.values())),
         "trials": lambda x: x is None or isinstance(x, list),
-        "profile": lambda x: x is None or isinstance(x, str),
-        "spec": lambda x: x is None or isinstance(x, str),
+        "profile": lambda x: x is None or (isinstance(x, str) and bool(SAFE_ID.match(x))),
         "metric": lambda x: x is None or isinstance(x, str),
         "mode": lambda x: x is None or x in ("max", "min"),
         "objectives": lambda x: x is None or _objective_list(x),

@@ -278,8 +278,9 @@ def test_trial_records_read_back_as_the_runner_wrote_them(tmp_path):
 @pytest.mark.parametrize(
     "state",
     [{"objectives": [1]}, {"objectives": [{"metric": ["x"], "mode": "max"}]}, {"adaptive": "yes"}, {"mode": "up"},
-     {"plan": {"t": 1}}, {"profile": 3}],
-    ids=["objectives-ints", "objective-a-list", "adaptive-a-string", "mode", "plan-entry", "profile"],
+     {"plan": {"t": 1}}, {"profile": 3}, {"name": ESC}, {"spec": "s.yaml" + ESC}, {"profile": "smoke\x1b[2J"}],
+    ids=["objectives-ints", "objective-a-list", "adaptive-a-string", "mode", "plan-entry", "profile", "name-escapes",
+         "spec-escapes", "profile-escapes"],
 )  # fmt: skip
 def test_a_sweep_json_of_the_wrong_shape_is_one_line(tmp_path, capsys, state):
     root = search_sweep(tmp_path / "sweep")
