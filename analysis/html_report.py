@@ -114,7 +114,8 @@ def render(model: ReportModel) -> str:
     facts = (f"Sweep <b>{html.escape(str(h['sweep']))}</b> ({html.escape(str(h['spec']))}), profile "
              f"<b>{html.escape(str(h['profile']))}</b>: {h['finished']}/{h['trials']} trials finished; corpus "
              f"{html.escape(str(h['corpus']))}; {html.escape(h['hardware'])}, torch {html.escape(str(h['torch']))}; "
-             f"{h['device_hours']:.2f} device-hours.")  # fmt: skip
+             f"{h['device_hours']:.2f} device-hours"
+             + (f", {html.escape(h['largest_memory'])}" if h.get("largest_memory") else "") + ".")  # fmt: skip
     forest = images.get(FOREST)
     body = [
         f"<h1>Table 3 reproduction: {html.escape(str(h['sweep']))}</h1>",

@@ -236,12 +236,25 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
         "trials": len(df),
         "finished": len(fin),
         "device_hours": df["wall_seconds"].fillna(0).sum() / 3600,
+        "largest_memory": largest_memory(df),
         "train_flops": df["train_flops"].fillna(0).sum(),
         "sacrebleu": _first(fin, "sacrebleu_signature"),
         "budget": f"{_first(ref, 'steps')} steps x {f'{int(tokens):,}' if tokens else '?'} target tokens per step, "
         f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
         "adaptive": state.get("adaptive"),
     }
+
+
+def largest_memory(df: pd.DataFrame) -> str:
+    """'largest trial 0.78 GB resident (A3 s1)' from the trials' recorded peaks (and CUDA's), or '' where none
+    recorded one (results from before trials measured it)."""
+    parts = []
+    for col, what in (("peak_rss_gb", "resident"), ("peak_cuda_gb", "CUDA")):
+        values = pd.to_numeric(df[col], errors="coerce") if col in df else pd.Series(dtype=float)
+        if values.notna().any():
+            i = values.idxmax()
+            parts.append(f"{values[i]:.2f} GB {what} ({df.at[i, 'row']} s{df.at[i, 'seed']})")
+    return f"largest trial {', '.join(parts)}" if parts else ""
 
 
 def _step(ran: pd.DataFrame) -> str:
@@ -267,7 +280,9 @@ def facts(h: dict) -> str:
     return (
         f"Sweep **{h['sweep']}** ({h['spec']}), profile **{h['profile']}**: {h['finished']}/{h['trials']} trials "
         f"finished; corpus {h['corpus']} (fingerprint {h['corpus_fingerprint']}); {h['hardware']}, torch {h['torch']}; "
-        f"{h['device_hours']:.2f} device-hours, {h['train_flops']:.2e} training FLOPs (6 x params x tokens). "
+        f"{h['device_hours']:.2f} device-hours, {h['train_flops']:.2e} training FLOPs (6 x params x tokens)"
+        + (f", {h['largest_memory']}" if h.get("largest_memory") else "")
+        + ". "
         f"Paper: base {PAPER_FACTS['train_flops']['base']:.1e} FLOPs, big {PAPER_FACTS['train_flops']['big']:.1e} "
         f"(Table 2), dev set {PAPER_FACTS['dev_set']}, vocabulary ~{PAPER_FACTS['vocab']:,}."
     )

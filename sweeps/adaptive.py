@@ -37,8 +37,10 @@ from .runner import (
     SweepInterrupted,
     as_interrupted,
     close_sweep,
+    fit_to_memory,
     open_sweep,
     run_trials,
+    why,
 )
 from .spec import Spec, Trial, expand_row
 
@@ -197,6 +199,8 @@ def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False,
     """An adaptive sweep end to end (open, rounds, close), like runner.run_sweep."""
     ctx = open_sweep(spec, profile_name, out, address, resume, num_cpus)
     ctx.verbose = verbose
+    if not address and not ctx.store:  # a local sweep: as many trials at once as the machine's memory holds
+        ctx.spec = fit_to_memory(ctx, echo)
     try:
         stopped = adaptive_rounds(ctx, budget if budget is not None else spec.budget, echo)
         ctx.state["adaptive"]["stopped"] = stopped
@@ -211,7 +215,9 @@ def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False,
             ctx.state["adaptive"]["stopped"] = f"interrupted ({err})"
         close_sweep(ctx, "KILLED")
         raise exc from None
-    except BaseException:
+    except BaseException as exc:
+        ctx.state["error"] = why(exc)  # sweep.json and the report's stop line say why
+        ctx.state["adaptive"]["stopped"] = f"failed: {ctx.state['error']}"
         close_sweep(ctx, "FAILED")
         raise
     close_sweep(ctx, "FINISHED")

@@ -164,7 +164,14 @@ def cmd_run(args) -> int:
               f"{_see(where) or ' (rerun with --verbose for the traceback)'}", file=sys.stderr)  # fmt: skip
         return 1
     print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")
-    return _print_status(out)
+    _print_status(out)
+    failed = {tid: e["error"] for tid, e in summary.items() if isinstance(e, dict) and e.get("error")}
+    if failed:  # trials whose workers failed every retry: the sweep did not do all of its job
+        first = next(iter(failed.values()))
+        print(f"tsweep run: {len(failed)} trial(s) failed after their retries (first: {first}); they keep their "
+              f"checkpoints, and `{_resume_command(args, out)}` trains them again", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
 
 
 def _check_search(spec, out, resume: bool, address=None, num_cpus=None) -> None:
@@ -311,7 +318,7 @@ def _print_status(sweep_dir) -> int:
     ka, kb = ("dev_bpb", "test_bpb") if lm else ("dev_bleu", "test_bleu")
     print(
         f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5} "
-        f" {'state':<14}{'step':>11}{a:>9}{'dev PPL':>9}{b:>10}{'eval %':>7}{'tries':>6}  reason"
+        f" {'state':<14}{'step':>11}{a:>9}{'dev PPL':>9}{b:>10}{'eval %':>7}{'peak GB':>8}{'tries':>6}  reason"
     )
     for _, r in df.iterrows():
         total = r["steps"]  # a number where trial.json is sound
@@ -321,11 +328,13 @@ def _print_status(sweep_dir) -> int:
             else str(r["step"])
         )
         reason = r["reason"] if isinstance(r["reason"], str) else (r["error"] or "")
+        if isinstance(r.get("faults"), str):  # retried after its worker failed (killed for memory, an error)
+            reason = "; ".join(x for x in (reason, f"retried after: {r['faults']}") if x)
         print(
             f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}"
             f"  {r['status']:<14}{steps:>11}"
             f"{_fmt(r.get(ka)):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r.get(kb)):>10}"
-            f"{_fmt(_percent(r['eval_fraction']), '.1f'):>7}"
+            f"{_fmt(_percent(r['eval_fraction']), '.1f'):>7}{_fmt(r.get('peak_rss_gb')):>8}"
             f"{r['attempts']:>6}  {reason}"
         )
     print("; ".join(f"{n} {s}" for s, n in sorted(df["status"].value_counts().items())) or "no trials yet")

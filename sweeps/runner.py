@@ -19,6 +19,7 @@ stop is interrupted, whatever Tune says of it: SIGINT, SIGTERM (interrupts.py), 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -407,7 +408,21 @@ def _child_run_ids(ctx: SweepContext) -> list[str]:
     return [m.read_text().strip() for m in sorted((view / "trials").glob("*/mlflow_run_id"))]
 
 
-def _why(exc: BaseException) -> str:
+def fit_to_memory(ctx: SweepContext, echo: Callable[[str], None]) -> Spec:
+    """The spec with max_concurrent lowered to what this machine's memory holds (worker_memory.fit_concurrency),
+    said in one line where it was lowered."""
+    from .worker_memory import fit_concurrency, measured_peaks
+
+    trials = ctx.spec.trials(get_profile(ctx.profile_name))
+    n, why = fit_concurrency(trials, ctx.spec.max_concurrent, measured_peaks(ctx.sweep_dir))
+    if why is None:
+        return ctx.spec
+    echo(why)
+    return dataclasses.replace(ctx.spec, max_concurrent=n)
+
+
+def why(exc: BaseException) -> str:
+    """An error that stopped a sweep, in one line for sweep.json."""
     from .tune_adapter import _one_line
 
     return _one_line(exc)[:500]
@@ -427,6 +442,8 @@ def run_sweep(
     (a signal) or a trial ended without a result."""
     ctx = open_sweep(spec, profile_name, sweep_dir, address, resume, num_cpus)
     ctx.verbose = verbose
+    if not address and not ctx.store:  # a local sweep: as many trials at once as the machine's memory holds
+        ctx.spec = fit_to_memory(ctx, echo)
     try:
         if spec.search:  # search.warm_start: the study starts from an earlier search's finished trials
             start_from_earlier(spec, ctx.sweep_dir, echo)
@@ -442,7 +459,7 @@ def run_sweep(
         close_sweep(ctx, "KILLED")
         raise as_interrupted(ctx, exc) from None
     except BaseException as exc:
-        ctx.state["error"] = _why(exc)  # sweep.json says why the sweep stopped
+        ctx.state["error"] = why(exc)  # sweep.json says why the sweep stopped
         try:
             close_sweep(ctx, "FAILED")
         except Exception as exc:  # the first error is the one to show

@@ -308,9 +308,11 @@ def _trial_namer(payloads: list) -> Callable:
 def summarise(grid, payloads: list, stopped_early: frozenset = frozenset()) -> dict:
     """{trial id: error, result status, dev BLEU, reports, config, stopped_early} of a Tune run's trials."""
     out = {}
+    names = {f"{p.row}-s{p.seed}": p.id for p in payloads}  # _trial_namer's: a worker killed before it reported
     for r in grid:
         m, index = r.metrics or {}, (r.config or {}).get("trial_index")
-        key = m.get("tsweep_trial") or (payloads[index].id if index is not None else Path(r.path).name)
+        name = Path(r.path).name if r.path else ""
+        key = m.get("tsweep_trial") or (payloads[index].id if index is not None else names.get(name, name))
         out[key] = {
             "error": _one_line(r.error) if r.error else None,
             "status": m.get("status"),
@@ -373,6 +375,7 @@ class FaultLog:
         if self.sweep_dir is None or not SAFE_NAME.match(tid):
             return
         try:
+            (self.sweep_dir / "trials" / tid).mkdir(parents=True, exist_ok=True)  # killed before it made it
             with open(self.sweep_dir / "trials" / tid / FAULTS, "a") as f:
                 f.write(json.dumps({"time": time.time(), "reason": reason, "retried": retried}) + "\n")
         except OSError:  # the trial never made its directory: the line above is the record

@@ -6,6 +6,10 @@ The bound is ``WORKER_SHARE`` of the machine's memory over the trials that run o
 max_concurrent, at most the machine's CPUs over each trial's CPUs): on 23.5 GB and two trials at once, 5.9 GB
 per worker, where Ray's memory monitor kills at 95% of the machine.  ``TSWEEP_WORKER_MEMORY`` (GB) sets it.
 
+Before a sweep starts, ``fit_concurrency`` compares its largest row's memory (measured: the peak resident memory
+its finished trials recorded in result.json; else the knobs' lower bound plus a worker's own footprint) times the
+trials run at once with the machine's memory, and lowers the concurrency where they would not fit.
+
 No Ray here: tune_adapter.py reports ``after_trial``'s keys with the trial's last result, and the driver's side
 (``keep_worker``) reads them back.
 """
@@ -16,18 +20,11 @@ import os
 from typing import Optional
 
 from transformer_core.errors import UserError
+from transformer_core.memory import machine_memory
 from transformer_core.native_memory import gb, release_free_memory, resident_bytes
 
 WORKER_SHARE = 0.5
 REPLACE_KEY = "tsweep_replace_worker"
-
-
-def machine_memory() -> Optional[int]:
-    """This machine's physical memory in bytes, or None where the system does not say."""
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
 
 
 def worker_bound(max_concurrent: int, cpus_per_trial: float = 1.0, memory: Optional[int] = None) -> Optional[int]:
@@ -85,3 +82,56 @@ def bounded_reuse_installed() -> bool:
     maybe_cache._tsweep_bounded = True  # type: ignore[attr-defined]
     TuneController._maybe_cache_trial_actor = maybe_cache
     return True
+
+
+WORKER_FOOTPRINT = 1.0e9
+"""A trial worker's memory beyond its model, used where no trial of the row has been measured yet: the Python
+process with torch, MLflow and Ray's worker imported, the corpus and a cpu-profile trial's activations (0.7-0.8 GB
+peak measured by benchmarks/worker_memory.py, bf16 and fp32)."""
+FIT_SHARE = 0.8  # of the machine's memory that the trials at once may take (Ray's monitor kills at 95%)
+
+
+def measured_peaks(sweep_dir) -> dict:
+    """{row: largest peak resident memory (bytes) its trials recorded in result.json} of a sweep directory."""
+    import json
+    from pathlib import Path
+
+    out: dict = {}
+    for path in sorted(Path(sweep_dir).glob("trials/*/result.json")):
+        try:
+            result = json.loads(path.read_text())
+            trial = json.loads((path.parent / "trial.json").read_text())
+            peak = float(result["peak_rss_gb"]) * 1e9
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        row = trial.get("row") if isinstance(trial, dict) else None
+        if isinstance(row, str) and peak > 0:
+            out[row] = max(out.get(row, 0.0), peak)
+    return out
+
+
+def fit_concurrency(trials: list, max_concurrent: int, measured: dict, memory: Optional[int] = None
+                    ) -> tuple[int, Optional[str]]:  # fmt: skip
+    """(trials to run at once, a line saying why it was lowered or None) for ``trials`` (sweeps.spec.Trial) on a
+    machine of ``memory`` bytes, from each row's ``measured`` peak (else an estimate)."""
+    from transformer_core.memory import human_bytes, training_bytes
+    from transformer_core.run_config import make_run_config
+
+    memory = memory or machine_memory()
+    if not memory or not trials or max_concurrent <= 1:
+        return max_concurrent, None
+    need, largest, how = 0.0, None, "estimated"
+    for t in trials:
+        if t.row in measured:
+            value, source = measured[t.row], "measured"
+        else:
+            value, source = training_bytes(make_run_config(t.values))[0] + WORKER_FOOTPRINT, "estimated"
+        if value > need:
+            need, largest, how = value, t.row, source
+    fits = max(1, int(FIT_SHARE * memory // max(need, 1.0)))
+    if fits >= max_concurrent:
+        return max_concurrent, None
+    return fits, (
+        f"max_concurrent {max_concurrent} -> {fits}: the largest row ({largest}) holds {human_bytes(need)} "
+        f"({how}), and {max_concurrent} at once would pass {FIT_SHARE:.0%} of this machine's {human_bytes(memory)}"
+    )

@@ -93,3 +93,25 @@ def test_a_failed_worker_is_said_in_one_line_and_kept_in_the_trials_faults(tmp_p
     trial.config, trial.trial_id = {}, "evil\x1b[31m"  # no plan entry: Tune's id, escaped, nothing written
     FaultLog(tmp_path, [payload], said.append).record(trial, retried=False)
     assert said[-1].startswith("evil\\x1b[31m: killed") and said[-1].endswith("not retried again: failed (failure 2)")
+
+
+def test_the_concurrency_is_lowered_where_the_largest_rows_memory_times_it_passes_the_machines():
+    from sweeps.spec import load_spec, plan
+    from tests.helpers import SMOKE
+
+    trials = plan(load_spec(SMOKE), "smoke")
+    rows = sorted({t.row for t in trials})
+    assert wm.fit_concurrency(trials, 2, {}, memory=64_000_000_000) == (2, None)  # estimated: ~1 GB each fits
+    n, why = wm.fit_concurrency(trials, 4, {rows[0]: 3.0e9}, memory=8_000_000_000)  # measured: 3 GB, 6.4 GB usable
+    assert n == 2 and why.startswith(f"max_concurrent 4 -> 2: the largest row ({rows[0]}) holds 2.8 GiB (measured)")
+    assert wm.fit_concurrency(trials, 2, {rows[0]: 30e9}, memory=8_000_000_000)[0] == 1  # never below one
+
+
+def test_measured_peaks_come_from_the_trials_results(tmp_path):
+    import json
+
+    for tid, row, peak in (("a", "base", 0.7), ("b", "base", 0.9), ("c", "A3", "x")):
+        (tmp_path / "trials" / tid).mkdir(parents=True)
+        (tmp_path / "trials" / tid / "trial.json").write_text(json.dumps({"row": row}))
+        (tmp_path / "trials" / tid / "result.json").write_text(json.dumps({"peak_rss_gb": peak}))
+    assert wm.measured_peaks(tmp_path) == {"base": 0.9e9}
