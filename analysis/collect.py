@@ -37,6 +37,7 @@ METRICS = (
     "compile",  # as the step ran (auto resolved; eager where no C++ compiler was found)
     "fused_adam",
     "fast_dropout",
+    "loss_kernel",  # the output projection and loss: plain, or chunked (transformer_core/fused_loss.py)
     "corpus_fingerprint",
     "sacrebleu_signature",
     "torch_version",
@@ -59,8 +60,8 @@ NUMBERS = frozenset(
      "tokens_per_second", "eval_fraction", "dev_chrf", "test_chrf", "session_seconds", "dev_bpb", "test_bpb",
      "peak_rss_gb", "peak_cuda_gb")
 )  # fmt: skip
-TEXTS = frozenset(("device", "precision", "compile", "corpus_fingerprint", "sacrebleu_signature", "torch_version",
-                   "reason", "schedule", "chrf_signature"))  # fmt: skip
+TEXTS = frozenset(("device", "precision", "compile", "loss_kernel", "corpus_fingerprint", "sacrebleu_signature",
+                   "torch_version", "reason", "schedule", "chrf_signature"))  # fmt: skip
 # the frame's columns, also when the sweep has no trial yet
 COLUMNS = tuple(
     dict.fromkeys(("trial_id", "group", "row", "seed", "sample", "sampled", "started", "profile", "status", "workdir",

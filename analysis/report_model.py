@@ -263,8 +263,11 @@ def _step(ran: pd.DataFrame) -> str:
     parts = []
     if "fast_dropout" in ran and not ran["fast_dropout"].fillna(False).astype(bool).any():
         ran = ran.drop(columns="fast_dropout")  # torch's masks, the default: nothing to say
+    if "loss_kernel" in ran and not (ran["loss_kernel"].dropna() != "plain").any():
+        ran = ran.drop(columns="loss_kernel")  # the plain projection and loss, the default: nothing to say
     words = {"fused_adam": ("fused", "loop"), "fast_dropout": ("int32", "torch")}
-    for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam"), ("fast_dropout", "{} dropout masks")):
+    for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam"), ("fast_dropout", "{} dropout masks"),
+                      ("loss_kernel", "{} loss")):  # fmt: skip
         if col not in ran:
             continue
         seen = list(dict.fromkeys(ran[col].dropna()))

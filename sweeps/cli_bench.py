@@ -83,6 +83,8 @@ def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overri
         "warmup_seconds": warm,
         "compile": tr.forward_loss.mode,
         "compile_seconds": tr.compile_seconds,
+        "loss_kernel": tr.forward_loss.loss_kernel,
+        "fused_adam": config.train.fused_adam,
         "params": tr.params,
         "tokens_per_step": tokens / steps,
         "budget_per_step": config.train.tokens_per_batch * config.train.accumulate,
@@ -126,6 +128,8 @@ def cmd_bench_device(args) -> int:
         f"windows of {record['steps']} steps: " + ", ".join(f"{w:,.0f}" for w in record["windows"])
         + f" tokens/s (the median is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
     )  # fmt: skip
+    adam = "fused" if record["fused_adam"] else "loop"
+    print(f"kernels: compile {record['compile']}, loss {record['loss_kernel']}, {adam} Adam, {record['precision']}")
     print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
     return 0
 

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 
 from .data import PAD
 from .device import autocast
+from .fused_loss import linear_smoothed_ce
 from .loss import smoothed_terms
 
 log = logging.getLogger(__name__)
@@ -80,7 +81,8 @@ class ForwardLoss:
     """``prepare(inputs, tgt_out)`` puts a micro-batch on the device; ``(inputs, index, target)`` -> (smoothed loss
     sum, NLL sum) of it, eager or compiled; ``mode`` is what ran ("on" or "off")."""
 
-    def __init__(self, model, eps_ls: float, device: torch.device, precision: str, mode: str = "off"):
+    def __init__(self, model, eps_ls: float, device: torch.device, precision: str, mode: str = "off",
+                 loss_kernel: str = "plain"):  # fmt: skip
         self.model, self.eps_ls, self.device, self.precision = model, eps_ls, device, precision
         self.mode = resolve_compile(mode, device)
         self._compiled = None
@@ -89,6 +91,8 @@ class ForwardLoss:
             self._compiled = torch.compile(_selected_loss, dynamic=True, options={"fallback_random": True})
             self.pad_to = 8 if device.type == "cuda" else 1
         self.max_len = model.cfg.max_len  # padding never makes a batch longer than the positions the model has
+        # the chunked projection and loss (fused_loss.py) in the eager step; a compiled step fuses its own
+        self.loss_kernel = loss_kernel if self.mode == "off" else "plain"
 
     def prepare(self, inputs: tuple, tgt_out: torch.Tensor) -> tuple[list, torch.Tensor, torch.Tensor]:
         """Host tensors of one micro-batch -> (device inputs, flat indices of its real target positions, their
@@ -102,6 +106,10 @@ class ForwardLoss:
         return moved[:-2], moved[-2], moved[-1]
 
     def __call__(self, inputs: list, index: torch.Tensor, target: torch.Tensor):
+        if self._compiled is None and self.loss_kernel == "chunked":
+            with autocast(self.device, self.precision):
+                hidden = self.model.features(*inputs).flatten(0, -2).index_select(0, index)  # (n, d_model)
+            return linear_smoothed_ce(hidden, self.model.generator.weight, target, self.eps_ls)
         if self._compiled is None:
             with autocast(self.device, self.precision):
                 hidden = self.model.features(*inputs)

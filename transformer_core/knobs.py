@@ -91,6 +91,7 @@ KNOBS: tuple[Knob, ...] = (
     _K("log_every", "run", "none", "log every", "d", "steps between training log lines"),
     _K("compile", "run", "none", "compile", "", "torch.compile of model and loss: off, on or auto (= off)"),
     _K("fused_adam", "run", "none", "fused Adam", "", "fused Adam (default) or false: the loop; equal to rounding"),
+    _K("loss_kernel", "run", "none", "loss kernel", "", "plain (default) or chunked: projection + loss by row chunks"),
     _K(
         "fast_dropout",
         "run",

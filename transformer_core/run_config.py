@@ -28,6 +28,7 @@ SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learnin
 BEAM_STOPS = ("exact", "length")  # when a beam search ends early: see decoding.beam_search
 EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, or only at the last step
 TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only language model on one side
+LOSS_KERNELS = ("plain", "chunked")  # the output projection and loss: see transformer_core/fused_loss.py
 COMPILE = ("off", "on", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
 
 
@@ -67,6 +68,7 @@ class TrainConfig:
     compile: str = "off"  # off: eager; on: torch.compile of model and loss (eager without a C++ compiler); auto
     fused_adam: bool = True  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
     fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
+    loss_kernel: str = "plain"  # plain: logits then log_softmax; chunked: projection and loss by row chunks (equal)
 
     def __post_init__(self) -> None:
         _check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
@@ -108,6 +110,7 @@ class TrainConfig:
         _check_choice("eval_bleu", self.eval_bleu, EVAL_BLEU)
         _check_choice("beam_stop", self.beam_stop, BEAM_STOPS)
         _check_choice("compile", self.compile, COMPILE)
+        _check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         for name in ("fused_adam", "fast_dropout"):
             if not isinstance(getattr(self, name), bool):
                 _fail(name, getattr(self, name), "true or false")
@@ -131,7 +134,7 @@ class DataConfig:
 
 
 RUN_ONLY = frozenset(
-    {"device", "precision", "threads", "log_every", "data_dir", "compile", "fused_adam", "fast_dropout"}
+    {"device", "precision", "threads", "log_every", "data_dir", "compile", "fused_adam", "fast_dropout", "loss_kernel"}
 )
 TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 DATA_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig))

@@ -184,7 +184,7 @@ class Trainer:
         self.params = count_parameters(self.model)
         set_fast_dropout(self.model, t.fast_dropout)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
-        self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile)
+        self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile, t.loss_kernel)
         self.compile_seconds: Optional[float] = None  # compiled: the first step this process trains, compiling included
         self.rank, self.world = world()
         if t.accumulate % self.world:
@@ -332,6 +332,7 @@ def result_base(tr: Trainer, started: float) -> dict:
         "compile": tr.forward_loss.mode,
         "compile_seconds": tr.compile_seconds,
         "fused_adam": t.fused_adam,
+        "loss_kernel": tr.forward_loss.loss_kernel,  # as it ran (a compiled step: plain, fused by the compiler)
         "fast_dropout": t.fast_dropout and tr.device.type == "cpu" and tr.forward_loss.mode == "off",  # int32 masks ran
         "peak_rss_gb": gb(peak_bytes()),  # this session of the trial, its process's resident memory
         "peak_cuda_gb": gb(torch.cuda.max_memory_allocated(tr.device)) if tr.device.type == "cuda" else None,
