@@ -9,7 +9,13 @@ one window, not in the step's rate.  MFU = 6 x params x target tokens/s over the
 peak at that precision, measured in the same run (the best of an 8,192 cube and the model's own products at its
 batch).
 
+Beside them, the anchor (benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes, tied
+embeddings, label smoothing, bf16 autocast, fused Adam, synthetic sentences of 28 tokens at the profile's target
+tokens per step), eager and compiled, and the ratio of the project's best step to each.  ``--loss-kernels`` runs each
+compile mode with each output projection and loss (plain, or chunked: transformer_core/fused_loss.py).
+
     python benchmarks/gpu_step.py [--profile gpu] [--corpus bible-en-de] [--steps 20] [--windows 3] [--compile off,on]
+                                  [--loss-kernels plain,chunked] [--no-anchor]
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+from anchor_transformer import anchor_rate  # noqa: E402
 from step_profile import base_row_values, model_shapes  # noqa: E402
 
 from sweeps.cli_bench import timed_windows  # noqa: E402
@@ -48,19 +55,20 @@ def gpu_matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, reps: int = 20) 
     return best
 
 
-def train_rate(values: dict, mode: str, warmup: int, steps: int, windows: int = 1) -> dict:
+def train_rate(values: dict, mode: str, warmup: int, steps: int, windows: int = 1, loss_kernel: str = "plain") -> dict:
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
     from transformer_core.train import Trainer
 
     torch.cuda.reset_peak_memory_stats()
-    config = make_run_config({**values, "compile": mode, "seed": 1})
+    config = make_run_config({**values, "compile": mode, "seed": 1, "loss_kernel": loss_kernel})
     with tempfile.TemporaryDirectory(prefix="gpu-step-") as work:
         tr = Trainer(config, Path(work), JsonTracker(Path(work) / "t.jsonl"), None)
         warmup_s, rates = timed_windows(tr, warmup, steps, windows)  # `tsweep bench-device`'s loop
         rate, seconds, tokens = max(rates)
         return {
-            "compile": tr.forward_loss.mode, "precision": tr.precision, "params": tr.params,
+            "compile": tr.forward_loss.mode, "loss_kernel": tr.forward_loss.loss_kernel,
+            "precision": tr.precision, "params": tr.params,
             "tokens_per_second": rate, "ms_per_step": 1000.0 * seconds / steps, "windows": [r[0] for r in rates],
             "tokens_per_step": tokens / steps, "warmup_seconds": warmup_s,
             "compile_seconds": tr.compile_seconds, "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30,
@@ -76,6 +84,8 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=3, help="timed windows; the best one's rate is reported")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--compile", default="off,on", help="comma list of compile modes, each its own Trainer")
+    ap.add_argument("--loss-kernels", default="plain,chunked", help="comma list: plain, chunked")
+    ap.add_argument("--no-anchor", dest="anchor", action="store_false", help="skip the nn.Transformer anchor")
     ap.add_argument("--json", default=None, help="write every figure here")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -86,7 +96,8 @@ def main() -> None:
     values = base_row_values(args.profile, args.corpus, args.data_dir, parse_assignments([]))
     vocab = load_corpus(args.corpus, values["vocab"], args.data_dir).vocab_size
     name = torch.cuda.get_device_name()
-    runs = [train_rate(values, mode, args.warmup, args.steps, args.windows) for mode in args.compile.split(",")]
+    runs = [train_rate(values, mode, args.warmup, args.steps, args.windows, kernel)
+            for mode in args.compile.split(",") for kernel in args.loss_kernels.split(",")]  # fmt: skip
     precision = runs[0]["precision"]
     dtype = DTYPES[precision]
     shapes = [(8192, 8192, 8192), *model_shapes(values, vocab)]
@@ -99,15 +110,30 @@ def main() -> None:
     for r in runs:
         r["mfu"] = 6 * r["params"] * r["tokens_per_second"] / peak
         first = f", compile {r['compile_seconds']:.1f} s" if r["compile_seconds"] else ""
-        print(f"compile {r['compile']}: {r['tokens_per_second']:,.0f} target tokens/s ({r['tokens_per_step']:,.0f} "
+        print(f"compile {r['compile']}, loss {r['loss_kernel']}: {r['tokens_per_second']:,.0f} target tokens/s "
+              f"({r['tokens_per_step']:,.0f} "
               f"per step, {r['ms_per_step']:.1f} ms), MFU {100 * r['mfu']:.1f}%, {r['params'] / 1e6:.1f}M params, "
               f"warm-up {r['warmup_seconds']:.1f} s{first}, peak memory {r['peak_memory_gib']:.1f} GiB; windows: "
               + ", ".join(f"{w:,.0f}" for w in r["windows"]))  # fmt: skip
-    if len(runs) == 2:
-        print(f"{runs[1]['compile']} / {runs[0]['compile']}: "
-              f"{runs[1]['tokens_per_second'] / runs[0]['tokens_per_second']:.2f}x")  # fmt: skip
+    base = runs[0]["tokens_per_second"]
+    for r in runs[1:]:
+        print(f"compile {r['compile']}, loss {r['loss_kernel']} / compile {runs[0]['compile']}, loss "
+              f"{runs[0]['loss_kernel']}: {r['tokens_per_second'] / base:.2f}x")  # fmt: skip
+    anchors = []
+    if args.anchor:
+        sizes = dict(vocab=vocab, d_model=values["d_model"], d_ff=values["d_ff"], h=values["h"], layers=values["N"],
+                     tokens=int(values["tokens_per_batch"]) * int(values.get("accumulate", 1)))  # fmt: skip
+        best = max(runs, key=lambda r: r["tokens_per_second"])
+        for compiled in (False, True):
+            a = anchor_rate(**sizes, compiled=compiled, steps=args.steps, warmup=args.warmup)
+            a["mfu"] = 6 * a["params"] * a["tokens_per_second"] / peak
+            anchors.append(a)
+            print(f"anchor nn.Transformer {'compiled' if compiled else 'eager'}: {a['tokens_per_second']:,.0f} target "
+                  f"tokens/s ({a['tokens_per_step']:,} per step), MFU {100 * a['mfu']:.1f}%; best step / anchor "
+                  f"{best['tokens_per_second'] / a['tokens_per_second']:.2f}x")  # fmt: skip
     if args.json:
-        out = {"device": name, "torch": torch.__version__, "peak_flops": peak, "matmul": rates, "runs": runs}
+        out = {"device": name, "torch": torch.__version__, "peak_flops": peak, "matmul": rates, "runs": runs,
+               "anchors": anchors}  # fmt: skip
         Path(args.json).write_text(json.dumps(out, indent=1))
 
 
