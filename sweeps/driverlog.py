@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -61,23 +62,36 @@ class DriverLog:
             return None
         self.where = self.tmp
         if sweep_dir is not None and (Path(sweep_dir) / "sweep.json").exists():
-            target = Path(sweep_dir) / NAME
-            size = target.stat().st_size if target.exists() else 0
-            try:
-                with open(self.tmp, "rb") as src, open(target, "ab") as dst:
-                    shutil.copyfileobj(src, dst)
-                    dst.flush()
-                    os.fsync(dst.fileno())
-                self.tmp.unlink()
-                self.where = target
-            except OSError:  # a full disk: the messages stay in the temporary file, which the line names
-                _truncate(target, size)
+            self._append(Path(sweep_dir) / NAME)
         return self.where
 
+    def _append(self, target: Path) -> None:
+        """The messages appended to ``target``: a regular file of the sweep, never through a link (a driver.log
+        planted as a link to a file elsewhere keeps its target as it was, and the messages stay in the temporary
+        file, which the last line names)."""
+        try:
+            fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError:  # a link, a FIFO without a reader, a full disk
+            return
+        with os.fdopen(fd, "ab", buffering=0) as dst:  # unbuffered: nothing left to write when it closes
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return
+            try:
+                with open(self.tmp, "rb") as src:
+                    shutil.copyfileobj(src, dst)
+                dst.flush()
+                os.fsync(fd)
+            except OSError:  # a full disk: the messages stay in the temporary file, which the line names
+                _truncate(fd, info.st_size)
+                return
+        self.tmp.unlink()
+        self.where = target
 
-def _truncate(path: Path, size: int) -> None:
+
+def _truncate(fd: int, size: int) -> None:
     """Take back a partial append (the earlier sessions' messages stay)."""
     try:
-        os.truncate(path, size)
+        os.ftruncate(fd, size)
     except OSError:
         pass

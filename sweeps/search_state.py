@@ -18,6 +18,7 @@ earlier trial:
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -108,7 +109,10 @@ def check_study(spec: Spec, sweep_dir: Path, where: Optional[str] = None) -> boo
     another search space than the spec's; read on a private copy, nothing written.  Returns whether the study
     already holds a warm start's trials."""
     db = Path(sweep_dir) / DB
-    if not db.exists() and not db.is_symlink():
+    if db.is_symlink():  # the study is written: never through a link (to another sweep's study, say)
+        raise UserError(f"{where or sweep_dir}: optuna.db is a link (to {os.readlink(db)!r}); a sweep's study is "
+                        "a regular file inside it: replace the link by the file, or remove it")  # fmt: skip
+    if not db.exists():
         return False
     try:
         with read_study(db, spec.name, missing_ok=True) as study:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from pathlib import Path
 from typing import Optional
@@ -25,6 +26,7 @@ from .profiles import same_profile
 from .storage import Storage, open_storage
 
 LOCK_NAME = "sweep.lock"  # the driver's lock file (sweeps.lock), the one file an --out may hold besides a sweep
+DRIVER_FILES = ("sweep.json", "tune_summary.json", "mlflow.db", "optuna.db", "driver.log", LOCK_NAME)
 SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
 SAFE_ALLOWED = "letters, digits, '_', '.', '-' (not starting with '.')"
 _OUT_ALLOWED = "allowed a new or empty directory, or the directory of an earlier run of this spec"
@@ -167,6 +169,11 @@ def check_out_dir(path: Path, where: str) -> None:
             raise UserError(
                 f"--out {where} is a non-empty directory that holds no sweep (no sweep.json): {_OUT_ALLOWED}"
             )
+    for name in DRIVER_FILES:  # the driver writes these: a link would carry its writes to another sweep's file
+        if (path / name).is_symlink():
+            raise UserError(f"--out {where}: {name} is a link (to {os.readlink(path / name)!r}); a sweep's "
+                            "own files are regular files inside it: replace the link by the file, or remove "
+                            "it")  # fmt: skip
 
 
 def check_inside(sweep_dir: Path, path: Path) -> Path:
