@@ -233,3 +233,40 @@ def test_a_planted_trial_does_not_choose_what_the_confirmation_trains(tmp_path):
     state = {"name": "s", "profile": "smoke", "metric": "dev_bleu", "mode": "max", "trials": [], "plan": {}}
     (tmp_path / "sweep.json").write_text(json.dumps(state))
     assert best_samples(spec, tmp_path, state) == [good]
+
+
+def test_a_resumed_confirmation_round_plans_the_same_trials_again(tmp_path):
+    """The round as `tsweep run --resume` drives it (runner.run_trials stubbed): the confirmation of the best sample
+    at the fresh seed, the same trial whether or not its result.json is there."""
+    from dataclasses import make_dataclass
+
+    from sweeps.confirm import run_confirmation
+
+    spec = _spec(confirm={"top": 1, "seeds": 1})
+    good = {"lr_scale": 0.5, "warmup": 5}
+    wd = tmp_path / "trials" / "c"
+    for tid, sampled, bleu in (("a-s1-aaaaaaaa", good, 6.0), ("b-s1-bbbbbbbb", {"lr_scale": 0.2, "warmup": 10}, 3.0)):
+        wd = tmp_path / "trials" / tid
+        wd.mkdir(parents=True)
+        (wd / "trial.json").write_text(json.dumps({"id": tid, "group": "search", "row": sample_label(sampled),
+                                                   "seed": 1, "values": {}, "config_hash": tid[-8:] + "0000",
+                                                   "search": sampled}))  # fmt: skip
+        (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": bleu}))
+    state = {"name": "s", "profile": "smoke", "metric": "dev_bleu", "mode": "max", "trials": [], "plan": {}}
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    ctx = make_dataclass("Ctx", ["spec", "profile_name", "sweep_dir", "state"])(spec, "smoke", tmp_path, state)
+    rounds = []
+    run = lambda grid, trials, round_name, echo: rounds.append(trials) or {}  # noqa: E731
+    run_confirmation(ctx, run, echo=lambda line: None)
+    (first,) = rounds[0]
+    assert (first.group, first.row, first.seed) == ("confirm", sample_label(good), 2)
+    plan = {first.trial_id: first.record().plan_entry()}  # the runner lists the round's trials in sweep.json
+    state.update(trials=list(plan), plan=plan)
+    (tmp_path / "sweep.json").write_text(json.dumps(state))
+    (tmp_path / "trials" / first.trial_id).mkdir()
+    (tmp_path / "trials" / first.trial_id / "trial.json").write_text(json.dumps(first.record().to_json()))
+    run_confirmation(ctx, run, echo=lambda line: None)  # resumed: its result.json is missing
+    (tmp_path / "trials" / first.trial_id / "result.json").write_text(json.dumps({"status": "finished",
+                                                                                 "dev_bleu": 5.0}))  # fmt: skip
+    run_confirmation(ctx, run, echo=lambda line: None)  # resumed once it finished
+    assert [[t.trial_id for t in r] for r in rounds] == [[first.trial_id]] * 3
