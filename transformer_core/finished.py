@@ -70,7 +70,7 @@ def done_evaluation(run_dir, es: EvalSet) -> Optional[dict]:
         return done
     if done.get("fingerprint") != es.fingerprint:
         log.warning(
-            "%s: %s was scored on another set (fingerprint %s): scoring again",
+            "%s: %s was scored on another set (fingerprint %r): scoring again",
             run_dir,
             es.name,
             done.get("fingerprint"),

@@ -167,13 +167,17 @@ def test_hypotheses_that_are_not_utf8_are_read_with_replacement(tmp_path, capsys
     assert (out / "report.md").exists()
 
 
-def test_an_evaluation_record_that_is_not_an_object_is_scored_again(tmp_path):
+def test_an_evaluation_record_that_is_not_an_object_is_scored_again(tmp_path, caplog):
     """evals/held.json = [] broke `tsweep evaluate` (AttributeError)."""
     wd = _trial(tmp_path, "t-s1-aaaaaaaa", "search", SAMPLES[0], 1, 40.0)
     es = EvalSet("held", "files:a,b", ["x"], ["y"], "f00d")
     (wd / "evals").mkdir()
     (wd / "evals" / "held.json").write_text("[]")
     assert done_evaluation(wd, es) is None
+    (wd / "evals" / "held.json").write_text(json.dumps({"fingerprint": ESC}))
+    caplog.clear()
+    assert done_evaluation(wd, es) is None
+    assert caplog.records and not any("\x1b" in r.getMessage() for r in caplog.records)  # escaped in the warning
     (wd / "result.json").write_text('"finished"')
     (wd / "evals" / "held.json").write_text(json.dumps({"fingerprint": "f00d"}))
     assert done_evaluation(wd, es) is None
