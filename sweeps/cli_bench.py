@@ -128,8 +128,9 @@ def cmd_bench_device(args) -> int:
         f"windows of {record['steps']} steps: " + ", ".join(f"{w:,.0f}" for w in record["windows"])
         + f" tokens/s (the median is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
     )  # fmt: skip
-    adam = "fused" if record["fused_adam"] else "loop"
-    print(f"kernels: compile {record['compile']}, loss {record['loss_kernel']}, {adam} Adam, {record['precision']}")
+    adam = "fused" if record.get("fused_adam", True) else "loop"
+    print(f"kernels: compile {record.get('compile', 'off')}, loss {record.get('loss_kernel', 'plain')}, {adam} Adam, "
+          f"{record['precision']}")  # fmt: skip
     print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
     return 0
 

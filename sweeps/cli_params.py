@@ -24,6 +24,8 @@ def _variant(cfg, base) -> str:
 
 def _params_rows(args) -> tuple[str, list[tuple]]:
     """(title, rows of (label, ModelConfig, preset ModelConfig, vocab, paper count or None))."""
+    import difflib
+
     from transformer_core.config import MODEL_KEYS, model_config
     from transformer_core.errors import ConfigError
     from transformer_core.run_config import make_run_config
@@ -33,7 +35,9 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
     sets = set_values(args)
     for key in sets:
         if key not in MODEL_KEYS:
-            raise ConfigError(f"--set {key}: params takes model knobs only ({', '.join(MODEL_KEYS)})")
+            near = difflib.get_close_matches(key, MODEL_KEYS, n=1)
+            what = f"not a model knob (did you mean {near[0]!r}?)" if near else "params takes model knobs only"
+            raise ConfigError(f"--set {key}: {what}; allowed {', '.join(MODEL_KEYS)}")
     rows = []
     if args.spec:
         from .profiles import get_profile

@@ -316,9 +316,14 @@ def _print_status(sweep_dir) -> int:
     lm = sweep_task(df) == "lm"
     a, b = ("dev bpb", "test bpb") if lm else ("dev BLEU", "test BLEU")  # a language-model sweep: bits per byte
     ka, kb = ("dev_bpb", "test_bpb") if lm else ("dev_bleu", "test_bleu")
+    # as wide as the longest name (a search's sample-... ids and rows), so that columns never run together
+    wt = max([24, *(len(str(x)) + 2 for x in df["trial_id"])])
+    wg = max([6, *(len(str(x)) + 1 for x in df["group"])])
+    wr = max([6, *(len(str(x)) + 1 for x in df["row"])])
+    ws = max([14, *(len(str(x)) + 1 for x in df["status"])])
     print(
-        f"{'trial':<24}{'group':<6}{'row':<6}{'seed':>5} "
-        f" {'state':<14}{'step':>11}{a:>9}{'dev PPL':>9}{b:>10}{'eval %':>7}{'peak GB':>8}{'tries':>6}  reason"
+        f"{'trial':<{wt}}{'group':<{wg}}{'row':<{wr}}{'seed':>5} "
+        f" {'state':<{ws}}{'step':>11}{a:>9}{'dev PPL':>9}{b:>10}{'eval %':>7}{'peak GB':>8}{'tries':>6}  reason"
     )
     for _, r in df.iterrows():
         total = r["steps"]  # a number where trial.json is sound
@@ -331,8 +336,8 @@ def _print_status(sweep_dir) -> int:
         if isinstance(r.get("faults"), str):  # retried after its worker failed (killed for memory, an error)
             reason = "; ".join(x for x in (reason, f"retried after: {r['faults']}") if x)
         print(
-            f"{r['trial_id']:<24}{str(r['group']):<6}{str(r['row']):<6}{str(r['seed']):>5}"
-            f"  {r['status']:<14}{steps:>11}"
+            f"{r['trial_id']:<{wt}}{str(r['group']):<{wg}}{str(r['row']):<{wr}}{str(r['seed']):>5}"
+            f"  {r['status']:<{ws}}{steps:>11}"
             f"{_fmt(r.get(ka)):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r.get(kb)):>10}"
             f"{_fmt(_percent(r['eval_fraction']), '.1f'):>7}{_fmt(r.get('peak_rss_gb')):>8}"
             f"{r['attempts']:>6}  {reason}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass, field
 from importlib import resources
@@ -94,7 +95,9 @@ def get_profile(name: str) -> Profile:
     aliases = profile_aliases()
     if name in aliases:
         return dataclasses.replace(profiles[aliases[name]], name=name)
-    raise ConfigError(f"unknown profile {name!r}: allowed {', '.join(profiles)}")
+    near = difflib.get_close_matches(str(name), [*profiles, *aliases], n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise ConfigError(f"unknown profile {name!r}{hint}: allowed {', '.join(profiles)}")
 
 
 # --- help text of the commands' --profile, from profiles.yaml ----------------------------------------------------

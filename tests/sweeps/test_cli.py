@@ -142,3 +142,12 @@ def test_moved_subcommands_keep_their_help(name, capsys):
         cli.main([name, "--help"])
     assert exc.value.code == 0
     assert f"usage: tsweep {name}" in capsys.readouterr().out
+
+
+def test_a_misspelt_profile_corpus_or_model_knob_names_the_nearest(capsys):
+    assert cli.main(["plan", "tests/specs/smoke.yaml", "--profile", "smok"]) == 2
+    assert "unknown profile 'smok' (did you mean 'smoke'?): allowed paper" in capsys.readouterr().err
+    assert cli.main(["plan", "tests/specs/smoke.yaml", "--profile", "smoke", "--corpus", "bible-en-dee"]) == 2
+    assert "unknown corpus recipe 'bible-en-dee' (did you mean 'bible-en-de'?)" in capsys.readouterr().err
+    assert cli.main(["params", "--set", "dmodel=256"]) == 2
+    assert "--set dmodel: not a model knob (did you mean 'd_model'?); allowed N, d_model" in capsys.readouterr().err

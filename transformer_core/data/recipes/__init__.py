@@ -10,6 +10,8 @@ nothing registers itself by being imported.
 
 from __future__ import annotations
 
+import difflib
+
 from ...errors import DataError
 from ..raw import Pairs, RawCorpus, Recipe
 from . import bible, debian, files, wmt
@@ -47,5 +49,7 @@ RECIPES: dict[str, Recipe] = list_recipes()
 
 def get_recipe(name: str) -> Recipe:
     if name not in RECIPES:
-        raise DataError(f"unknown corpus recipe {name!r}: known recipes are {', '.join(sorted(RECIPES))}")
+        near = difflib.get_close_matches(str(name), sorted(RECIPES), n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise DataError(f"unknown corpus recipe {name!r}{hint}: known recipes are {', '.join(sorted(RECIPES))}")
     return RECIPES[name]
