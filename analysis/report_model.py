@@ -148,11 +148,19 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
 
 
 def problems(df: pd.DataFrame, h: dict) -> pd.DataFrame:
-    """Trials that did not finish, with their reason (a wall-clock budget stop where the trial gives none)."""
+    """Trials that did not finish, with their reason (a wall-clock budget stop where the trial gives none), and
+    finished trials whose worker failed first (result.json's ``faults``)."""
     out = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]].copy()
     stopped = (h.get("adaptive") or {}).get("stopped") or ""
     why = "the wall-clock budget was spent before it finished" if "budget" in stopped and "spent" in stopped else ""
     out["reason"] = [r if isinstance(r, str) and r else why for r in out["reason"]]
+    if "faults" in df:  # finished, but only after its worker failed (Ray's memory monitor, an error) and was replaced
+        retried = df[(df["status"] == Status.FINISHED) & df["faults"].apply(lambda x: isinstance(x, str) and bool(x))]
+        if len(retried):
+            more = retried[["trial_id", "row", "seed", "status", "faults"]].rename(columns={"faults": "reason"})
+            more["status"] = "finished after a retry"
+            more["reason"] = "retried after: " + more["reason"]
+            out = pd.concat([out, more], ignore_index=True)
     return out
 
 

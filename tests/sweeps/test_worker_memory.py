@@ -115,3 +115,21 @@ def test_measured_peaks_come_from_the_trials_results(tmp_path):
         (tmp_path / "trials" / tid / "trial.json").write_text(json.dumps({"row": row}))
         (tmp_path / "trials" / tid / "result.json").write_text(json.dumps({"peak_rss_gb": peak}))
     assert wm.measured_peaks(tmp_path) == {"base": 0.9e9}
+
+
+def test_the_report_lists_a_finished_trial_whose_worker_was_killed_first():
+    import pandas as pd
+
+    from analysis.report_model import problems
+
+    df = pd.DataFrame([
+        {"trial_id": "a", "row": "base", "seed": 1, "status": "finished", "reason": None,
+         "faults": "killed: out of memory at 10.6 GB"},
+        {"trial_id": "b", "row": "base", "seed": 2, "status": "finished", "reason": None, "faults": None},
+        {"trial_id": "c", "row": "A3", "seed": 1, "status": "failed", "reason": "killed: out of memory at 9.9 GB",
+         "faults": None},
+    ])  # fmt: skip
+    out = problems(df, {})
+    assert list(out["trial_id"]) == ["c", "a"]
+    assert out.iloc[1]["status"] == "finished after a retry"
+    assert out.iloc[1]["reason"] == "retried after: killed: out of memory at 10.6 GB"
