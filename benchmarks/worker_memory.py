@@ -106,6 +106,41 @@ def run_setting(args, setting: str, precision: str) -> list[dict]:
     return [json.loads(x) for x in out.stdout.splitlines() if x.startswith("{")]
 
 
+# Which cache holds the growth: bf16 linear layers (forward and backward) over 380 new shapes in a fresh process,
+# the resident memory it adds, with each cache at the libraries' default (1024) or capped (64).
+SHAPES = """
+import json, torch
+torch.set_num_threads(1)
+rss = lambda: int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) / 1e3
+w, out = torch.randn(512, 128, requires_grad=True), []
+for i, n in enumerate(range(8, 808, 2)):
+    x = torch.randn(n, 128, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
+        y = torch.nn.functional.linear(x, w)
+    y.float().sum().backward()
+    if i == 19:
+        out.append(rss())
+print(json.dumps({"growth_mb": rss() - out[0]}))
+"""
+ATTRIBUTION = {
+    "both at 1024 (the libraries' defaults)": ("1024", "1024"),
+    "oneDNN's capped, ideep's at 1024": ("64", "1024"),
+    "ideep's capped, oneDNN's at 1024": ("1024", "64"),
+    "both capped (transformer_core's default)": ("64", "64"),
+}
+
+
+def attribution(precision: str) -> list[str]:
+    lines = []
+    for label, (onednn, ideep) in ATTRIBUTION.items():
+        env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": onednn, "LRU_CACHE_CAPACITY": ideep}
+        code = SHAPES.replace("PRECISION", repr(precision))
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        growth = json.loads(out.stdout.strip().splitlines()[-1])["growth_mb"]
+        lines.append(f"  {precision}, {label}: +{growth:.0f} MB over 380 new shapes")
+    return lines
+
+
 def cpu_flags() -> str:
     try:
         flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
@@ -148,6 +183,11 @@ def main() -> None:
         f"one thread; settings one at a time",
         "",
     ]
+    lines.append("Where the growth is: linear layers over new shapes in a fresh process, per cache setting")
+    for precision in precisions:
+        lines += attribution(precision)
+    print("\n".join(lines), flush=True)
+    lines.append("")
     summary = {}
     for precision in precisions:
         for setting in SETTINGS:
