@@ -26,6 +26,8 @@ def cmd_report(args) -> int:
 
         out = write_report(view, args.out, samples=args.bootstrap, family=args.family, method=args.method)
         print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
+        if not args.out:  # the sweep's own report (not one written elsewhere) goes to its MLflow parent run
+            _to_mlflow(view, out)
         if args.compare_rules:
             from analysis.rule_changes import write
 
@@ -37,6 +39,29 @@ def cmd_report(args) -> int:
         store.push(out, "report")
         print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
     return 0
+
+
+def _to_mlflow(view, out: Path) -> None:
+    """The report as the sweep's MLflow parent run's artifacts, each claim-reading's verdict as a tag; where the
+    tracking store cannot take them, one line says so and the report stands."""
+    import csv
+    import json
+
+    from .tracking import log_report, resolve_uri
+
+    try:
+        state = json.loads((Path(view) / "sweep.json").read_text())
+        uri, run_id = resolve_uri(state["uri"], Path(view)), state["parent_run_id"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no tracking recorded (an old or hand-made sweep): nothing to attach to
+    try:
+        with open(out / "claims.csv", newline="") as f:
+            verdicts = {
+                (r["claim"], r["reading"].split(" (")[0].replace(" ", "_")): r["verdict"] for r in csv.DictReader(f)
+            }
+        log_report(uri, run_id, out, verdicts)
+    except Exception as exc:  # noqa: BLE001 - the report is written; MLflow is a copy of it
+        print(f"report not copied to MLflow ({uri}): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
 
 
 def register(sub) -> None:

@@ -41,7 +41,16 @@ from .search_state import plan_search, search_trials
 from .spec import Spec, SpecError, Trial
 from .storage import Storage
 from .sweep_state import LOCK_NAME, check_state, locate, read_state
-from .tracking import default_uri, end_open_runs, end_run, ensure_parent_run, resolve_uri, stored_uri
+from .tracking import (
+    default_uri,
+    describe_parent,
+    end_open_runs,
+    end_run,
+    ensure_parent_run,
+    git_commit,
+    resolve_uri,
+    stored_uri,
+)
 from .trial import done_result, finished_result, trial_workdir
 from .tune_adapter import fit_round
 from .warm_start import start_from_earlier
@@ -271,6 +280,17 @@ def _start_tracking(ctx: SweepContext, state: dict) -> None:
             raise UserError(no_space_message(ctx.location, exc, resumable=bool(state))) from None
         raise UserError(f"cannot use MLflow tracking URI {uri!r}: {str(exc).splitlines()[0]}") from None
     ctx.tracking = {"uri": uri, "experiment_id": exp_id, "parent_run_id": parent}
+    try:  # the parent run in MLflow's UI: what the sweep is, from which commit
+        params = {"spec": spec.source, "profile": ctx.profile_name, "spec_name": spec.name,
+                  "max_concurrent": spec.max_concurrent, "seeds": ",".join(str(s) for s in spec.seeds),
+                  "corpus": spec.corpus.get("name")}  # fmt: skip
+        tags = {
+            "commit": git_commit(Path(__file__).parent),
+            "profile_rules": json.dumps(get_profile(ctx.profile_name).rules()),
+        }
+        describe_parent(uri, parent, params, tags)
+    except Exception as exc:  # noqa: BLE001 - a description is not worth stopping a sweep for
+        log.info("MLflow parent run not described: %s", exc)
 
 
 def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
@@ -383,6 +403,7 @@ def close_sweep(ctx: SweepContext, status: str) -> None:
     errors = []
     tag = {"FINISHED": "stopped_early", "KILLED": "interrupted"}.get(status, "sweep_failed")
     steps = (
+        lambda: _describe_end(ctx),
         lambda: end_open_runs(ctx.tracking["uri"], _child_run_ids(ctx), "KILLED", tag),
         lambda: write_json(ctx.sweep_dir / "tune_summary.json", ctx.summary),
         lambda: ctx.state.update(status=_END_STATE.get(status, status.lower())),
@@ -400,6 +421,35 @@ def close_sweep(ctx: SweepContext, status: str) -> None:
     INTERRUPTS.closing = False
     if errors:
         raise errors[0]
+
+
+def _describe_end(ctx: SweepContext) -> None:
+    """The parent run's metrics as the sweep closes: trials planned and finished, device-hours so far (a failure
+    to write them is logged, not raised: the sweep's own state matters more)."""
+    try:
+        _parent_metrics(ctx)
+    except Exception as exc:  # noqa: BLE001
+        log.info("MLflow parent run's metrics not written: %s", exc)
+
+
+def _parent_metrics(ctx: SweepContext) -> None:
+    if not ctx.tracking:
+        return
+    view = ctx.store.view() if ctx.store else ctx.sweep_dir
+    finished, seconds = 0, 0.0
+    for path in (view / "trials").glob(f"*/{RESULT}"):
+        try:
+            result = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(result, dict):
+            finished += result.get("status") == "finished"
+            seconds += (
+                float(result.get("wall_seconds") or 0) if isinstance(result.get("wall_seconds"), (int, float)) else 0
+            )
+    planned = len(ctx.state.get("trials") or []) if isinstance(ctx.state, dict) else 0
+    metrics = {"trials_planned": planned, "trials_finished": finished, "device_hours": seconds / 3600}
+    describe_parent(ctx.tracking["uri"], ctx.tracking["parent_run_id"], {}, {}, metrics)
 
 
 def _child_run_ids(ctx: SweepContext) -> list[str]:

@@ -135,3 +135,41 @@ class MlflowTracker:
         if reason:
             _retry(self.client.set_tag, self.run_id, "failure_reason", reason[:5000])
         _retry(self.client.set_terminated, self.run_id, status)
+
+
+def describe_parent(uri: str, run_id: str, params: dict, tags: dict, metrics: dict | None = None) -> None:
+    """What the sweep's parent run shows in MLflow's UI: ``params`` (fixed for the sweep: the spec, the profile;
+    one that a resume would change is skipped rather than refused), ``tags`` (what changes: the commit, the
+    verdicts) and ``metrics`` (trials finished, device-hours)."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    client = _client(uri)
+    have = client.get_run(run_id).data.params
+    new = [Param(k, str(v)[:500]) for k, v in params.items() if k not in have]
+    now = int(time.time() * 1000)
+    items = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if isinstance(v, (int, float))]
+    _retry(
+        client.log_batch, run_id, metrics=items, params=new, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()]
+    )
+
+
+def log_report(uri: str, run_id: str, report_dir: Path, verdicts: dict) -> None:
+    """The report folder as the parent run's artifacts (under report/) and each claim-reading's verdict as a tag
+    (``verdict.CLAIM.READING``)."""
+    client = _client(uri)
+    tags = {f"verdict.{claim}.{reading}": v for (claim, reading), v in verdicts.items()}
+    if tags:
+        describe_parent(uri, run_id, {}, tags)
+    _retry(client.log_artifacts, run_id, str(report_dir), "report")
+
+
+def git_commit(where: Path) -> str:
+    """The commit of the code that runs (``unknown`` outside a git checkout)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
+                             cwd=where)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else "unknown"

@@ -94,8 +94,11 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
             "profile": trial.profile.get("profile"),
             "trial_id": trial.id,
             "node": _node(),
+            "units": "d_model, N, ...: as the run trained (scaled by the profile); paper.*: the paper's units",
         }
         tracker = MlflowTracker(tr["uri"], tr["experiment_id"], tr["parent_run_id"], workdir, trial.id, tags)
+        if rank == 0 and trial.paper:  # the knobs as the report shows them, under names of their own
+            tracker.log_params({f"paper.{k}": v for k, v in trial.paper.items()})
 
     def progress(p: dict) -> None:
         if p.get("evaluated"):  # a checkpoint was just written

@@ -66,7 +66,9 @@ def trial_function(
         if len(records) > 1:  # seeds: N: the searcher and the scheduler see the mean over the seeds
             ids = {"tsweep_trial": trial.id, "tsweep_seeds": ",".join(r.id for r in records)}
             report = (lambda m: tune.report({**m, **ids})) if progress else (lambda m: None)
-            tune.report({**run_replicates(records, seed_cpus(spec), gpus, report, _final_metrics), **ids})
+            final = run_replicates(records, seed_cpus(spec), gpus, report, _final_metrics)
+            runs = [x for x in (_mlflow_run(r) for r in records) if x]
+            tune.report({**final, **ids, **({"mlflow_run_id": ",".join(runs)} if runs else {})})
             return
     else:
         trial = payloads[config["trial_index"]]
@@ -77,7 +79,20 @@ def trial_function(
         metrics = _final_metrics(result)
         if spec is not None:  # a reused worker: what it holds after the trial, and whether to replace it
             metrics.update(after_trial(spec.max_concurrent, spec.resources["cpus"]))
+        run = _mlflow_run(trial)
+        if run:
+            metrics["mlflow_run_id"] = run
     tune.report({**metrics, "tsweep_trial": trial.id})
+
+
+def _mlflow_run(trial: TrialRecord) -> Optional[str]:
+    """The MLflow child run id the trial recorded in its directory (local sweeps), or None."""
+    try:
+        from .trial import trial_workdir
+
+        return (trial_workdir(trial.sweep_dir, trial.id) / "mlflow_run_id").read_text().strip() or None
+    except Exception:  # noqa: BLE001 - a URI sweep, no tracking: no link to give
+        return None
 
 
 def _ddp_worker(loop_config: dict) -> None:
@@ -234,7 +249,7 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         from ray.tune.search.optuna import OptunaSearch
 
         objectives = spec.search.get("objectives")  # two: Optuna's multi-objective TPE, a Pareto front
-        search_alg = OptunaSearch(
+        search_alg = _labelled(OptunaSearch)(
             metric=[o["metric"] for o in objectives] if objectives else spec.metric,
             mode=[o["mode"] for o in objectives] if objectives else spec.mode,
             study_name=spec.name,
@@ -254,6 +269,44 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         time_budget_s=max(time_budget, 1e-3) if time_budget is not None else None,
         reuse_actors=reuse_actors(spec, payloads),
     )
+
+
+def _labelled(optuna_search):
+    """Ray's OptunaSearch whose study names its metrics (optuna-dashboard shows "dev_bleu", not "Objective 0") and
+    whose trials carry, as user attributes, the sweep's trial id, configuration (sample-...), seeds and MLflow run
+    id, so that a dashboard's trial leads to the sweep's files, report row and MLflow run."""
+
+    class Labelled(optuna_search):
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            try:
+                ot_trial = self._ot_trials.get(trial_id)
+                if ot_trial is not None and self._ot_study is not None:
+                    if not self._ot_study.metric_names:
+                        self._ot_study.set_metric_names(
+                            list(self.metric) if isinstance(self.metric, list) else [self.metric]
+                        )
+                    for key, value in _user_attrs(result or {}).items():
+                        ot_trial.set_user_attr(key, value)
+            except Exception as exc:  # noqa: BLE001 - labels are for people; the search goes on without them
+                import logging
+
+                logging.getLogger(__name__).info("Optuna trial %s not labelled: %s", trial_id, exc)
+            super().on_trial_complete(trial_id, result, error)
+
+    return Labelled
+
+
+def _user_attrs(result: dict) -> dict:
+    """What a finished search trial tells Optuna about itself (JSON-able values only)."""
+    out = {}
+    tid = result.get("tsweep_trial")
+    if isinstance(tid, str):
+        out["trial_id"] = tid
+        out["configuration"] = tid.rsplit("-s", 1)[0] if tid.startswith("sample-") else tid
+    for key in ("tsweep_seeds", "mlflow_run_id", "seed_sd", "status"):
+        if isinstance(result.get(key), (str, int, float)) and not isinstance(result.get(key), bool):
+            out[key.replace("tsweep_", "")] = result[key]
+    return out
 
 
 def reuse_actors(spec: Spec, payloads: list) -> bool:

@@ -1,0 +1,42 @@
+"""The dashboards agree with the sweep: Optuna's study names its metrics and links each trial to the sweep's trial,
+configuration and MLflow run; MLflow's parent run describes the sweep and carries the report and the verdicts;
+child runs keep the paper's units apart from the run's (issue 45, item 3).  Reads the session's sweeps."""
+
+import json
+
+import optuna
+from mlflow.tracking import MlflowClient
+
+from tests.e2e.conftest import e2e_env
+from tests.helpers import copy_sweep, tsweep
+
+
+def test_optuna_names_the_metric_and_each_trial_leads_to_the_sweep_and_mlflow(smoke_search):
+    out, _ = smoke_search
+    state = json.loads((out / "sweep.json").read_text())
+    study = optuna.load_study(study_name=state["name"], storage=f"sqlite:///{out / 'optuna.db'}")
+    assert study.metric_names == [state["metric"]]
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert done
+    for t in done:
+        tid = t.user_attrs["trial_id"]
+        assert (out / "trials" / tid / "result.json").exists() and t.user_attrs["configuration"].startswith("sample-")
+        assert t.user_attrs["mlflow_run_id"] == (out / "trials" / tid / "mlflow_run_id").read_text().strip()
+
+
+def test_the_parent_run_describes_the_sweep_and_carries_its_report(smoke_sweep, fixture_data_dir, tmp_path):
+    out = copy_sweep(smoke_sweep[0], tmp_path / "copy")
+    state = json.loads((out / "sweep.json").read_text())
+    client = MlflowClient(f"sqlite:///{out / 'mlflow.db'}")
+    parent = client.get_run(state["parent_run_id"])
+    assert parent.data.params["profile"] == "smoke" and parent.data.params["spec_name"] == state["name"]
+    assert parent.data.tags["commit"] and parent.data.metrics["trials_finished"] == 4
+    assert parent.data.metrics["device_hours"] > 0
+    child = client.get_run((next((out / "trials").glob("D1-*")) / "mlflow_run_id").read_text().strip())
+    assert child.data.params["paper.P_drop"] == "0.0" and "paper.d_model" in child.data.params
+    assert child.data.params["d_model"] != child.data.params["paper.d_model"]  # the run's width, scaled
+    r = tsweep("report", str(out), env=e2e_env(fixture_data_dir))
+    assert r.returncode == 0 and "not copied to MLflow" not in r.stdout, r.stdout + r.stderr
+    parent = client.get_run(state["parent_run_id"])
+    assert parent.data.tags["verdict.D-dropout-helps.dev_BLEU"] in ("within noise", "held", "contradicted", "mixed")
+    assert "report/report.html" in [a.path for a in client.list_artifacts(parent.info.run_id, "report")]
