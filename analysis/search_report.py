@@ -32,6 +32,7 @@ from .search import (
     search_trials,
     study_distributions,
 )
+from .search_interactive import SCRIPT, interactive_plots, ship_script
 from .search_verdicts import confirmation_lines, confirmation_table, pareto_front
 
 EVP_NOTE = (
@@ -239,7 +240,10 @@ def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None
     for name, png in model.figures.items():
         (out / name).write_bytes(png)
     (out / "report.md").write_text("\n".join(md))
-    (out / "report.html").write_text(render_html(md, model.figures, str(model.state.get("name"))))
+    live = interactive_plots(Path(sweep_dir) / "optuna.db", str(model.state.get("name")))
+    if live and ship_script(out) is None:
+        live = []  # no plotly.min.js to load: the static images only
+    (out / "report.html").write_text(render_html(md, model.figures, str(model.state.get("name")), live))
     return out
 
 
@@ -280,8 +284,9 @@ def search_markdown(model: SearchReportModel) -> list[str]:
     return md
 
 
-def render_html(md: list[str], figs: dict[str, bytes], title: str) -> str:
-    """report.md's blocks as HTML, images inline (base64), so the page works offline and alone."""
+def render_html(md: list[str], figs: dict[str, bytes], title: str, live: list | None = None) -> str:
+    """report.md's blocks as HTML, images inline (base64), so the page works offline and alone; ``live``:
+    [(title, div)] of interactive plots (search_interactive.py), drawn by the plotly.min.js beside the page."""
     body = []
     for block in "\n".join(md).split("\n\n"):
         block = block.strip()
@@ -302,8 +307,13 @@ def render_html(md: list[str], figs: dict[str, bytes], title: str) -> str:
             while "**" in text:
                 text = text.replace("**", "<b>", 1).replace("**", "</b>", 1)
             body.append(f"<p>{text}</p>")
+    script = ""
+    if live:  # explore the study: Optuna's plots, interactive; the images above are what report.md shows
+        script = f'<script src="{SCRIPT}"></script>'
+        body.append("<h2>Interactive plots (Optuna's, from the study)</h2>")
+        body += [f"<h3>{html.escape(t)}</h3>{div}" for t, div in live]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>")  # fmt: skip
+            f"<style>{STYLE}</style>{script}</head><body>{''.join(body)}</body></html>")  # fmt: skip
 
 
 def _html_table(block: str) -> str:

@@ -50,6 +50,10 @@ def test_the_search_report_of_a_real_smoke_search(search_report):
     page = (report / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 3
     assert not re.search(r"(src|href)=[\"']?https?://", page)  # offline: nothing fetched from a network
+    # Optuna's interactive plots of the study, drawn by the plotly.min.js shipped beside the page
+    assert '<script src="plotly.min.js"></script>' in page and (report / "plotly.min.js").stat().st_size > 1e6
+    for title in ("Optimization history (dev_ppl)", "Parallel coordinates (dev_ppl)", "Slices (dev_ppl"):
+        assert title in page
     configs = pd.read_csv(report / "configurations.csv")
     best = configs.loc[configs["rank"] == 1, "dev_ppl"].iloc[0]
     finished = [json.loads((out / "trials" / t["id"] / "result.json").read_text()) for t in trials]
