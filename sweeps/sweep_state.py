@@ -170,6 +170,9 @@ def check_out_dir(path: Path, where: str) -> None:
                 f"--out {where} is a non-empty directory that holds no sweep (no sweep.json): {_OUT_ALLOWED}"
             )
     for name in DRIVER_FILES:  # the driver writes these: a link would carry its writes to another sweep's file
+        if (path / name).exists() and not (path / name).is_symlink() and not (path / name).is_file():
+            raise UserError(f"--out {where}: {name} is not a regular file (a FIFO, a directory, a device): "
+                            "remove it, or give another --out")  # fmt: skip
         if (path / name).is_symlink():
             raise UserError(f"--out {where}: {name} is a link (to {os.readlink(path / name)!r}); a sweep's "
                             "own files are regular files inside it: replace the link by the file, or remove "

@@ -76,3 +76,19 @@ def test_a_sweeps_own_file_planted_as_a_link_is_refused_before_anything_runs(tmp
     r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--resume", "--num-cpus", "1")
     assert f"{name} is a link" in one_line(r)
     assert other.read_bytes() == b"another sweep's file"
+
+
+def test_a_sweeps_own_file_planted_as_a_fifo_is_refused_before_anything_runs(tmp_path):
+    """tune_summary.json as a FIFO: `tsweep run --resume` waited for ever reading it."""
+    import json
+
+    from tests.helpers import one_line, tsweep
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"name": "t", "profile": "smoke", "plan": {}, "trials": []}))
+    os.mkfifo(out / "tune_summary.json")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"name": "t"}))
+    r = tsweep("run", str(spec), "--profile", "smoke", "--out", str(out), "--resume", "--num-cpus", "1", timeout=120)
+    assert "tune_summary.json is not a regular file" in one_line(r)
