@@ -4,7 +4,9 @@ For each set the report gets a Table-3 column group (BLEU and chrF per row, mean
 interval from the seed noise pooled over the sweep's rows, as in the main table; for dev and test only chrF,
 their BLEU being in the main table) and a claims table (test and the named sets; dev's is the main one): the
 paper's claims (analysis.claims) judged by analysis.verdicts on that set's readings, so a reader sees
-whether a verdict holds out of domain.  A claim's dev BLEU reading becomes the set's BLEU and chrF, its dev
+whether a verdict holds out of domain.  Every set's claims are decided in the report's one family with dev's
+claims and the rows against base (``report_rule``): the report's error rate is the whole printed report's.
+A claim's dev BLEU reading becomes the set's BLEU and chrF, its dev
 cross-entropy the set's cross-entropy (ln PPL, the trial's own vocabulary); '~' margins carry over from
 the dev readings (chrF only where a claim states a "chrf" margin).
 
@@ -27,11 +29,11 @@ import pandas as pd
 
 from transformer_core.rundir import EVALS, RESULT, Status
 
-from .claims import CLAIMS, Claim, as_claims, claim_rows
+from .claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
 from .collect import SAFE_ID, printable
-from .tables import claim_record, row_order
+from .tables import claim_record, row_order, sweep_task, unclaimed_rows
 from .trajectory import regime
-from .verdicts import READINGS, Reading, Rule, judge_table, pooled_noise, seed_values
+from .verdicts import READINGS, Judgement, Reading, Rule, family_rule, judge_table, pooled_noise, seed_values
 
 log = logging.getLogger(__name__)
 METRICS = {  # metric of a set -> (label, higher is better)
@@ -174,14 +176,38 @@ def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
 
 
 def claims_table(df: pd.DataFrame, name: str, rule: Rule = Rule(), reg: dict | None = None) -> pd.DataFrame:
-    """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_report; the
-    set's claim-readings are a family of their own."""
+    """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_report; decided
+    at ``rule``'s cutoff, the whole report's family (``report_rule``), where it has one."""
     claims = set_claims(name)
     by_id, rows_of = {c.id: c for c in claims}, claim_rows(claims)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
     return pd.DataFrame(
         [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained) for r in judge_table(df, claims, rule).claims]
     )
+
+
+def _printed(j: Judgement) -> list:
+    return [c for r in j.claims for c in r.comparisons] + [c for comps in j.versus.values() for c in comps]
+
+
+def report_rule(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule()) -> Rule:
+    """``rule`` with the cutoff of the whole printed report's family: every comparison of the claims on dev, of
+    the rows no claim covers against base, and of the claims on test and on each named set (the tables the
+    report prints), taken before any is decided.  Each table decided at that cutoff is the procedure (BH or Holm)
+    over their union: one family, whose error rate the header states.  ``family="claim"`` is returned as it is."""
+    if rule.family != "report":
+        return rule
+    if sweep_dir is not None:
+        df = df.assign(workdir=[str(Path(sweep_dir) / w) if not Path(w).is_absolute() else w for w in df["workdir"]])
+    undecided = replace(rule, cutoff=1.0)  # every p kept on its side: the family's procedure comes after
+    claims, _ = claims_for(sweep_task(df), CLAIMS)
+    vrows = unclaimed_rows(df) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
+    comps = _printed(judge_table(df, claims, undecided, vrows))
+    if sweep_task(df) != "lm":  # evaluation_sets: test and the named sets
+        full, names, _ = with_set_columns(df)
+        for name in ["test", *names]:
+            comps += _printed(judge_table(full, set_claims(name), undecided))
+    return family_rule(comps, rule)
 
 
 def _note(name: str, per_trial: dict, finished: int) -> str:

@@ -22,13 +22,23 @@ from transformer_core.rundir import Status
 
 from .claims import BLEU_ONLY, budget_unreached
 from .collect import collect, precisions
-from .evalsets import EvalSetsReport, evaluation_sets
+from .evalsets import EvalSetsReport, evaluation_sets, report_rule
 from .paper import PAPER_FACTS
 from .plots import figures
 from .seed_noise import Noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, points, regime
-from .verdicts import READINGS, Rule, Verdict, charged_looks, pooled_noise, seed_correlation, seed_values
+from .verdicts import (
+    READINGS,
+    Rule,
+    Verdict,
+    charged_looks,
+    pooled_noise,
+    seed_correlation,
+    seed_values,
+    unstable_counts,
+    unstable_line,
+)
 
 LEGEND = [
     ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
@@ -119,7 +129,8 @@ class ReportModel:
     def budget_lines(self) -> list[str]:
         """The header's lines on what the verdicts hold at: budget, rule, seed noise, pairing, regime, seeds added."""
         judged = set(self.claims.loc[~self.claims["verdict"].isin(UNJUDGED), "claim"])
-        return budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule, judged)
+        lines = budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule, judged)
+        return lines + [x for x in [unstable_line(**unstable_counts(self.claims, self.versus))] if x]
 
 
 def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh") -> ReportModel:
@@ -130,7 +141,7 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
         raise UserError(f"sweep {str(sweep_dir)!r} has no trials yet (its plan is empty, or none is readable): "
                         "nothing to report; run or resume it with `tsweep run SPEC --out DIR --resume`")  # fmt: skip
     h = header(sweep_dir, df)
-    rule = Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method)
+    rule = report_rule(df, sweep_dir, Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method))
     lm = sweep_task(df) == "lm"
     noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}
     t = reproduction_table(df, samples, noise=noise)
@@ -334,10 +345,10 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
         lines.append(
             f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks; "
             f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {stopped}. Looks charged: "
-            f"{rule.looks} (each comparison's p multiplied by it). Spending rule: a stop decided by the data (every "
-            "claim decided, or the maximum seeds) keeps the charge of every planned look; a stop by the wall-clock "
-            "budget, which the data did not choose, is charged only the looks taken (Bonferroni over them); a stop "
-            "by a signal, every planned look, or one when it came during the minimum seeds, before the first look."
+            f"{rule.looks} (each comparison's p multiplied by it). Spending rule: every planned look is charged "
+            "(Bonferroni over them, valid however the loop stopped), a wall-clock budget stop included: whether "
+            "the next round fits depends on how many rows are undecided, so the data choose that stop too; one "
+            "look where the session stopped (a signal, or the budget) during the minimum seeds, before the first."
         )
         for rnd in ad.get("rounds", []):
             added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())

@@ -49,9 +49,25 @@ def _trigamma_inverse(x: float) -> float:
     return y
 
 
+def offset_zeros(s2: np.ndarray) -> np.ndarray:
+    """Sample variances with exact zeros (a row whose seeds agree to the last digit, e.g. BLEU 0.0 twice) offset
+    to 1e-5 x the median, as limma's ``fitFDist`` does: a zero's log is -inf, and a floor far below the other
+    rows (1e-300) made the moment fit read the rows' spreads as wildly unequal (d0 -> 0.01), which left every
+    other row with its own 1-df variance.  When more than half are zero, the median of those that are not."""
+    s2 = np.maximum(np.asarray(s2, dtype=float), 0.0)
+    m = float(np.median(s2))
+    if m == 0:
+        m = float(np.median(s2[s2 > 0])) if (s2 > 0).any() else 1.0
+    return np.maximum(s2, ZERO_OFFSET * m)
+
+
+ZERO_OFFSET = 1e-5  # limma's
+
+
 def fit_prior(s2: np.ndarray, d: np.ndarray) -> tuple[float, float]:
-    """(s0^2, d0) of the scaled inverse chi-square the sample variances s2 (with d df each) are drawn from."""
-    z = np.log(np.maximum(s2, 1e-300))
+    """(s0^2, d0) of the scaled inverse chi-square the sample variances s2 (with d df each) are drawn from
+    (zeros offset as limma does: ``offset_zeros``)."""
+    z = np.log(offset_zeros(s2))
     e = z - special.digamma(d / 2) + np.log(d / 2)
     mean = float(e.mean())
     excess = float(((e - mean) ** 2).sum() / max(len(e) - 1, 1) - special.polygamma(1, d / 2).mean())

@@ -3,7 +3,10 @@
 A table has the demo's shape by default: Table 3's 19 rows (big excluded), n seeds each, two readings (dev BLEU
 and dev cross-entropy) whose seed noise correlates (the demo's: -0.7 between BLEU and ln PPL, i.e. +0.7 in
 quality) at the demo's pooled seed sd (0.654 BLEU, 0.034 nats).  Effects are given in units of each reading's sd
-on the quality scale (+ better), so one number moves both readings alike.
+on the quality scale (+ better), so one number moves both readings alike.  ``Shape(sets=...)`` adds the readings
+of the test set and of named evaluation sets (BLEU, chrF, cross-entropy each), every reading of a trial
+correlating ``rho`` with every other, and ``report_errors`` then judges the whole printed report: the claims on
+dev, test and each set, and the rows no claim covers against base, as the report does (one family).
 """
 
 from __future__ import annotations
@@ -13,12 +16,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .claims import CLAIMS, claim_rows
+from .evalsets import reading as set_reading
+from .evalsets import set_claims
 from .verdicts import READINGS, Outcome, Rule, Verdict, compare, decide, judge, pooled_noise
 
 DEMO_ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
              "D1", "D2", "D3", "D4", "E1"]  # fmt: skip
 DEMO_SIGMA = {"dev_bleu": 0.654, "dev_ce": 0.034}
 DEMO_RHO = 0.7  # correlation of the two readings' seed noise, in quality terms
+DEV = ("dev_bleu", "dev_ce")  # the readings rows no claim covers are judged on against base (VERSUS_READINGS)
 UNCLAIMED = [r for r in DEMO_ROWS if r != "base" and r not in {x for v in claim_rows(CLAIMS).values() for x in v}]
 
 
@@ -30,23 +36,33 @@ class Shape:
     rho: float = DEMO_RHO
     spread: dict = field(default_factory=dict)  # row -> factor on its seed sd
     tails: str = "normal"  # or "t3": Student t with 3 df, scaled to the same sd
+    sets: tuple = ()  # evaluation sets judged beside dev ("test", named sets): their BLEU, chrF and cross-entropy
+
+    def __post_init__(self):
+        for s in self.sets:  # a set's readings, at dev's seed sd (chrF at BLEU's)
+            for metric, sd in (("bleu", "dev_bleu"), ("chrf", "dev_bleu"), ("ce", "dev_ce")):
+                self.sigma.setdefault(set_reading(s, metric), self.sigma.get(sd, 1.0))
+
+    def claims(self, claims=CLAIMS) -> list:
+        """The claims the report judges: dev's, then each set's (analysis.evalsets.set_claims)."""
+        return list(claims) + [c for s in self.sets for c in set_claims(s, claims)]
 
 
 def table(rng, shape: Shape, effects: dict | None = None) -> dict[str, dict[str, np.ndarray]]:
     """{reading: {row: seed values}}; effects: {row: shift in sd units, + is better}."""
     effects = effects or {}
-    cov = np.array([[1.0, shape.rho], [shape.rho, 1.0]])
+    m = len(shape.sigma)
+    cov = np.full((m, m), shape.rho) + (1 - shape.rho) * np.eye(m)  # every reading of a trial alike
     chol = np.linalg.cholesky(cov)
     out: dict[str, dict] = {r: {} for r in shape.sigma}
     for row in shape.rows:
-        z = rng.standard_normal((shape.seeds, 2))
+        z = rng.standard_normal((shape.seeds, m))
         if shape.tails == "t3":  # a shared chi-square per seed keeps the readings' correlation
             z = z / np.sqrt(rng.chisquare(3, size=(shape.seeds, 1)) / 3) / np.sqrt(3.0)
         z = z @ chol.T * shape.spread.get(row, 1.0) + effects.get(row, 0.0)
         for k, reading in enumerate(shape.sigma):
             sign = 1 if READINGS[reading].higher_is_better else -1
-            out[reading][row] = 20.0 * (reading == "dev_bleu") + 2.0 * (reading == "dev_ce") + sign * shape.sigma[
-                reading] * z[:, k]  # fmt: skip
+            out[reading][row] = (20.0 if sign > 0 else 2.0) + sign * shape.sigma[reading] * z[:, k]
     return out
 
 
@@ -68,27 +84,48 @@ def false_outcome(c, effects: dict, margin_sd: float | None = None) -> bool:
     return (c.outcome == Outcome.AGREES) != paper_side or d == 0
 
 
-def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, claims=CLAIMS) -> dict:
-    """Judge one simulated report: counts of decided and false verdicts (claim-readings and rows against base),
-    and of true effects found (comparisons with a true difference, decided on its side)."""
+def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, claims=CLAIMS,
+                  values: dict | None = None, per_table: bool = False) -> dict:  # fmt: skip
+    """Judge one simulated report (dev's claims, each of ``shape.sets``' claims and the rows no claim covers
+    against base, one family as the report decides them) and count what it prints: comparisons decided
+    (agrees / contradicts, wherever printed: inside a "within noise" verdict too) and how many of them are false,
+    verdicts decided and false, and true effects found (comparisons with a true difference, decided on its
+    side).  ``values``: the table, where the caller drew it.  ``per_table``: each set's claims a family of their
+    own (the rule before issue 44), dev's with the rows against base."""
     effects = effects or {}
-    values = table(rng, shape, effects)
-    j = judge(values, claims, rule, [r for r in UNCLAIMED if r in shape.rows])
-    decided = false = found = real = 0
-    for res in j.claims:
+    values = table(rng, shape, effects) if values is None else values
+    versus = [r for r in UNCLAIMED if r in shape.rows]
+    if per_table:
+        js = [judge(values, claims, rule, versus, versus_readings=DEV)]
+        for s in shape.sets:
+            own = set_claims(s, claims)
+            js.append(judge({r: values[r] for c in own for r in c.readings}, own, rule))
+    else:
+        js = [judge(values, shape.claims(claims), rule, versus, versus_readings=DEV)]
+    out = dict.fromkeys(("decided", "false", "verdicts", "false_verdicts", "found", "real", "tested"), 0)
+    for res in (r for j in js for r in j.claims):
         margin = _margin_sd(res, shape)
+        out["verdicts"] += 1
+        wrong = [false_outcome(c, effects, margin) for c in res.comparisons]
         if res.verdict in (Verdict.HELD, Verdict.CONTRADICTED, Verdict.MIXED):
-            decided += 1
-            false += any(false_outcome(c, effects, margin) for c in res.comparisons)
+            out["false_verdicts"] += any(wrong)
+        _count(out, res.comparisons, wrong)
         for c in res.comparisons:
             if c.relation != "~" and _truth(effects, c.a) != _truth(effects, c.b):
-                real += 1
-                found += c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) and not false_outcome(c, effects)
-    for comps in j.versus.values():
-        for c in comps:
-            decided += c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)
-            false += false_outcome(c, effects)
-    return {"decided": decided, "false": false, "found": found, "real": real, "verdicts": len(j.claims)}
+                out["real"] += 1
+                out["found"] += c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) and not false_outcome(c, effects)
+    for comps in (comps for j in js for comps in j.versus.values()):
+        out["verdicts"] += len(comps)
+        wrong = [false_outcome(c, effects) for c in comps]
+        out["false_verdicts"] += sum(wrong)
+        _count(out, comps, wrong)
+    return out
+
+
+def _count(out: dict, comps: list, wrong: list) -> None:
+    out["tested"] += sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE) for c in comps)
+    out["decided"] += sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for c in comps)
+    out["false"] += sum(wrong)
 
 
 def _margin_sd(res, shape: Shape) -> float | None:

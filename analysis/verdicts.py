@@ -28,11 +28,11 @@ from enum import Enum
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import optimize, stats
 
 from transformer_core.rundir import Status
 
-from .claims import Claim, as_claims
+from .claims import CLAIMS, Claim, as_claims
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
 
 ALPHA = 0.05
@@ -130,6 +130,12 @@ class Rule:
     family: str = "report"  # report: every claim-reading and row-vs-base of the report together; claim: each alone
     method: str = "bh"  # over the family: bh (Benjamini-Hochberg, the false discovery rate) or holm (family-wise)
     variance: str = "moderated"  # seed_noise.MODELS
+    # the whole printed report's cutoff (family "report"): p at or under it is decided.  Set by
+    # analysis.evalsets.report_rule from every comparison the report prints (dev, test, each named set, rows
+    # against base): the procedure over that union rejects exactly p <= cutoff, so each table decided at it is
+    # one family with the others.  None: the procedure runs over what judge() is given.
+    cutoff: float | None = None
+    size: int = 0  # comparisons with a p in the family the cutoff came from
 
     def __post_init__(self):
         if self.family not in FAMILIES or self.method not in METHODS or self.variance not in MODELS:
@@ -141,6 +147,11 @@ class Rule:
         if self.family == "claim":
             return (f"per claim: Holm over each claim-reading's comparisons at α = {self.alpha}{looks}; the report as "
                     "a whole has no error control (more claims, more false verdicts)")  # fmt: skip
+        if self.cutoff is not None:
+            return (f"{METHODS[self.method]} over the report's family, the whole printed report ({self.size} "
+                    f"comparisons: every claim-reading on dev, test and each named evaluation set, and every row "
+                    f"judged against base) at α = {self.alpha}{looks}: a comparison is decided where its p <= "
+                    f"{self.cutoff:.2g}")  # fmt: skip
         return (f"{METHODS[self.method]} over the report's family (every claim-reading and every row judged against "
                 f"base) at α = {self.alpha}{looks}")  # fmt: skip
 
@@ -167,6 +178,7 @@ class Comparison:
     se: float = float("nan")
     dof: float = float("nan")
     threshold: float = float("nan")  # the p the family's procedure rejected at (or would reject the next at)
+    factor: int = 1  # what p was multiplied by: best-of candidates x looks charged
     na: int = 0
     nb: int = 0
 
@@ -197,6 +209,8 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
     c = Comparison(a, relation, b_name, reading, margin, candidates=cands)
     va, vb = values.get(a, np.array([])), values.get(b_name, np.array([]))
     c.na, c.nb = len(va), len(vb)
+    factor = max(len(cands), 1) * rule.looks
+    c.level, c.factor = rule.alpha / factor, factor
     if not len(va) or not len(vb) or absent:
         c.detail = f"no finished trial of {', '.join(absent) if absent else a if not len(va) else b_name}"
         c.b = f"the best of {b[5:]}" if absent else c.b
@@ -207,8 +221,6 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         c.outcome = Outcome.NO_REPLICATES
         c.detail = f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): no seed noise"
         return c
-    factor = max(len(cands), 1) * rule.looks
-    c.level = rule.alpha / factor
     c.se, c.dof = standard_error(noise, a, len(va), b_name, len(vb))
     t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, c.dof)
     c.ci = (c.diff - t_crit * c.se, c.diff + t_crit * c.se)
@@ -232,14 +244,18 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
 
 
 def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tuple[float, bool]:
-    """(p, agrees): TOST p for 'equal within margin' or the p for 'differs by more than margin', the smaller."""
+    """(p, agrees): TOST p for 'equal within margin' or the p for 'differs by more than margin', the smaller.
+
+    Both read off the same interval, at 1 - 2 level: TOST (two one-sided tests, each at the level) holds the
+    equivalence where that interval lies inside +-margin; 'beyond' is the exact test of |true diff| <= margin
+    rejected for large |diff| (its p is the chance of a |diff| this large at a true difference of exactly the
+    margin, both tails), so it contradicts where that interval lies outside the margin, up to the far tail."""
     if margin is None:
         raise ValueError("an '~' comparison needs a margin in the claim's data")
     if se == 0:
         return (0.0, abs(diff) < margin)
     p_tost = max(stats.t.sf((diff + margin) / se, dof), stats.t.cdf((diff - margin) / se, dof))
-    p_beyond = 2 * min(stats.t.sf((diff - margin) / se, dof), stats.t.cdf((diff + margin) / se, dof))
-    # TOST at level alpha is two one-sided tests each at alpha; 'beyond' is two-sided like a directional test
+    p_beyond = stats.t.sf((abs(diff) - margin) / se, dof) + stats.t.cdf((-abs(diff) - margin) / se, dof)
     return (float(p_tost), True) if p_tost <= p_beyond else (float(min(1.0, p_beyond)), False)
 
 
@@ -263,26 +279,64 @@ def decide(comps: list[Comparison], rule: Rule) -> None:
     if not tested:
         return
     p = [c.p for c in tested]
-    m = len(p)
-    if rule.method == "bh":
-        reject = list(stats.false_discovery_control(p, method="bh") <= rule.alpha)
-        threshold = rule.alpha * max(sum(reject), 1) / m
+    if rule.cutoff is not None and rule.family == "report":  # the whole report's family, decided elsewhere
+        threshold, reject = rule.cutoff, [x <= rule.cutoff for x in p]
     else:
-        reject = holm(p, rule.alpha)
-        threshold = rule.alpha / max(m - sum(reject), 1)
+        threshold, reject = _procedure(p, rule)
     for c, r in zip(tested, reject):
         c.threshold = threshold
         if not r:
             c.outcome = Outcome.WITHIN_NOISE
 
 
+def _procedure(p: list[float], rule: Rule) -> tuple[float, list[bool]]:
+    """(threshold, rejections) of the rule's procedure over p: it rejects exactly the p at or under the threshold
+    (BH: alpha r / m, Holm: alpha / (m - r), for r rejections of m; alpha / m when none is rejected)."""
+    m = len(p)
+    if rule.method == "bh":
+        reject = list(stats.false_discovery_control(p, method="bh") <= rule.alpha)
+        return rule.alpha * max(sum(reject), 1) / m, reject
+    reject = holm(p, rule.alpha)
+    return rule.alpha / max(m - sum(reject), 1), reject
+
+
+def family_rule(comps: list[Comparison], rule: Rule) -> Rule:
+    """``rule`` with the cutoff of the family ``comps`` (every comparison the report prints, before any is
+    decided): deciding each table at it is the procedure over their union."""
+    p = [c.p for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
+    if rule.family != "report":
+        return rule
+    threshold = _procedure(p, rule)[0] if p else rule.alpha
+    return Rule(rule.alpha, rule.looks, rule.family, rule.method, rule.variance, threshold, len(p))
+
+
+def raw_level(c: Comparison) -> float:
+    """The level a comparison's raw p (before best-of and looks) is decided at: the family's threshold divided by
+    what its p was multiplied by (the strictest, alpha / factor, where the threshold is not known)."""
+    threshold = c.threshold if math.isfinite(c.threshold) else c.level * c.factor
+    return min(threshold, c.level * c.factor) / c.factor
+
+
 def detectable(c: Comparison, power: float = 0.8) -> float:
-    """The smallest true difference this comparison would detect with ``power``, at the family's threshold and
-    its own standard error (nan when it was not tested)."""
+    """The smallest true difference this comparison would detect with ``power``, at the family's threshold (its
+    raw p being multiplied by the best-of candidates x looks) and its own standard error (nan when it was not
+    tested)."""
     if not (math.isfinite(c.se) and math.isfinite(c.threshold)):
         return float("nan")
-    level = min(c.threshold, c.level)  # rejected at p <= threshold, p being corrected for best-of and looks
-    return float((stats.t.ppf(1 - level / 2, c.dof) + stats.t.ppf(power, c.dof)) * c.se)
+    level = raw_level(c)
+    crit = stats.t.ppf(1 - level / 2, c.dof)
+
+    # the noncentrality at which the t statistic passes crit with ``power`` (scipy's noncentral t: the
+    # estimated standard error's own noise counts, which matters at the small levels of a large family)
+    def short(x: float) -> float:
+        return float(stats.nct.sf(crit, c.dof, x)) - power
+
+    hi = crit + 10.0
+    while short(hi) < 0 and hi < 1e6:  # few df: the power comes slowly
+        hi *= 4
+    if short(hi) < 0:
+        return float("inf")
+    return float(optimize.brentq(short, 0.0, hi) * c.se)
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -350,14 +404,15 @@ class Judgement:
 
 
 def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = (),
-          diverged: dict | None = None, base: str = "base") -> Judgement:  # fmt: skip
+          diverged: dict | None = None, base: str = "base", versus_readings=None) -> Judgement:  # fmt: skip
     """Every claim on every reading it has, and each of ``versus_rows`` against base on every reading in
-    ``values`` ({reading: {row: seed values}}), decided together (rule.family == "report") or claim by claim
-    and reading by reading (rule.family == "claim")."""
+    ``values`` ({reading: {row: seed values}}; ``versus_readings``, where given, of them), decided together
+    (rule.family == "report") or claim by claim and reading by reading (rule.family == "claim")."""
     noise = {r: pooled_noise(v, rule.variance) for r, v in values.items()}
     per_claim = [(c, r, claim_comparisons(c, values[r], noise[r], r, rule)) for c in as_claims(claims)
                  for r in c.readings if r in values]  # fmt: skip
-    versus = {r: _versus(values[r], noise[r], versus_rows, r, rule, base) for r in values} if versus_rows else {}
+    vr = [r for r in values if versus_readings is None or r in versus_readings]
+    versus = {r: _versus(values[r], noise[r], versus_rows, r, rule, base) for r in vr} if versus_rows else {}
     groups = [comps for _, _, comps in per_claim] + list(versus.values())
     if rule.family == "report":
         family = [c for g in groups for c in g]
@@ -399,6 +454,41 @@ def versus_base(values: dict, noise: Noise, rows: list[str], reading: str, rule:
     comps = _versus(values, noise, rows, reading, rule, base)
     decide(comps, rule)
     return comps
+
+
+# ---------------------------------------------------------------------------------------------- unstable flags
+# share of comparisons flagged unstable when their effect is constant over the budget (each seed's noise at 2/3
+# and at the end correlating 0.6; benchmarks/verdict_calibration.py, "unstable flag"): a flag is per comparison,
+# not controlled over the report, so a report of many comparisons shows some by chance
+UNSTABLE_RATE = 0.035
+
+
+def unstable_counts(claims: pd.DataFrame, versus: pd.DataFrame, all_claims: list[Claim] | None = None) -> dict:
+    """{flagged, units, comparisons} of a report's tables (tables.judge_report's claims and rows against base):
+    lines judged over the budget (with a trajectory), those flagged, and the comparisons they hold."""
+    from_id = {c.id: len(c.comparisons) for c in as_claims(all_claims or CLAIMS)}
+    flagged = units = comparisons = 0
+    for frame, per_line in ((claims, lambda r: from_id.get(r["claim"], 1)), (versus, lambda r: 1)):
+        for _, r in frame.iterrows() if len(frame) and "trajectory" in frame else ():
+            if "→" not in str(r["trajectory"]):
+                continue
+            units += 1
+            flagged += bool(r["unstable"])
+            comparisons += per_line(r)
+    return {"flagged": flagged, "units": units, "comparisons": comparisons}
+
+
+def unstable_line(flagged: int, units: int, comparisons: int) -> str:
+    """The header's line on the ⚠ flags: how many, and how many a report of this size shows by chance."""
+    if not units:
+        return ""
+    expected = UNSTABLE_RATE * comparisons
+    head = f"{flagged} of {units}" if flagged else f"none of {units}"
+    return (f"**Unstable**: {head} claim-readings and rows against base are flagged ⚠ (an estimate from the last "
+            f"half of the budget outside the final interval). The flag is per comparison and not controlled over "
+            f"the report: with every effect constant over the budget about {100 * UNSTABLE_RATE:.1f}% of "
+            f"comparisons are flagged, so about {expected:.1f} flags among these {comparisons} comparisons are "
+            "expected by chance; a flag asks for a look at the learning curves, it is not a finding.")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- adaptive seeds
@@ -444,25 +534,28 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
     projected = Noise(noise.sigma, noise.df + added, noise.rows, noise.prior_df, noise.prior_sd, own, noise.floored,
                       noise.model)  # fmt: skip
     se, dof = standard_error(projected, c.a, then[0], c.b, then[1])
-    level = c.threshold if math.isfinite(c.threshold) else c.level
-    level = min(level, c.level)
+    level = raw_level(c)  # the family's threshold over best-of candidates x looks, as the verdict
     if c.relation == "~":
-        return abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin or abs(c.diff) > c.margin
+        shown = abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin  # equal within the margin
+        return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
     return abs(c.diff) > stats.t.ppf(1 - level / 2, dof) * se
 
 
 def charged_looks(adaptive: dict | None) -> int:
-    """The looks a sweep's comparisons are charged for (their p is multiplied by it).  Every planned look when the
-    data stopped the loop (every claim decided, or the maximum seeds reached), and when a signal stopped it during
-    a round (whoever sent it may have looked); only the looks taken (one per round plus the first) when the
-    wall-clock budget stopped it, which the data did not choose: a design of that many looks, Bonferroni over
-    them; one when a signal stopped it during the minimum seeds, before the loop looked.  A sweep without adaptive
-    seeds looks once."""
+    """The looks a sweep's comparisons are charged for (their p is multiplied by it): every planned look once the
+    loop has looked at the data, however it stopped.  A wall-clock budget stop is no exception: the loop stops
+    when the next round would overrun, and the next round's cost is the number of rows still undecided, so the
+    data choose that stop too (charged only the looks taken, a null sweep under a budget of 3 trials is falsely
+    decided 5% per comparison: benchmarks/verdict_calibration.py).  One look where the session stopped before the
+    loop's first look (a signal, or the budget spent, during the minimum seeds: no result chose it).  A sweep
+    without adaptive seeds looks once."""
     if not adaptive:
         return 1
     planned, rounds = int(adaptive.get("looks", 1)), len(adaptive.get("rounds", []))
-    if adaptive.get("stop") == "budget" or str(adaptive.get("stopped", "")).startswith("wall-clock budget"):
-        return max(1, min(planned, rounds + 1))
-    if adaptive.get("stop") == "interrupted" and not rounds:  # stopped by hand before the loop's first look
+    if rounds:
+        return planned
+    if adaptive.get("stop") == "interrupted":  # stopped by hand before the loop's first look
         return 1
+    if adaptive.get("stop") == "budget" and "minimum seeds" in str(adaptive.get("stopped", "")):
+        return 1  # spent before the loop judged anything (sweeps.adaptive._budget_spent)
     return planned

@@ -88,6 +88,69 @@ def frontier(rng, seeds: int, k: float, reps: int = 40000) -> dict:
     return {"3x": float((stat(3.0) > crit).mean()), "power3": float((stat(effect=3.0) > crit).mean())}
 
 
+ADAPTIVE_ROWS = [f"R{i}" for i in range(1, 8)]
+ADAPTIVE_CLAIMS = [{"id": f"{r}<base", "readings": ("dev_bleu",), "comparisons": [(r, "<", "base")]}
+                   for r in ADAPTIVE_ROWS]  # fmt: skip
+
+
+class _Planned:  # what seed_rounds needs of a planned trial
+    def __init__(self, row: str):
+        self.row = row
+
+
+def adaptive_sweep(rng, lo: int = 2, hi: int = 5, budget_trials: float | None = None, effects=None) -> tuple:
+    """The real loop (sweeps.adaptive.seed_rounds, the real undecided_rows) on simulated trial results (base and
+    R1..R7 at 20 + effect + N(0, 1), one claim R < base each): each trial costs one unit of the wall-clock budget,
+    so a round's cost is the number of rows it adds a seed to, which depends on how many are undecided.  Returns
+    (the final frame, the adaptive record)."""
+    import pandas as pd
+
+    from sweeps.adaptive import seed_rounds
+
+    effects = effects or {}
+    values = {r: list(20 + effects.get(r, 0) + rng.standard_normal(lo)) for r in ["base"] + ADAPTIVE_ROWS}
+    ad = {"min": lo, "max": hi, "looks": hi - lo + 1, "rounds": []}
+
+    def frame():
+        return pd.DataFrame([{"row": r, "seed": i + 1, "status": "finished", "dev_bleu": v}
+                             for r, vs in values.items() for i, v in enumerate(vs)])  # fmt: skip
+
+    def run(new, k):
+        for t in new:
+            values[t.row].append(20 + effects.get(t.row, 0) + rng.standard_normal())
+
+    def spent() -> float:
+        return float(sum(len(v) - lo for v in values.values()))
+
+    seed_rounds(ad, frame, lambda why: [_Planned(r) for r in why if len(values[r]) < hi], run, float, budget_trials,
+                spent, lambda s: None, ADAPTIVE_CLAIMS)  # fmt: skip
+    return frame(), ad
+
+
+def adaptive_null(rng, sweeps: int, budget_trials: float | None = None, charge=None, family: str = "claim") -> dict:
+    """Null sweeps through the real adaptive loop: the share of comparisons falsely decided and of sweeps with any,
+    the looks charged by analysis.verdicts.charged_looks, or ``charge(ad)`` instead (e.g. the looks taken); each
+    comparison decided alone (family "claim": its own error rate, which the charge must keep at alpha) or the
+    seven as the report's family."""
+    from analysis.verdicts import Outcome, charged_looks, judge_table
+
+    decided = anyf = total = 0
+    for _ in range(sweeps):
+        df, ad = adaptive_sweep(rng, budget_trials=budget_trials)
+        looks = charge(ad) if charge else charged_looks(ad)
+        j = judge_table(df, ADAPTIVE_CLAIMS, Rule(looks=looks, family=family))
+        outs = [c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for r in j.claims for c in r.comparisons]
+        decided += sum(outs)
+        anyf += any(outs)
+        total += len(outs)
+    return {"per_comparison": decided / total, "report": anyf / sweeps}
+
+
+def looks_taken(ad: dict) -> int:
+    """The charge before issue 44 for a budget stop: the looks taken (the first and one per round)."""
+    return len(ad["rounds"]) + 1 if ad.get("stop") == "budget" else ad["looks"]
+
+
 def machine_line(command: str) -> str:
     """Where and when these figures were made: machine, CPU flags, date, commit, command."""
     import platform

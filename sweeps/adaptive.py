@@ -5,10 +5,12 @@ is added to each row of a claim comparison that is within noise and that one mor
 (analysis.verdicts.undecided_rows).  At most M - m rounds, so a comparison is looked at no more than
 L = M - m + 1 times, and every look during the loop tests at alpha / L.  The loop stops when nothing is
 undecided, at M, or when the wall-clock budget would be exceeded by the next round (estimated from measured
-trial times).  The report charges every planned look (alpha / L: Bonferroni over the sequence) when the data
-stopped the loop, and only the k looks taken (alpha / k) when the budget did, which the data did not choose
-(analysis.verdicts.charged_looks); a session interrupted during the minimum seeds, before the loop's first
-look, is charged that one look, and one interrupted during a round every planned look.  The budget
+trial times).  The report charges every planned look (alpha / L: Bonferroni over the sequence, valid however
+the loop stopped) once the loop has looked, a budget stop included: the next round's cost is the number of
+rows still undecided, so the data choose that stop too (analysis.verdicts.charged_looks; charged only the
+looks taken, a null sweep under a budget of 3 trials was falsely decided 5% per comparison); a session
+interrupted, or out of budget, during the minimum seeds, before the loop's first look, is charged that one
+look.  The budget
 bounds the minimum seeds too: when it runs out there, Tune stops the running trials (they keep their
 checkpoints) and the rows left incomplete say so in the report; a larger ``--budget`` with ``--resume`` goes
 on.  The budget counts every session of the sweep (sweep.json's ``spent_seconds``).  Each session replaces
@@ -120,7 +122,8 @@ def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, ro
     """The rounds after the minimum seeds: judge (frame() is the sweep's trials), add one seed to each row whose
     verdict one more seed could decide (next_for(why) gives the trials, run(trials, k) runs round k), until the
     data decide, max is reached or the next round would exceed the budget.  Records why in ad["stop"] (data,
-    max or budget: the looks charged follow from it, analysis.verdicts.charged_looks) and returns the reason."""
+    max or budget; every planned look is charged for each: analysis.verdicts.charged_looks) and returns the
+    reason."""
     while True:
         spent()
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:

@@ -422,12 +422,18 @@ def test_evidence_names_each_comparisons_outcome_and_diverged_seeds():
     assert np.isfinite(res.detectable) and res.detectable > 0
 
 
-def test_looks_are_charged_only_when_taken_under_a_budget_stop():
+def test_every_planned_look_is_charged_once_the_loop_looked():
+    """A budget stop is charged every planned look (the next round's cost, which decides it, depends on how many
+    rows are undecided: the data choose it); one look only where the session stopped before the loop's first
+    look (the simulation that fails with the looks taken charged: tests/analysis/test_report_family.py)."""
     from analysis.verdicts import charged_looks
 
     assert charged_looks(None) == 1
-    assert charged_looks({"looks": 3, "rounds": [], "stop": "budget"}) == 1
-    assert charged_looks({"looks": 3, "rounds": [{}], "stopped": "wall-clock budget (60 min) would be exceeded"}) == 2
+    assert charged_looks({"looks": 3, "rounds": [], "stop": "budget",
+                          "stopped": "wall-clock budget (1 min) would be exceeded by the next round"}) == 3  # fmt: skip
+    assert charged_looks({"looks": 3, "rounds": [{}], "stopped": "wall-clock budget (60 min) would be exceeded"}) == 3
+    spent = "wall-clock budget (1 min) spent during the minimum seeds: 3 of 9 trials finished"
+    assert charged_looks({"looks": 3, "rounds": [], "stop": "budget", "stopped": spent}) == 1
     assert charged_looks({"looks": 3, "rounds": [], "stop": "data"}) == 3
     assert charged_looks({"looks": 3, "rounds": [{}, {}], "stop": "max"}) == 3
     # stopped by a signal: before the loop's first look, that one look; during a round, every planned look

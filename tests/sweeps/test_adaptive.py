@@ -94,14 +94,14 @@ def test_adaptive_loop_finds_a_real_effect_and_spends_seeds_on_it():
         n = df.groupby("row").size()
         extra_r1 += n["R1"] - 2
         extra_others += sum(n[r] - 2 for r in ROWS[1:]) / len(ROWS[1:])
-    assert held / 100 >= 0.7, held
+    assert held / 100 >= 0.55, held  # ~63%: "could decide" tests raw p at the threshold / looks (issue 44)
     assert extra_r1 > extra_others  # compute goes to the comparison with something to decide
 
 
-def test_a_budget_stop_charges_the_looks_taken():
+def test_a_budget_stop_charges_every_planned_look():
     rng = np.random.default_rng(13)
     _, looks, ad = _adaptive(rng, {"R1": -1.0}, budget_rounds=1)
-    assert ad["stop"] in ("budget", "data") and looks == (len(ad["rounds"]) + 1 if ad["stop"] == "budget" else 4)
+    assert ad["stop"] in ("budget", "data") and looks == 4  # the next round's cost depends on the data (issue 44)
 
 
 def test_undecided_rows_only_where_more_seeds_could_decide():

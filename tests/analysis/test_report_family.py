@@ -1,0 +1,209 @@
+"""Issue 44: the whole printed report is one family, a budget stop is charged every planned look, "detectable" and
+"could decide" carry the verdict's multiplicity, zero variances are offset as limma does, the '~' test reads off
+its interval.  Simulated tables with a known truth; each test also shows (or names) the rate without the
+correction it guards, outside its band."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+from statsmodels.stats.multitest import multipletests
+
+import analysis.seed_noise as seed_noise
+from analysis import simulate as sim
+from analysis.collect import collect
+from analysis.evalsets import report_rule
+from analysis.report_model import build
+from analysis.verdicts import (
+    Outcome,
+    Rule,
+    _equivalence,
+    compare,
+    decide,
+    detectable,
+    judge_table,
+    pooled_noise,
+    unstable_line,
+)
+from tests.analysis.test_analysis import make_sweep
+from tests.helpers import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from verdict_calibration import adaptive_null, looks_taken  # noqa: E402
+
+
+# ------------------------------------------------------------------------------------------- one family
+def _with_named_set(sweep, shift=0.0):
+    """Every finished trial of the fixture sweep scored on a named set (evals/wmt-x.json), BLEU = dev - 2."""
+    for result in sweep.glob("trials/*/result.json"):
+        r = json.loads(result.read_text())
+        if r.get("status") != "finished":
+            continue
+        rec = {"fingerprint": "abc", "config_hash": r.get("config_hash"), "bleu": r["dev_bleu"] - 2 + shift,
+               "chrf": 50.0 + r["dev_bleu"], "ppl": r["dev_ppl"], "set": "x", "sentences": 10}  # fmt: skip
+        (result.parent / "evals").mkdir(exist_ok=True)
+        (result.parent / "evals" / "wmt-x.json").write_text(json.dumps(rec))
+    return sweep
+
+
+def test_the_printed_report_decides_dev_test_and_named_sets_as_one_family(tmp_path):
+    """The report's rule carries the cutoff of BH over every comparison it prints (dev claims, rows against base,
+    test and the named set): statsmodels' BH over that union rejects exactly the p at or under it, each printed
+    table is decided at it, and the header names the family's size.  Without report_rule (each set's claims a
+    family of their own, the rule before) the model's rule has no cutoff and this fails."""
+    sweep = _with_named_set(make_sweep(tmp_path / "s"))
+    model = build(sweep, samples=20)
+    assert model.rule.cutoff is not None and f"{model.rule.size} comparisons" in model.rule.describe()
+    df = collect(sweep)
+    undecided = Rule(cutoff=1.0)
+    p = []
+    from analysis.claims import CLAIMS
+    from analysis.evalsets import _printed, set_claims, with_set_columns
+    from analysis.tables import unclaimed_rows
+
+    p += [c.p for c in _printed(judge_table(df, CLAIMS, undecided, unclaimed_rows(df)))]
+    full, names, _ = with_set_columns(df.assign(workdir=[str(sweep / w) for w in df["workdir"]]))
+    assert names == ["wmt-x"]
+    for s in ["test", *names]:
+        p += [c.p for c in _printed(judge_table(full, set_claims(s), undecided))]
+    p = [x for x in p if x == x]
+    assert model.rule.size == len(p)
+    want = multipletests(p, alpha=0.05, method="fdr_bh")[0]
+    assert list(np.array(p) <= model.rule.cutoff) == list(want)
+    printed = sum(e.count(": agrees") + e.count(": contradicts") for e in model.claims["evidence"])
+    printed += sum(
+        e.count(": agrees") + e.count(": contradicts") for t in model.set_claims.values() for e in t["evidence"]
+    )
+    printed += int(model.versus["outcome"].isin(["better than base", "worse than base"]).sum()) if len(
+        model.versus) else 0  # fmt: skip
+    assert printed == int(want.sum())
+    assert report_rule(df, sweep, Rule(family="claim")).cutoff is None  # --family claim: each alone, as stated
+
+
+def test_whole_report_null_rate_through_the_engine():
+    """Complete null, the demo's shape with test and one named set judged beside dev (2 seeds): the share of
+    reports printing at least one false decided comparison (inside a "within noise" verdict too) stays <= 5%
+    (measured 1.5-2.5%: benchmarks/results/verdict_calibration.txt; the slow test below holds it to a band)."""
+    rng = np.random.default_rng(44)
+    shape = sim.Shape(seeds=2, sets=("test", "wmt-x"))
+    n = 60
+    one = sum(sim.report_errors(rng, shape, Rule())["false"] > 0 for _ in range(n))
+    assert one / n <= 0.05, one
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", [2, 3])
+def test_whole_report_null_rate_is_at_most_5_percent(seeds):
+    """1,000 null reports with test and three named sets: one family <= 5% (+ Monte Carlo), each table its own
+    family (the rule before) clearly above it."""
+    rng = np.random.default_rng(440 + seeds)
+    shape = sim.Shape(seeds=seeds, sets=("test", "s1", "s2", "s3"))
+    one = apart = 0
+    n = 1000
+    for _ in range(n):
+        values = sim.table(rng, shape)
+        one += sim.report_errors(rng, shape, Rule(), values=values)["false"] > 0
+        apart += sim.report_errors(rng, shape, Rule(), values=values, per_table=True)["false"] > 0
+    assert 0.005 <= one / n <= 0.05, one / n
+    assert apart / n >= 0.05, apart / n
+
+
+# ------------------------------------------------------------------------------------------- budget stops
+def test_a_budget_stop_through_the_real_loop_keeps_each_comparison_at_alpha():
+    """The real adaptive loop (sweeps.adaptive.seed_rounds, min 2 max 5 seeds, 7 claims R < base, each decided
+    alone) under a budget of 1 trial: the first round runs only where exactly one row is undecided, so the data
+    choose the stop.  Every planned look charged, each null comparison is falsely decided in a band around the
+    measured 1.2% (600 sweeps); charged only the looks taken (the rule before), 5.2%: above alpha, outside it."""
+    rng = np.random.default_rng(45)
+    charged = adaptive_null(rng, 200, budget_trials=1)["per_comparison"]
+    assert 0.002 <= charged <= 0.03, charged
+    taken = adaptive_null(rng, 200, budget_trials=1, charge=looks_taken)["per_comparison"]
+    assert taken > 0.035, taken  # the correction removed: outside the band above
+
+
+# ------------------------------------------------------------------------------------------- detectable
+def _detect_and_power(rng, rule, reps=300, seeds=3):
+    """(mean detectable difference of C4 vs base at ``rule``, the share decided when C4 is that much worse)."""
+    shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0})
+    ds = []
+    for _ in range(60):
+        v = sim.table(rng, shape)["dev_bleu"]
+        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu", rule=rule)
+        decide([c], rule)
+        ds.append(detectable(c))
+    d = float(np.mean(ds))
+    hits = 0
+    for _ in range(reps):
+        v = sim.table(rng, shape, {"C4": -d})["dev_bleu"]
+        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu", rule=rule)
+        decide([c], rule)
+        hits += c.outcome == Outcome.AGREES
+    return d, hits / reps
+
+
+def test_the_detectable_difference_has_its_power_with_looks_and_a_family():
+    """At 10 looks in a family whose threshold is alpha/30, a true difference of the printed 'detectable' (its raw p
+    tested at alpha/300) is found in a band around the measured 77% (nominal 80%: the standard error varies from
+    table to table); with the threshold compared to the raw p (no x looks, the code before) the printed
+    difference is a quarter smaller and found about half the time."""
+    rng = np.random.default_rng(46)
+    rule = Rule(looks=10, cutoff=0.05 / 30, size=30)
+    d, power = _detect_and_power(rng, rule)
+    assert 0.68 <= power <= 0.88, (d, power)
+    import analysis.verdicts as v
+
+    old = v.raw_level
+    v.raw_level = lambda c: min(c.threshold, c.level)  # the level before: the threshold on the raw p
+    try:
+        d_old, power_old = _detect_and_power(rng, rule, reps=200)
+    finally:
+        v.raw_level = old
+    assert d_old < 0.85 * d and power_old < 0.6, (d_old, power_old)
+
+
+# ------------------------------------------------------------------------------------------- zero variances
+def _power_with_a_constant_row(rng, tables=250):
+    hits = 0
+    for _ in range(tables):
+        v = sim.table(rng, sim.Shape(seeds=2, sigma={"dev_bleu": 1.0}), {"C4": -3.0})["dev_bleu"]
+        v["D2"] = np.zeros(2)  # BLEU 0.0 twice: a row whose seeds agree exactly
+        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu")
+        decide([c], Rule())
+        hits += c.outcome == Outcome.AGREES
+    return hits / tables
+
+
+def test_a_row_with_identical_seeds_does_not_sink_every_other_rows_power(monkeypatch):
+    """Another row at 3 sd (2 seeds) is found in a band around the measured 68% (73% without the constant row);
+    with the zero floored at 1e-300 (the code before) the prior's d0 collapses and power falls to ~20%."""
+    rng = np.random.default_rng(47)
+    power = _power_with_a_constant_row(rng)
+    assert 0.58 <= power <= 0.80, power
+    monkeypatch.setattr(seed_noise, "offset_zeros", lambda s2: np.maximum(s2, 1e-300))
+    assert _power_with_a_constant_row(rng, 150) < 0.40
+
+
+# ------------------------------------------------------------------------------------------- '~'
+def test_beyond_the_margin_is_exact_at_alpha_and_reads_off_the_interval():
+    """'Differs by more than the margin' at a true difference of exactly the margin is decided in a band around
+    alpha (the two-sided p before, 2 x min, held it near alpha / 2: it needed the 95% interval while the claim
+    prints the 90% one); and wherever it is decided, the printed 1 - 2 alpha interval lies outside the margin."""
+    rng = np.random.default_rng(48)
+    margin, se, dof = 1.0, 0.6, 200.0
+    diffs = margin + se * rng.standard_normal(4000)
+    ps = np.array([_equivalence(d, se, dof, margin) for d in diffs], dtype=object)
+    beyond = [p <= 0.05 and not agrees for p, agrees in ps]
+    assert 0.04 <= np.mean(beyond) <= 0.06, np.mean(beyond)
+    t = 1.6525  # t(0.95, 200)
+    for d, hit in zip(diffs, beyond):
+        if hit:
+            assert abs(d) - t * se > margin - 1e-3
+
+
+# ------------------------------------------------------------------------------------------- unstable
+def test_unstable_flags_are_printed_with_the_count_expected_by_chance():
+    line = unstable_line(flagged=2, units=30, comparisons=40)
+    assert "2 of 30" in line and "1.4 flags" in line  # 3.5% of 40 comparisons
+    assert unstable_line(flagged=0, units=30, comparisons=40).startswith("**Unstable**: none")
+    assert unstable_line(0, 0, 0) == ""
