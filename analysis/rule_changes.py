@@ -7,9 +7,13 @@ one family to today's default:
    charged. The rule of that time also set apart a row whose spread an F test against the rest's rejected
    (Bonferroni over the rows); that test is not reproduced, so where it would have fired, its effect shows
    under step 3;
-2. looks: as 1, but the looks charged are those taken where the wall-clock budget stopped the loop;
+2. looks: as 1, with the looks today's rule charges (analysis.verdicts.charged_looks: every planned look once
+   the loop has looked, a wall-clock budget stop included since issue 44; between the two, a budget stop was
+   charged only the looks taken);
 3. moderated: as 2, with each row's variance moderated (analysis/seed_noise.py);
-4. now: as 3, decided as one Benjamini-Hochberg family over the report (the default of `tsweep report`).
+4. now: as 3, decided as one Benjamini-Hochberg family over the whole printed report: dev's claims, the rows
+   against base and, where the sweep's directory is given, the claims on test and each named evaluation set
+   (analysis.evalsets.report_rule; the default of `tsweep report`).
 
 A claim-reading whose verdict differs between 1 and 4 is listed with the steps where it changed: that is the
 part of the rule that changed it. `tsweep report SWEEP --compare-rules` writes the table as rule_changes.md.
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .evalsets import report_rule
 from .tables import judge_report
 from .trajectory import points, regime
 from .verdicts import Rule, charged_looks
@@ -42,24 +47,27 @@ def steps(adaptive: dict | None, looks_taken: int) -> list[Step]:
         Step("previous", f"seed noise pooled over the rows, Holm within each claim-reading, every planned look "
              f"charged ({planned})",
              Rule(looks=planned, family="claim", method="holm", variance="pooled")),
-        Step("looks", f"looks charged as taken ({looks_taken} of {planned})",
+        Step("looks", f"looks charged as today's rule charges them ({looks_taken} of {planned})",
              Rule(looks=looks_taken, family="claim", method="holm", variance="pooled")),
         Step("moderated", "each row's seed variance moderated toward the rows' prior",
              Rule(looks=looks_taken, family="claim", method="holm")),
-        Step("now", "one Benjamini-Hochberg family over the report",
+        Step("now", "one Benjamini-Hochberg family over the whole printed report (dev, test, named sets, rows "
+             "against base)",
              Rule(looks=looks_taken)),
     ]  # fmt: skip
 
 
-def compare(df: pd.DataFrame, adaptive: dict | None, looks_taken: int) -> pd.DataFrame:
+def compare(df: pd.DataFrame, adaptive: dict | None, looks_taken: int, sweep_dir=None) -> pd.DataFrame:
     """One line per claim-reading: its verdict under each step's rule (⚠ where unstable), whether the first and
-    the last differ, and the steps where the verdict changed."""
+    the last differ, and the steps where the verdict changed.  ``sweep_dir``: where the trials' evaluation sets
+    are read from for the last step's family (without it, dev's claims and the rows against base)."""
     pts = points(df)
     reg = regime(df, pts=pts)
     plan = steps(adaptive, looks_taken)
     judged = []
     for s in plan:
-        claims = judge_report(df, s.rule, reg=reg, pts=pts)[0]
+        rule = report_rule(df, sweep_dir, s.rule) if s.name == "now" and sweep_dir is not None else s.rule
+        claims = judge_report(df, rule, reg=reg, pts=pts)[0]
         judged.append({(r["claim"], r["reading"]): r["verdict"] + (" ⚠" if r["unstable"] else "")
                        for _, r in claims.iterrows()})  # fmt: skip
     lines = []
@@ -100,7 +108,7 @@ def write(sweep_dir: str | Path, out_dir: str | Path) -> tuple[Path, pd.DataFram
     sweep_dir, out_dir = Path(sweep_dir), Path(out_dir)
     adaptive = json.loads((sweep_dir / "sweep.json").read_text()).get("adaptive")
     looks = charged_looks(adaptive)
-    table = compare(collect(sweep_dir), adaptive, looks)
+    table = compare(collect(sweep_dir), adaptive, looks, sweep_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "rule_changes.md"
     path.write_text(markdown(table, steps(adaptive, looks)))

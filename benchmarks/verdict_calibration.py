@@ -1,16 +1,23 @@
-"""The verdict engine on simulated tables of the demo's shape, the new rule beside the previous one.
+"""The verdict engine on simulated tables of the demo's shape, the new rule beside the ones before it.
 
-    python benchmarks/verdict_calibration.py [--tables 3000] [--seed 0]
+    python benchmarks/verdict_calibration.py [--tables 1000] [--seed 0]
 
-Prints, at 2 and 3 seeds per row (19 rows, two correlated readings, analysis/simulate.py):
-  * under the complete null: the share of reports with at least one false decided verdict, false verdicts per
-    report, and the share of claim-readings falsely decided;
-  * with a mix of real effects (7 rows at 3 sd on the paper's side): the share of false verdicts among decided
-    ones (false discovery rate) and the power per real comparison; power at 2 and 3 sd;
+Every cell uses --tables simulated tables (sweeps, for the adaptive loop), at 2 and 3 seeds per row (19 rows,
+correlated readings, analysis/simulate.py).  "Decided" counts every comparison the report prints as agrees /
+contradicts, inside a "within noise" verdict too.  Prints:
+  * under the complete null, the whole printed report (dev's claims, test's and one named set's, the rows no
+    claim covers against base): the share of reports with at least one false decided comparison, false ones per
+    report and per tested comparison; one family (today) against each table its own family (before issue 44);
+  * the same on dev's claims and the rows against base alone, BH, Holm and the previous rule;
+  * with a mix of real effects (7 rows at 2 and 3 sd on the paper's side): the share of false comparisons among
+    decided ones (false discovery rate) and the power per real comparison;
   * one comparison against base at alpha 0.05: a row at 2x / 3x / 5x the others' seed sd (false rate), t(3)
-    seed noise (false rate), a 3 sd effect (power);
+    seed noise (false rate), a 3 sd effect (power), and that power when another row's seeds are identical;
+  * the power at the printed 'detectable' difference (nominal 80%), one look and 10 looks in a family;
   * the unstable flag: a constant effect at ~50% power, and an effect that reverses between 2/3 and the end;
-  * the real adaptive loop (sweeps.adaptive.seed_rounds) under the null, stopped by the data or by a budget.
+  * the real adaptive loop (sweeps.adaptive.seed_rounds) under the null, stopped by the data or by a budget of
+    1 or 2 trials: each comparison's false rate with every planned look charged and with only the looks taken;
+  * the frontier for a row at 3x the others' spread.
 "Previous" is the rule before this engine: each claim-reading its own family (Holm), one pooled seed variance
 (without the F test that set rows apart), every planned look charged, unstable = the verdict changed.
 """
@@ -36,19 +43,22 @@ OLD = Rule(family="claim", method="holm", variance="pooled")
 MIX = {"A1": -3.0, "B1": -3.0, "B2": -3.0, "C1": -3.0, "C3": 3.0, "D1": -3.0, "D3": 3.0}  # paper's side, sd units
 
 
-def report_rates(rng, seeds: int, rule: Rule, tables: int, effects=None, **shape) -> dict:
-    any_false = false = decided = found = real = 0
+def report_rates(rng, seeds: int, rule: Rule, tables: int, effects=None, per_table=False, **shape) -> dict:
+    """Over ``tables`` simulated reports: the share with any false decided comparison (fwer), false decided
+    comparisons per report and per tested comparison, the mean false share among decided ones (fdr), power."""
+    any_false = false = tested = found = real = 0
     fdp = []
     for _ in range(tables):
-        r = sim.report_errors(rng, sim.Shape(seeds=seeds, **shape), rule, effects)
+        r = sim.report_errors(rng, sim.Shape(seeds=seeds, **shape), rule, effects, per_table=per_table)
         any_false += r["false"] > 0
         false += r["false"]
-        decided += r["decided"]
+        tested += r["tested"]
         found += r["found"]
         real += r["real"]
         fdp.append(r["false"] / r["decided"] if r["decided"] else 0.0)
     return {"fwer": any_false / tables, "false_per_report": false / tables, "fdr": float(np.mean(fdp)),
-            "power": found / real if real else float("nan"), "per_verdict": false / (tables * 15)}  # fmt: skip
+            "power": found / real if real else float("nan"), "per_comparison": false / max(tested, 1),
+            "tested": tested / tables}  # fmt: skip
 
 
 def unstable_rates(rng, seeds: int, tables: int, before: float, after: float, rho: float = 0.6) -> tuple:
@@ -163,9 +173,81 @@ def machine_line(command: str) -> str:
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; commit {commit or '?'}; {command}")  # fmt: skip
 
 
+def zero_row_power(rng, seeds: int, tables: int) -> float:
+    """Power at 3 sd of C4 against base when row D2's seeds are identical (BLEU 0.0 on each)."""
+    hits = 0
+    for _ in range(tables):
+        values = sim.table(rng, sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0}), {"C4": -3.0})["dev_bleu"]
+        values["D2"] = np.zeros(seeds)
+        c = compare(values, pooled_noise(values), "C4", "<", "base", "dev_bleu")
+        decide([c], NEW)
+        hits += c.outcome.value == "agrees"
+    return hits / tables
+
+
+def detectable_power(rng, seeds: int, rule: Rule, tables: int) -> tuple[float, float]:
+    """(mean printed detectable difference of C4 vs base at ``rule``, in sd; the share decided at that truth)."""
+    from analysis.verdicts import detectable
+
+    shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0})
+    ds = []
+    for _ in range(max(tables // 5, 50)):
+        v = sim.table(rng, shape)["dev_bleu"]
+        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu", rule=rule)
+        decide([c], rule)
+        ds.append(detectable(c))
+    d = float(np.mean(ds))
+    hits = 0
+    for _ in range(tables):
+        v = sim.table(rng, shape, {"C4": -d})["dev_bleu"]
+        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu", rule=rule)
+        decide([c], rule)
+        hits += c.outcome.value == "agrees"
+    return d, hits / tables
+
+
+SETS = ("test", "wmt-x")  # the whole printed report: dev, test and one named set
+
+
+def _null_section(rng, n: int) -> None:
+    print(f"\n## complete null, the whole printed report (dev + test + a named set + rows against base; {n} tables)")
+    print("   report: P(>=1 false decided comparison printed); per comparison: false / tested")
+    for seeds in (2, 3):
+        for name, rule, apart in (("new (BH, one family)", NEW, False), ("before (each table)", NEW, True)):
+            r = report_rates(rng, seeds, rule, n, per_table=apart, sets=SETS)
+            print(f"n={seeds} {name:22s} report {r['fwer']:.3f}  false/report {r['false_per_report']:.3f}  "
+                  f"per comparison {r['per_comparison']:.4f}  ({r['tested']:.0f} tested per report)")  # fmt: skip
+    print(f"\n## complete null, dev's claims and rows against base only ({n} tables)")
+    for seeds in (2, 3):
+        for name, rule in (("new (BH, report)", NEW), ("new (Holm, report)", HOLM), ("previous", OLD)):
+            r = report_rates(rng, seeds, rule, n)
+            print(f"n={seeds} {name:22s} report {r['fwer']:.3f}  false/report {r['false_per_report']:.3f}  "
+                  f"per comparison {r['per_comparison']:.4f}")  # fmt: skip
+
+
+def _mix_section(rng, n: int) -> None:
+    for k in (2.0, 3.0):
+        print(f"\n## mix of real effects at {k:g} sd (7 rows on the paper's side; dev; {n} tables): FDR, power")
+        eff = {r: np.sign(v) * k for r, v in MIX.items()}
+        for seeds in (2, 3):
+            for name, rule in (("new (BH, report)", NEW), ("new (Holm, report)", HOLM), ("previous", OLD)):
+                r = report_rates(rng, seeds, rule, n, eff)
+                print(f"n={seeds} {name:22s} FDR {r['fdr']:.3f}  power {r['power']:.3f}")
+
+
+def _adaptive_section(rng, n: int) -> None:
+    print(f"\n## the real adaptive loop under the null (min 2, max 5 seeds, 7 claims each decided alone; {n} sweeps)")
+    print("   per comparison falsely decided: every planned look charged (today) / only the looks taken (before)")
+    r = adaptive_null(rng, n)
+    print(f"no budget (data or max stop): {r['per_comparison']:.4f}")
+    for b in (1, 2):
+        now, taken = adaptive_null(rng, n, b), adaptive_null(rng, n, b, charge=looks_taken)
+        print(f"budget of {b} trial(s): charged {now['per_comparison']:.4f}  looks taken {taken['per_comparison']:.4f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--tables", type=int, default=3000)
+    ap.add_argument("--tables", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed)
@@ -173,32 +255,31 @@ def main(argv=None) -> None:
     t0 = time.time()
     print(machine_line(f"python benchmarks/verdict_calibration.py --tables {n} --seed {a.seed}"))
     print(f"tables per cell: {n}; demo shape: {len(sim.DEMO_ROWS)} rows, sigma {sim.DEMO_SIGMA}, rho {sim.DEMO_RHO}")
-    print("\n## complete null (report: P(>=1 false decided verdict); per verdict: share of claim-readings)")
-    for seeds in (2, 3):
-        for name, rule in (("new (BH, report)", NEW), ("new (Holm, report)", HOLM), ("previous", OLD)):
-            r = report_rates(rng, seeds, rule, n)
-            print(f"n={seeds} {name:20s} report {r['fwer']:.3f}  false/report {r['false_per_report']:.3f}  "
-                  f"per verdict {r['per_verdict']:.4f}")  # fmt: skip
-    for k in (2.0, 3.0):
-        print(f"\n## mix of real effects at {k:g} sd (7 rows on the paper's side): false share among decided, power")
-        eff = {r: np.sign(v) * k for r, v in MIX.items()}
-        for seeds in (2, 3):
-            for name, rule in (("new (BH, report)", NEW), ("new (Holm, report)", HOLM), ("previous", OLD)):
-                r = report_rates(rng, seeds, rule, max(n // 3, 300), eff)
-                print(f"n={seeds} {name:20s} FDR {r['fdr']:.3f}  power {r['power']:.3f}")
-    print("\n## one comparison against base at alpha 0.05 (decided share)")
+    _null_section(rng, n)
+    _mix_section(rng, n)
+    print(f"\n## one comparison against base at alpha 0.05 (decided share; {n} tables)")
     for seeds in (2, 3):
         for var in ("moderated", "pooled"):
             cells = [f"{lab} {sim.one_comparison(rng, seeds, var, n, **kw):.3f}" for lab, kw in (
                 ("null", {}), ("2x", {"spread": 2.0}), ("3x", {"spread": 3.0}), ("5x", {"spread": 5.0}),
                 ("t(3)", {"tails": "t3"}), ("power 3sd", {"effect": -3.0}))]  # fmt: skip
             print(f"n={seeds} {var:9s} " + "  ".join(cells))
-    print("\n## unstable flag (new: estimate outside the final interval; previous: the verdict changed)")
+        print(f"n={seeds} moderated power 3sd with another row's seeds identical: {zero_row_power(rng, seeds, n):.3f}")
+    print(f"\n## power at the printed 'detectable' difference (nominal 80%; {n} tables)")
+    for seeds in (2, 3):
+        cells = []
+        for lab, rule in (("1 look", NEW), ("10 looks, threshold alpha/30", Rule(looks=10, cutoff=0.05 / 30))):
+            d, power = detectable_power(rng, seeds, rule, n)
+            cells.append(f"{lab}: {d:.2f} sd, power {power:.3f}")
+        print(f"n={seeds} " + "; ".join(cells))
+    print(f"\n## unstable flag per comparison (new: estimate outside the final interval; previous: the verdict "
+          f"changed; {n} tables)")  # fmt: skip
     for seeds in (2, 3):
         const = unstable_rates(rng, seeds, n, 2.0 * np.sqrt(2 / seeds) + 0.1, 2.0 * np.sqrt(2 / seeds) + 0.1)
         flip = unstable_rates(rng, seeds, n, 2.5, -2.5)
         print(f"n={seeds} constant effect ~50% power: new {const[0]:.3f} previous {const[1]:.3f}; "
               f"reversing +2.5 -> -2.5 sd: new {flip[0]:.3f} previous {flip[1]:.3f}")  # fmt: skip
+    _adaptive_section(rng, n)
     print("\n## the frontier: a row's variance inflated to k x its own, recalibrated to 5% for ordinary rows")
     for seeds in (2, 3):
         cells = [f"k={k:g}: 3x {r['3x']:.3f} power {r['power3']:.3f}" for k in (1, 4, 16)
