@@ -18,8 +18,11 @@ from typing import Callable, Optional
 
 from tqdm import tqdm
 
+from analysis.files import METRICS_BYTES, read_text
 from transformer_core import rundir
 from transformer_core.rundir import Status
+
+from .sweep_state import SAFE_NAME
 
 TERMINAL = (Status.FINISHED.value, Status.DIVERGED.value)
 
@@ -45,17 +48,17 @@ class TrialState:
 
 def _json(path: Path) -> dict:
     try:
-        value = json.loads(path.read_text())
+        value = json.loads(read_text(path))
         return value if isinstance(value, dict) else {}
-    except (OSError, ValueError):
+    except (OSError, ValueError):  # OSError: Unreadable too (a FIFO, a huge file planted in the sweep)
         return {}
 
 
 def _lines(path: Path) -> list[dict]:
     out = []
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        text = read_text(path, METRICS_BYTES)
+    except (OSError, ValueError):
         return out
     for line in text.splitlines():
         try:
@@ -78,7 +81,7 @@ def _search_samples(sweep_dir: Path, planned: set) -> dict:
     out = {}
     for path in sorted((sweep_dir / "trials").glob(f"*/{rundir.TRIAL}")):
         tid = path.parent.name
-        if tid in planned:
+        if tid in planned or not SAFE_NAME.match(tid):
             continue
         rec = _json(path)
         if isinstance(rec.get("search"), dict) or rec.get("group") == "search":
@@ -88,16 +91,19 @@ def _search_samples(sweep_dir: Path, planned: set) -> dict:
 
 def snapshot(sweep_dir: Path) -> list[TrialState]:
     """Every planned trial's state (and a search's sampled ones), read from sweep.json and the trials' files."""
+    from analysis.collect import printable
     state = _json(sweep_dir / "sweep.json")
     plan = state.get("plan") if isinstance(state.get("plan"), dict) else {}
-    ids = [t for t in state.get("trials") or [] if isinstance(t, str)]
+    ids = [t for t in state.get("trials") or [] if isinstance(t, str) and SAFE_NAME.match(t)]
     extra = _search_samples(sweep_dir, set(ids)) if (sweep_dir / "trials").is_dir() else {}
     plan = {**plan, **extra}
     out = []
     for tid in ids + list(extra):
         p, wd = plan.get(tid) if isinstance(plan.get(tid), dict) else {}, sweep_dir / "trials" / tid
-        t = TrialState(tid, f"{p.get('row', tid)} s{p.get('seed', '?')}", Status.PENDING.value)
-        t.steps = int((p.get("values") or {}).get("steps") or 0)
+        name = f"{p.get('row', tid)} s{p.get('seed', '?')}"
+        t = TrialState(tid, printable(name), Status.PENDING.value)  # terminal escapes from disk written as \xNN
+        values = p.get("values") if isinstance(p.get("values"), dict) else {}
+        t.steps = _int(values.get("steps"), 0)
         attempts = _lines(wd / rundir.ATTEMPTS)
         t.attempts, t.started = len(attempts), (attempts[0].get("time") if attempts else None)
         for rec in _lines(wd / rundir.METRICS):

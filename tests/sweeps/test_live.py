@@ -88,3 +88,17 @@ def test_a_searchs_sampled_trials_are_followed_before_sweep_json_lists_them(tmp_
         "sample-2f8c51d3 s1: started",
         "sample-2f8c51d3 s1: finished: dev BLEU 2.00, dev PPL 50.00 [1 of 5 trials ended]",
     ]
+
+
+def test_names_from_disk_are_escaped_and_ids_that_leave_the_sweep_are_not_followed(tmp_path):
+    import os
+
+    d = _sweep(tmp_path)
+    state = json.loads((d / "sweep.json").read_text())
+    state["trials"].append("../../outside")
+    state["plan"]["base-s1-x"] = {"row": "base\x1b[31m", "seed": 1, "values": {"steps": "twenty"}}
+    (d / "sweep.json").write_text(json.dumps(state))
+    os.mkfifo(d / "trials" / "A1-s1-x" / "metrics.jsonl")  # a FIFO planted as a metrics file: read never blocks
+    names = {t.trial_id: t for t in snapshot(d)}
+    assert "../../outside" not in names and names["base-s1-x"].name == "base\\x1b[31m s1"
+    assert names["base-s1-x"].steps == 0 and names["A1-s1-x"].step == 0
