@@ -51,9 +51,11 @@ async def _inspect(ws_url: str, page_url: str, shot: Path) -> dict:
                 break
         expr = "JSON.stringify(Array.from(document.images).map(i => [i.alt, i.complete && i.naturalWidth > 0]))"
         images = json.loads((await call("Runtime.evaluate", expression=expr))["result"]["value"])
+        plots = "document.querySelectorAll('.plotly-graph-div .main-svg').length"  # plotly figures drawn
+        drawn = (await call("Runtime.evaluate", expression=plots))["result"].get("value", 0)
         png = await call("Page.captureScreenshot", format="png", captureBeyondViewport=False)
         shot.write_bytes(base64.b64decode(png["data"]))
-    return {"errors": errors, "images": images}
+    return {"errors": errors, "images": images, "plots": drawn}
 
 
 def _note(msg: dict, errors: list) -> None:
@@ -98,3 +100,17 @@ def test_report_renders_without_errors_and_every_image_loads(tmp_path):
     assert result["errors"] == []
     assert result["images"] and all(ok for _, ok in result["images"]), result["images"]
     assert (out / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make test-browser installs it)")
+def test_the_search_reports_interactive_plots_draw_offline(tmp_path):
+    from analysis.search_interactive import interactive_plots, ship_script
+    from analysis.search_report import render_html
+    from tests.analysis.test_search_interactive import _study
+
+    live = interactive_plots(_study(tmp_path / "optuna.db", "s", ["minimize"]), "s")
+    ship_script(tmp_path)  # plotly.min.js beside the page, loaded from a file URL: nothing fetched
+    page = tmp_path / "report.html"
+    page.write_text(render_html(["# Search report: s", ""], {}, "s", live))
+    result = check_page(page, tmp_path / "report.png")
+    assert result["errors"] == [] and result["plots"] >= len(live) == 4, result
