@@ -87,10 +87,14 @@ def curve_panels(df: pd.DataFrame, t: pd.DataFrame) -> str | None:
     return _png(fig)
 
 
-def bleu_vs_params(t: pd.DataFrame) -> str:
+def bleu_vs_params(t: pd.DataFrame) -> str | None:
+    """dev BLEU against parameters, ours and the paper's; None where the finished rows are all of one size (the plot
+    would say nothing that the table does not)."""
+    ok = t[t["n"] > 0]
+    if ok["params_M"].nunique() < 2:
+        return None
     plt = _pyplot()
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    ok = t[t["n"] > 0]
     a1.errorbar(ok["params_M"], ok["bleu_dev"], yerr=ok["bleu_dev_ci"].fillna(0).astype(float), fmt="o", capsize=3)
     for _, r in ok.iterrows():
         a1.annotate(r["row"], (r["params_M"], r["bleu_dev"]), fontsize=7)
@@ -123,8 +127,9 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
     from scipy import stats
 
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 0.28 * len(rows) + 1.4), squeeze=False,
-                             sharey=True)  # fmt: skip
+    # constrained layout: the figure's title, the panels' titles and the row labels never overlap, however few rows
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 0.28 * len(rows) + 1.8), squeeze=False,
+                             sharey=True, layout="constrained")  # fmt: skip
     paper = t.set_index("row")
     for ax, (reading, values, base) in zip(axes[0], panels):
         pooled = noise[reading] if noise and reading in noise else pooled_noise(values)
