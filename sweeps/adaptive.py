@@ -202,8 +202,7 @@ def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False,
     """An adaptive sweep end to end (open, rounds, close), like runner.run_sweep."""
     ctx = open_sweep(spec, profile_name, out, address, resume, num_cpus)
     ctx.verbose = verbose
-    if not address and not ctx.store:  # a local sweep: as many trials at once as the machine's memory holds
-        ctx.spec = fit_to_memory(ctx, echo)
+    ctx.spec = fit_to_memory(ctx, echo, address)  # as many trials at once as the machine's memory holds
     try:
         stopped = adaptive_rounds(ctx, budget if budget is not None else spec.budget, echo)
         ctx.state["adaptive"]["stopped"] = stopped

@@ -458,10 +458,17 @@ def _child_run_ids(ctx: SweepContext) -> list[str]:
     return [m.read_text().strip() for m in sorted((view / "trials").glob("*/mlflow_run_id"))]
 
 
-def fit_to_memory(ctx: SweepContext, echo: Callable[[str], None]) -> Spec:
+def fit_to_memory(ctx: SweepContext, echo: Callable[[str], None], address: Optional[str] = None) -> Spec:
     """The spec with max_concurrent lowered to what this machine's memory holds (worker_memory.fit_concurrency),
-    said in one line where it was lowered."""
+    said in one line where it was lowered.  A cluster's (``--address``) is not checked: which machines its trials
+    land on is Ray's choice, made after the sweep starts; each worker still bounds itself (worker_memory.py)."""
     from .worker_memory import fit_concurrency, measured_peaks
+
+    if address:
+        if ctx.spec.max_concurrent > 1:
+            echo("memory: trials at once not checked against the cluster's machines (Ray places them after the "
+                 "sweep starts); each reused worker is replaced past its own machine's bound")  # fmt: skip
+        return ctx.spec
 
     trials = ctx.spec.trials(get_profile(ctx.profile_name))
     n, why = fit_concurrency(trials, ctx.spec.max_concurrent, measured_peaks(ctx.sweep_dir))
@@ -492,8 +499,7 @@ def run_sweep(
     (a signal) or a trial ended without a result."""
     ctx = open_sweep(spec, profile_name, sweep_dir, address, resume, num_cpus)
     ctx.verbose = verbose
-    if not address and not ctx.store:  # a local sweep: as many trials at once as the machine's memory holds
-        ctx.spec = fit_to_memory(ctx, echo)
+    ctx.spec = fit_to_memory(ctx, echo, address)  # as many trials at once as the machine's memory holds
     try:
         if spec.search:  # search.warm_start: the study starts from an earlier search's finished trials
             start_from_earlier(spec, ctx.sweep_dir, echo)
