@@ -10,9 +10,11 @@ The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/ver
   tests (TOST) against the claim's margin.  ``best:R1,R2`` is the row that scored best on the reading, its p
   multiplied by the k candidates (Bonferroni: it was picked after looking); a candidate without a finished trial
   makes the comparison missing (the claim is incomplete).  Adaptive seeds: p multiplied by the looks charged.
-* **The family** (default): every comparison of every claim-reading and every row judged against base in the
-  report, decided together by Benjamini-Hochberg at alpha (false discovery rate; under no real effect anywhere,
-  the chance of any false verdict in the report) or Holm (family-wise).  ``family="claim"`` decides each
+* **The family** (default): every comparison the report prints (every claim-reading on dev, test and each named
+  evaluation set, every row judged against base), decided together by Benjamini-Hochberg at alpha (false
+  discovery rate; under no real effect anywhere, the chance of any false decided comparison in the report) or
+  Holm (family-wise): analysis.evalsets.report_rule finds the procedure's cutoff over that union
+  (``Rule.cutoff``) and each table is decided at it.  ``family="claim"`` decides each
   claim-reading alone (Holm over its comparisons); the header names it when used.
 * **A claim-reading** is held when every comparison agrees (significant on the paper's side), contradicted when
   some contradict and none agree, mixed when both, within noise otherwise; incomplete when a row is missing,

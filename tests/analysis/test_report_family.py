@@ -207,3 +207,69 @@ def test_unstable_flags_are_printed_with_the_count_expected_by_chance():
     assert "2 of 30" in line and "1.4 flags" in line  # 3.5% of 40 comparisons
     assert unstable_line(flagged=0, units=30, comparisons=40).startswith("**Unstable**: none")
     assert unstable_line(0, 0, 0) == ""
+
+
+# ------------------------------------------------------------------------------------------- through the report
+def _rewrite(sweep, values: dict) -> None:
+    """Every finished trial's readings replaced by ``values`` ({reading: {row: seed values}}): dev and test in
+    result.json, the named set wmt-x in evals/wmt-x.json."""
+    for result in sweep.glob("trials/*/result.json"):
+        r = json.loads(result.read_text())
+        trial = json.loads((result.parent / "trial.json").read_text())
+        row, k = trial["row"], trial["seed"] - 1
+        r.update(dev_bleu=values["dev_bleu"][row][k], dev_ppl=float(np.exp(values["dev_ce"][row][k])),
+                 test_bleu=values["test:bleu"][row][k], test_chrf=values["test:chrf"][row][k],
+                 test_ppl=float(np.exp(values["test:ce"][row][k])))  # fmt: skip
+        result.write_text(json.dumps(r))
+        rec = {"fingerprint": "abc", "config_hash": r.get("config_hash"), "set": "x", "sentences": 10,
+               "bleu": values["wmt-x:bleu"][row][k], "chrf": values["wmt-x:chrf"][row][k],
+               "ppl": float(np.exp(values["wmt-x:ce"][row][k]))}  # fmt: skip
+        (result.parent / "evals").mkdir(exist_ok=True)
+        (result.parent / "evals" / "wmt-x.json").write_text(json.dumps(rec))
+
+
+def _printed_decisions(model) -> int:
+    tables = [model.claims, *model.set_claims.values()]
+    n = sum(e.count(": agrees") + e.count(": contradicts") for t in tables for e in t["evidence"])
+    return n + int(model.versus["outcome"].isin(["better than base", "worse than base"]).sum())
+
+
+def _demo_sweep(root, seeds: int):
+    return make_sweep(root, {r: {s + 1: (20.0, 7.0) for s in range(seeds)} for r in sim.DEMO_ROWS})
+
+
+def test_the_printed_report_decides_what_the_simulation_counts(tmp_path):
+    """A sweep of the demo's shape rewritten with a simulated table (dev, test, a named set) and reported by
+    report_model.build (what `tsweep report` draws) prints exactly the decided comparisons that
+    simulate.report_errors counts on the same table: the calibration's whole-report figures are the report's."""
+    rng = np.random.default_rng(49)
+    shape = sim.Shape(seeds=2, sets=("test", "wmt-x"))
+    sweep = _demo_sweep(tmp_path / "s", 2)
+    for effects in ({}, {"C3": 3.0, "B1": -3.0, "D2": 4.0}):
+        values = sim.table(rng, shape, effects)
+        _rewrite(sweep, values)
+        model = build(sweep, samples=10)
+        want = sim.report_errors(rng, shape, Rule(), effects, values=values)
+        assert _printed_decisions(model) == want["decided"], effects
+        assert model.rule.size == want["tested"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seeds", [2, 3])
+def test_null_reports_through_the_report_stay_under_5_percent(tmp_path, seeds):
+    """200 null sweeps of the demo's shape (dev, test, a named set) reported through report_model.build: the
+    share printing any decided comparison other than a held '~' stays <= 5% (+ Monte Carlo)."""
+    rng = np.random.default_rng(500 + seeds)
+    shape = sim.Shape(seeds=seeds, sets=("test", "wmt-x"))
+    sweep = _demo_sweep(tmp_path / "s", seeds)
+    bad = 0
+    for _ in range(200):
+        values = sim.table(rng, shape)
+        _rewrite(sweep, values)
+        model = build(sweep, samples=10)
+        tables = [model.claims, *model.set_claims.values()]
+        wrong = sum(e.count(": contradicts") + e.count(": agrees") - e.count("E1 vs base: agrees")
+                    for t in tables for e in t["evidence"])  # fmt: skip
+        wrong += int(model.versus["outcome"].isin(["better than base", "worse than base"]).sum())
+        bad += wrong > 0
+    assert bad / 200 <= 0.07, bad
