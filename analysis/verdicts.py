@@ -181,6 +181,7 @@ class Comparison:
     dof: float = float("nan")
     threshold: float = float("nan")  # the p the family's procedure rejected at (or would reject the next at)
     factor: int = 1  # what p was multiplied by: best-of candidates x looks charged
+    prob: float = float("nan")  # P(a better than b): the share of seed pairs where a's seed is better (ties half)
     na: int = 0
     nb: int = 0
 
@@ -218,6 +219,7 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         c.b = f"the best of {b[5:]}" if absent else c.b
         return c
     c.diff = float(va.mean() - vb.mean())
+    c.prob = improvement(va, vb, reading)
     single = min(len(va), len(vb)) == 1
     if noise.df == 0 or (single and noise.df < MIN_DF_SINGLE):
         c.outcome = Outcome.NO_REPLICATES
@@ -241,8 +243,19 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         f"{pct} interval [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}], p {c.p:.2g}"
         + (f", margin ±{margin}" if relation == "~" else "")
         + (f", best of {len(cands)} (Bonferroni)" if cands else "")
+        + f", P({a} better) {c.prob:.2f}"
     )
     return c
+
+
+def improvement(va: np.ndarray, vb: np.ndarray, reading: str) -> float:
+    """The probability of improvement (rliable's P(X > Y)): over every pair of a seed of a and a seed of b, the
+    share where a's is better on the reading, ties counted half: the Mann-Whitney U of a over b divided by the
+    pairs (scipy).  An effect size beside the verdict, on the seeds' own scale; it decides nothing (with two
+    seeds a row it is one of 0, 1/4, 1/2, 3/4, 1)."""
+    sign = 1 if READINGS[reading].higher_is_better else -1
+    u = stats.mannwhitneyu(sign * va, sign * vb, method="asymptotic").statistic
+    return float(u / (len(va) * len(vb)))
 
 
 def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tuple[float, bool]:

@@ -105,6 +105,7 @@ def test_whole_report_null_rate_is_at_most_5_percent(seeds):
         values = sim.table(rng, shape)
         one += sim.report_errors(rng, shape, Rule(), values=values)["false"] > 0
         apart += sim.report_errors(rng, shape, Rule(), values=values, per_table=True)["false"] > 0
+    print(f"\nwhole report, test + 3 named sets, {seeds} seeds: one family {one / n:.3f}, each table {apart / n:.3f}")
     assert 0.005 <= one / n <= 0.05, one / n
     assert apart / n >= 0.05, apart / n
 
@@ -272,4 +273,30 @@ def test_null_reports_through_the_report_stay_under_5_percent(tmp_path, seeds):
                     for t in tables for e in t["evidence"])  # fmt: skip
         wrong += int(model.versus["outcome"].isin(["better than base", "worse than base"]).sum())
         bad += wrong > 0
+    print(f"\nnull reports through report_model.build, {seeds} seeds: {bad / 200:.3f} with a false decided comparison")
     assert bad / 200 <= 0.07, bad
+
+
+# ------------------------------------------------------------------------------------------- P(A > B)
+def test_probability_of_improvement_is_the_pairs_share_and_unbiased():
+    """P(a better) printed with each comparison: the share of seed pairs where a's seed is better (ties half), on
+    the quality side of the reading (lower cross-entropy is better); averaged over tables with a known shift of
+    1 sd it sits in a band around the truth Phi(1 / sqrt(2)) = 0.760."""
+    from scipy import stats
+
+    from analysis.verdicts import improvement
+
+    a, b = np.array([1.0, 3.0, 5.0]), np.array([2.0, 3.0])
+    pairs = [0, 0, 1, 0.5, 1, 1]  # (1,2) (1,3) (3,2) (3,3) (5,2) (5,3)
+    assert improvement(a, b, "dev_bleu") == pytest.approx(sum(pairs) / 6)
+    assert improvement(a, b, "dev_ce") == pytest.approx(1 - sum(pairs) / 6)
+    rng = np.random.default_rng(50)
+    shape = sim.Shape(seeds=3, sigma={"dev_bleu": 1.0})
+    probs = []
+    for _ in range(400):
+        v = sim.table(rng, shape, {"C4": 1.0})["dev_bleu"]
+        c = compare(v, pooled_noise(v), "C4", ">", "base", "dev_bleu")
+        probs.append(c.prob)
+        assert f"P(C4 better) {c.prob:.2f}" in c.detail
+    truth = stats.norm.cdf(1 / np.sqrt(2))
+    assert abs(np.mean(probs) - truth) <= 0.03, (np.mean(probs), truth)
