@@ -300,3 +300,25 @@ def test_probability_of_improvement_is_the_pairs_share_and_unbiased():
         assert f"P(C4 better) {c.prob:.2f}" in c.detail
     truth = stats.norm.cdf(1 / np.sqrt(2))
     assert abs(np.mean(probs) - truth) <= 0.03, (np.mean(probs), truth)
+
+
+def test_the_header_counts_the_unstable_flags_of_a_report_judged_over_its_budget(tmp_path):
+    """D1 beats base at 1/3 of the budget and not at the end (flagged): the header's line counts it among the
+    claim-readings judged over the budget, with the comparisons they hold and the flags expected by chance."""
+    import pandas as pd
+
+    from analysis.tables import judge_report
+    from analysis.verdicts import unstable_counts
+    from tests.analysis.test_verdicts import _write_trial
+
+    recs = []
+    for s, eps in zip((1, 2, 3), (-0.1, 0.0, 0.1)):
+        recs.append(_write_trial(tmp_path, "base", s, [(100, 5 + eps, 30.0), (200, 8 + eps, 20.0),
+                                                       (300, 10 + eps, 15.0)], 10 + eps))  # fmt: skip
+        recs.append(_write_trial(tmp_path, "D1", s, [(100, 8 + eps, 25.0), (200, 9 - eps, 19.0),
+                                                     (300, 10 - eps, 15.0 + eps)], 10 - eps))  # fmt: skip
+    claims, versus = judge_report(pd.DataFrame(recs))
+    counts = unstable_counts(claims, versus)
+    assert counts["flagged"] >= 1 and counts["units"] >= counts["flagged"]
+    assert counts["comparisons"] >= counts["units"]
+    assert f"{counts['flagged']} of {counts['units']}" in unstable_line(**counts)
