@@ -322,3 +322,31 @@ def test_the_header_counts_the_unstable_flags_of_a_report_judged_over_its_budget
     assert counts["flagged"] >= 1 and counts["units"] >= counts["flagged"]
     assert counts["comparisons"] >= counts["units"]
     assert f"{counts['flagged']} of {counts['units']}" in unstable_line(**counts)
+
+
+def test_could_decide_uses_the_verdicts_level():
+    """A comparison within noise whose observed difference would pass the family's threshold on the raw p at the
+    maximum seeds, but not that threshold divided by the looks (what the verdict will test), gets no more seeds;
+    with the level before (the threshold on the raw p) it did."""
+    import analysis.verdicts as v
+
+    rule = Rule(looks=4, cutoff=0.05 / 10, size=10)
+    rows = {r: np.array([20.0 + 0.5 * k, 20.0 - 0.5 * k, 20.0]) for k, r in enumerate(["x1", "x2", "x3", "x4"], 1)}
+    found = []
+    for d in np.linspace(0.5, 4.0, 71):
+        values = {**rows, "base": np.array([19.5, 20.5, 20.0]), "R1": np.array([19.5, 20.5, 20.0]) - d}
+        noise = pooled_noise(values)
+        c = compare(values, noise, "R1", "<", "base", "dev_bleu", rule=rule)
+        decide([c], rule)
+        if c.outcome != Outcome.WITHIN_NOISE:
+            continue
+        now = v._could_decide(c, noise, (3, 3), (5, 5), rule)
+        old = v.raw_level
+        v.raw_level = lambda c: min(c.threshold, c.level)
+        try:
+            before = v._could_decide(c, noise, (3, 3), (5, 5), rule)
+        finally:
+            v.raw_level = old
+        found.append((now, before))
+    assert (False, True) in found  # decisive only at the lax level: no seed added now
+    assert all(b or not n for n, b in found)  # the verdict's level is never the laxer
