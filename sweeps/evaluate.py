@@ -144,6 +144,11 @@ def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[
     one line when there are none; messages name the sweep as ``where`` (default ``sweep_dir``)."""
     where = where or str(sweep_dir)
     read_sweep_state(sweep_dir)  # a missing or unreadable sweep.json: one line
+    trials = Path(sweep_dir) / "trials"
+    for path in sorted(trials.iterdir()) if trials.is_dir() else ():
+        # evaluate writes into trial directories: one linked out of the sweep is refused, not just left out (collect
+        # leaves it out of what it reads)
+        check_inside(sweep_dir, path)
     df = collect(sweep_dir)
     if rows:
         unknown = [r for r in rows if r not in set(df["row"])]
