@@ -185,13 +185,14 @@ def zero_row_power(rng, seeds: int, tables: int) -> float:
     return hits / tables
 
 
-def detectable_power(rng, seeds: int, rule: Rule, tables: int) -> tuple[float, float]:
-    """(mean printed detectable difference of C4 vs base at ``rule``, in sd; the share decided at that truth)."""
+def detectable_power(rng, seeds: int, rule: Rule, tables: int, calibration: int | None = None) -> tuple[float, float]:
+    """(mean printed detectable difference of C4 vs base at ``rule``, in sd, over ``calibration`` null tables; the
+    share of ``tables`` decided at that truth)."""
     from analysis.verdicts import detectable
 
     shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0})
     ds = []
-    for _ in range(max(tables // 5, 50)):
+    for _ in range(calibration or max(tables // 5, 50)):
         v = sim.table(rng, shape)["dev_bleu"]
         c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu", rule=rule)
         decide([c], rule)

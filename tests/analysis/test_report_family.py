@@ -21,7 +21,6 @@ from analysis.verdicts import (
     _equivalence,
     compare,
     decide,
-    detectable,
     judge_table,
     pooled_noise,
     unstable_line,
@@ -30,7 +29,7 @@ from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from verdict_calibration import adaptive_null, looks_taken  # noqa: E402
+from verdict_calibration import adaptive_null, detectable_power, looks_taken, zero_row_power  # noqa: E402
 
 
 # ------------------------------------------------------------------------------------------- one family
@@ -124,25 +123,6 @@ def test_a_budget_stop_through_the_real_loop_keeps_each_comparison_at_alpha():
 
 
 # ------------------------------------------------------------------------------------------- detectable
-def _detect_and_power(rng, rule, reps=300, seeds=3):
-    """(mean detectable difference of C4 vs base at ``rule``, the share decided when C4 is that much worse)."""
-    shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0})
-    ds = []
-    for _ in range(60):
-        v = sim.table(rng, shape)["dev_bleu"]
-        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu", rule=rule)
-        decide([c], rule)
-        ds.append(detectable(c))
-    d = float(np.mean(ds))
-    hits = 0
-    for _ in range(reps):
-        v = sim.table(rng, shape, {"C4": -d})["dev_bleu"]
-        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu", rule=rule)
-        decide([c], rule)
-        hits += c.outcome == Outcome.AGREES
-    return d, hits / reps
-
-
 def test_the_detectable_difference_has_its_power_with_looks_and_a_family():
     """At 10 looks in a family whose threshold is alpha/30, a true difference of the printed 'detectable' (its raw p
     tested at alpha/300) is found in a band around the measured 77% (nominal 80%: the standard error varies from
@@ -150,39 +130,28 @@ def test_the_detectable_difference_has_its_power_with_looks_and_a_family():
     difference is a quarter smaller and found about half the time."""
     rng = np.random.default_rng(46)
     rule = Rule(looks=10, cutoff=0.05 / 30, size=30)
-    d, power = _detect_and_power(rng, rule)
+    d, power = detectable_power(rng, 3, rule, 300, calibration=60)
     assert 0.68 <= power <= 0.88, (d, power)
     import analysis.verdicts as v
 
     old = v.raw_level
     v.raw_level = lambda c: min(c.threshold, c.level)  # the level before: the threshold on the raw p
     try:
-        d_old, power_old = _detect_and_power(rng, rule, reps=200)
+        d_old, power_old = detectable_power(rng, 3, rule, 200, calibration=60)
     finally:
         v.raw_level = old
     assert d_old < 0.85 * d and power_old < 0.6, (d_old, power_old)
 
 
 # ------------------------------------------------------------------------------------------- zero variances
-def _power_with_a_constant_row(rng, tables=250):
-    hits = 0
-    for _ in range(tables):
-        v = sim.table(rng, sim.Shape(seeds=2, sigma={"dev_bleu": 1.0}), {"C4": -3.0})["dev_bleu"]
-        v["D2"] = np.zeros(2)  # BLEU 0.0 twice: a row whose seeds agree exactly
-        c = compare(v, pooled_noise(v), "C4", "<", "base", "dev_bleu")
-        decide([c], Rule())
-        hits += c.outcome == Outcome.AGREES
-    return hits / tables
-
-
 def test_a_row_with_identical_seeds_does_not_sink_every_other_rows_power(monkeypatch):
     """Another row at 3 sd (2 seeds) is found in a band around the measured 68% (73% without the constant row);
     with the zero floored at 1e-300 (the code before) the prior's d0 collapses and power falls to ~20%."""
     rng = np.random.default_rng(47)
-    power = _power_with_a_constant_row(rng)
+    power = zero_row_power(rng, 2, 250)
     assert 0.58 <= power <= 0.80, power
     monkeypatch.setattr(seed_noise, "offset_zeros", lambda s2: np.maximum(s2, 1e-300))
-    assert _power_with_a_constant_row(rng, 150) < 0.40
+    assert zero_row_power(rng, 2, 150) < 0.40
 
 
 # ------------------------------------------------------------------------------------------- '~'
