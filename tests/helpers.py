@@ -55,6 +55,19 @@ def write_spec(path, **doc):
     return path
 
 
+def refused(argv, capsys, *needles) -> str:
+    """``tsweep ARGV`` in process: exit 2 with one line on stderr holding every needle, no traceback; the line."""
+    from sweeps.cli import main
+
+    capsys.readouterr()
+    rc, err = main([str(a) for a in argv]), capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
 def one_line(r, code=2):
     """The one stderr line of a refused command (exit ``code``, no traceback; Ray's INFO lines aside)."""
     assert r.returncode == code, r.stdout[-2000:] + r.stderr[-2000:]

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeps.cli import main
-from tests.helpers import ROOT
+from tests.helpers import ROOT, refused
 
 pytestmark = pytest.mark.e2e
 OOD = [  # a few lines outside the corpus's domain (the fixture is Bible verses)
@@ -190,14 +189,6 @@ def _trial(sweep: Path, row: str) -> Path:
     return next((sweep / "trials").glob(f"{row}-s1-*"))
 
 
-def _refused(argv, capsys, *needles):
-    capsys.readouterr()
-    rc, err = main([str(a) for a in argv]), capsys.readouterr().err
-    assert rc == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-
-
 def test_evaluate_refuses_a_trial_that_is_a_symlink_out_of_the_sweep(copy, ood, tmp_path, capsys):
     trial = _trial(copy, "D1")
     outside = tmp_path / "outside"
@@ -205,7 +196,7 @@ def test_evaluate_refuses_a_trial_that_is_a_symlink_out_of_the_sweep(copy, ood, 
     shutil.move(trial, outside / trial.name)
     trial.symlink_to(outside / trial.name)
     shutil.rmtree(outside / trial.name / "evals")
-    _refused(["evaluate", copy, "--corpus", ood, "--name", "ood2"], capsys, f"trials/{trial.name}' resolves outside")
+    refused(["evaluate", copy, "--corpus", ood, "--name", "ood2"], capsys, f"trials/{trial.name}' resolves outside")
     assert not (outside / trial.name / "evals").exists()
 
 
@@ -215,8 +206,8 @@ def test_evaluate_refuses_an_evals_directory_that_leads_out(copy, ood, tmp_path,
     outside.mkdir()
     shutil.rmtree(trial / "evals")
     (trial / "evals").symlink_to(outside)
-    _refused(["evaluate", copy, "--corpus", ood, "--name", "ood2"], capsys, "evals' resolves outside the sweep")
-    _refused(["evaluate", "--run", trial, "--corpus", ood, "--name", "ood2"], capsys, "outside the run directory")
+    refused(["evaluate", copy, "--corpus", ood, "--name", "ood2"], capsys, "evals' resolves outside the sweep")
+    refused(["evaluate", "--run", trial, "--corpus", ood, "--name", "ood2"], capsys, "outside the run directory")
     assert list(outside.iterdir()) == []
 
 
@@ -225,14 +216,14 @@ def test_report_refuses_a_report_directory_or_file_that_leads_out(copy, tmp_path
     outside.mkdir()
     shutil.rmtree(copy / "report")
     (copy / "report").symlink_to(outside)
-    _refused(["report", copy], capsys, "report' resolves outside the sweep directory")
+    refused(["report", copy], capsys, "report' resolves outside the sweep directory")
     assert list(outside.iterdir()) == []
     (copy / "report").unlink()
     (copy / "report").mkdir()
     victim = outside / "notes.txt"
     victim.write_text("mine\n")
     (copy / "report" / "report.md").symlink_to(victim)
-    _refused(["report", copy], capsys, "report.md' resolves outside the sweep directory")
+    refused(["report", copy], capsys, "report.md' resolves outside the sweep directory")
     assert victim.read_text() == "mine\n"
 
 
@@ -258,5 +249,5 @@ def test_translate_on_an_unreadable_checkpoint_is_one_line(copy, tmp_path, capsy
         checkpoint.write_bytes(pickle.dumps(_Shell(marker)))
     else:
         torch.save({"step": 20}, checkpoint)
-    _refused(["translate", copy, "--row", "base"], capsys, f"checkpoint {checkpoint.name} is unreadable")
+    refused(["translate", copy, "--row", "base"], capsys, f"checkpoint {checkpoint.name} is unreadable")
     assert not marker.exists()

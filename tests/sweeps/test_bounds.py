@@ -2,32 +2,16 @@
 document (bytes, nesting, aliases), the plan (trials), a trial's memory and seeds outside the RNG's range."""
 
 import pytest
-import yaml
 
 from sweeps.cli import main
+from tests.helpers import refused, write_spec
 from transformer_core.errors import ConfigError
 from transformer_core.memory import MEMORY_ENV, check_memory, parse_size, training_bytes
 from transformer_core.run_config import make_run_config
 
 
-def _spec(path, **doc):
-    path.write_text(yaml.safe_dump({"name": "t", "corpus": {"name": "bible-en-de"}, "seeds": [1], **doc}))
-    return path
-
-
-def _refused(argv, capsys, *needles) -> str:
-    """``tsweep ARGV`` in process: exit 2 with one line on stderr holding every needle, no traceback."""
-    capsys.readouterr()
-    rc, err = main(argv), capsys.readouterr().err
-    assert rc == 2, err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    return err
-
-
 def _plan(spec, capsys, *needles):
-    return _refused(["plan", str(spec), "--profile", "smoke"], capsys, *needles)
+    return refused(["plan", str(spec), "--profile", "smoke"], capsys, *needles)
 
 
 def test_nested_aliases_are_refused_before_they_expand(tmp_path, capsys):
@@ -38,7 +22,7 @@ def test_nested_aliases_are_refused_before_they_expand(tmp_path, capsys):
     spec.write_text("name: laughs\ndescription:\n" + "\n".join(levels) + "\n")
     _plan(spec, capsys, "expands to more than 1,000,000 values through its anchors and aliases")
     out = tmp_path / "out"
-    _refused(["run", str(spec), "--profile", "smoke", "--out", str(out)], capsys, "anchors and aliases")
+    refused(["run", str(spec), "--profile", "smoke", "--out", str(out)], capsys, "anchors and aliases")
     assert not out.exists()
 
 
@@ -57,7 +41,7 @@ def test_deep_nesting_is_one_line_not_a_recursion_error(tmp_path, capsys):
 
 
 def test_a_spec_file_over_the_byte_limit_is_refused_and_the_limit_can_be_raised(tmp_path, capsys, monkeypatch):
-    spec = _spec(tmp_path / "big.yaml", description="x" * 300_000)
+    spec = write_spec(tmp_path / "big.yaml", description="x" * 300_000)
     _plan(spec, capsys, "is larger than 262,144 bytes", "TSWEEP_MAX_SPEC_BYTES=N")
     monkeypatch.setenv("TSWEEP_MAX_SPEC_BYTES", "1000000")
     assert main(["plan", str(spec), "--profile", "smoke"]) == 0
@@ -65,14 +49,14 @@ def test_a_spec_file_over_the_byte_limit_is_refused_and_the_limit_can_be_raised(
 
 def test_the_number_of_trials_is_capped_and_the_cap_can_be_raised(tmp_path, capsys, monkeypatch):
     rows = {"D": [{"P_drop": 0.0}, {"P_drop": 0.2}]}
-    spec = _spec(tmp_path / "grid.yaml", seeds=list(range(1, 701)), rows=rows)
+    spec = write_spec(tmp_path / "grid.yaml", seeds=list(range(1, 701)), rows=rows)
     _plan(spec, capsys, "asks for 2,100 trials (3 rows x 700 seeds), more than the limit of 2,000", "TSWEEP_MAX_TRIALS")
     monkeypatch.setenv("TSWEEP_MAX_TRIALS", "3")
-    _plan(_spec(tmp_path / "two.yaml", seeds=[1, 2], rows=rows), capsys, "6 trials", "limit of 3")
-    adaptive = _spec(tmp_path / "adaptive.yaml", seeds={"min": 2, "max": 10**6})
+    _plan(write_spec(tmp_path / "two.yaml", seeds=[1, 2], rows=rows), capsys, "6 trials", "limit of 3")
+    adaptive = write_spec(tmp_path / "adaptive.yaml", seeds={"min": 2, "max": 10**6})
     _plan(adaptive, capsys, "1,000,000 trials (1 rows x 1,000,000 seeds.max)")
     space = {"lr_scale": {"type": "loguniform", "low": 0.5, "high": 2}}
-    search = _spec(tmp_path / "search.yaml", search={"samples": 10**6, "space": space})
+    search = write_spec(tmp_path / "search.yaml", search={"samples": 10**6, "space": space})
     _plan(search, capsys, "(1,000,000 search.samples x 1 seeds)")
     monkeypatch.setenv("TSWEEP_MAX_TRIALS", "6")
     assert main(["plan", str(tmp_path / "two.yaml"), "--profile", "smoke"]) == 0
@@ -84,19 +68,21 @@ SEED_LINE = "99999999999999999999999 is invalid; allowed an integer in [0, 42949
 
 
 def test_seeds_beyond_the_rng_are_refused_at_validation(tmp_path, capsys, monkeypatch):
-    _plan(_spec(tmp_path / "s.yaml", seeds=[1, 99999999999999999999999]), capsys, f"seeds[1]: {SEED_LINE}")
+    _plan(write_spec(tmp_path / "s.yaml", seeds=[1, 99999999999999999999999]), capsys, f"seeds[1]: {SEED_LINE}")
     monkeypatch.setenv("TSWEEP_MAX_TRIALS", str(2**50))  # past the trial cap, the seeds' own range
-    _plan(_spec(tmp_path / "a.yaml", seeds={"min": 2, "max": 2**40}), capsys, "seeds.max: 1099511627776 is invalid")
+    _plan(
+        write_spec(tmp_path / "a.yaml", seeds={"min": 2, "max": 2**40}), capsys, "seeds.max: 1099511627776 is invalid"
+    )
     space = {"lr_scale": {"type": "loguniform", "low": 0.5, "high": 2}}
     search = {"samples": 2, "space": space, "seed": 99999999999999999999999}
-    _plan(_spec(tmp_path / "o.yaml", search=search), capsys, f"search.seed: {SEED_LINE}")
+    _plan(write_spec(tmp_path / "o.yaml", search=search), capsys, f"search.seed: {SEED_LINE}")
     work = tmp_path / "run"
-    _refused(
+    refused(
         ["train", "--workdir", str(work), "--set", "seed=99999999999999999999999"],
         capsys,
         "seed=99999999999999999999999 is invalid: allowed an integer in [0, 4294967295]",
     )
-    _refused(["train", "--workdir", str(work), "--set", "steps=1" + "0" * 30], capsys, "steps=1000")
+    refused(["train", "--workdir", str(work), "--set", "steps=1" + "0" * 30], capsys, "steps=1000")
     assert not work.exists()
     with pytest.raises(ConfigError, match="seed=4294967296 is invalid"):
         make_run_config({"seed": 2**32})
@@ -106,7 +92,7 @@ def test_seeds_beyond_the_rng_are_refused_at_validation(tmp_path, capsys, monkey
 def test_a_model_too_large_for_memory_is_refused_before_allocation(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv(MEMORY_ENV, raising=False)
     work = tmp_path / "run"
-    _refused(
+    refused(
         ["train", "--workdir", str(work), "--set", "d_model=1000000000"],
         capsys,
         "training needs at least",
@@ -115,10 +101,10 @@ def test_a_model_too_large_for_memory_is_refused_before_allocation(tmp_path, cap
         f"set {MEMORY_ENV}=SIZE",
     )
     assert not work.exists()
-    spec = _spec(tmp_path / "huge.yaml", base={"preset": "base", "d_model": 10**9})
+    spec = write_spec(tmp_path / "huge.yaml", base={"preset": "base", "d_model": 10**9})
     _plan(spec, capsys, "rows.base.base: at profile 'smoke': training needs at least")
     out = tmp_path / "out"
-    _refused(["run", str(spec), "--profile", "smoke", "--out", str(out)], capsys, "training needs at least")
+    refused(["run", str(spec), "--profile", "smoke", "--out", str(out)], capsys, "training needs at least")
     assert not out.exists()
 
 

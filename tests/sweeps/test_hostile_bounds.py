@@ -3,29 +3,14 @@ x seeds plus its confirmation round, seeds a local Ray cannot hold, a huge batch
 line before anything runs, and `tsweep plan` says what a search runs in all."""
 
 import pytest
-import yaml
 
 from sweeps.bounds import planned_trials
 from sweeps.cli import main
+from tests.helpers import refused, write_spec
 from transformer_core.errors import ConfigError
 from transformer_core.run_config import MAX_TOKENS_PER_BATCH, MAX_VOCAB, make_run_config
 
 SPACE = {"lr_scale": {"type": "loguniform", "low": 0.3, "high": 3.0}}
-
-
-def _spec(path, **doc):
-    path.write_text(yaml.safe_dump({"name": "t", "corpus": {"name": "bible-en-de"}, "seeds": [1], **doc}))
-    return path
-
-
-def _refused(argv, capsys, *needles) -> str:
-    capsys.readouterr()
-    rc, err = main(argv), capsys.readouterr().err
-    assert rc == 2, err
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 def test_a_search_counts_samples_times_seeds_and_its_confirmation_round():
@@ -38,24 +23,24 @@ def test_a_search_counts_samples_times_seeds_and_its_confirmation_round():
 def test_a_million_trial_search_is_refused_before_anything_runs(tmp_path, capsys):
     """It planned as "2 trials" and started training."""
     doc = {"seeds": 2, "search": {"samples": 2000, "confirm": {"top": 1000, "seeds": 1000}, "space": SPACE}}
-    spec = _spec(tmp_path / "s.yaml", **doc)
+    spec = write_spec(tmp_path / "s.yaml", **doc)
     out = tmp_path / "out"
-    _refused(["run", str(spec), "--profile", "smoke", "--out", str(out)], capsys, "1,004,000 trials",
+    refused(["run", str(spec), "--profile", "smoke", "--out", str(out)], capsys, "1,004,000 trials",
              "search.confirm.seeds")  # fmt: skip
     assert not out.exists()
 
 
 def test_plan_says_how_many_trials_a_search_runs(tmp_path, capsys):
-    spec = _spec(tmp_path / "s.yaml", seeds=2, search={"samples": 5, "confirm": {"top": 2, "seeds": 3},
+    spec = write_spec(tmp_path / "s.yaml", seeds=2, search={"samples": 5, "confirm": {"top": 2, "seeds": 3},
                                                        "space": SPACE})  # fmt: skip
     assert main(["plan", str(spec), "--profile", "smoke"]) == 0
     assert "5 samples x 2 seeds + 2 confirmed x 3 fresh seeds = 16 trials" in capsys.readouterr().out
 
 
 def test_seeds_a_local_ray_cannot_hold_are_refused_before_ray_starts(tmp_path, capsys):
-    spec = _spec(tmp_path / "s.yaml", seeds=1000, search={"samples": 1, "space": SPACE})
+    spec = write_spec(tmp_path / "s.yaml", seeds=1000, search={"samples": 1, "space": SPACE})
     out = tmp_path / "out"
-    _refused(["run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "2"], capsys,
+    refused(["run", str(spec), "--profile", "smoke", "--out", str(out), "--num-cpus", "2"], capsys,
              "1000 seeds x resources.cpus 1 = 1000 CPUs per sample", "--num-cpus")  # fmt: skip
     assert not out.exists()
 
@@ -73,7 +58,7 @@ def test_seeds_a_local_ray_cannot_hold_are_refused_before_ray_starts(tmp_path, c
 )  # fmt: skip
 def test_sizes_that_are_typos_are_refused_in_the_spec(tmp_path, capsys, doc, needle):
     """tokens_per_batch 10^9 planned a smoke sweep at 212 device-hours; corpus.vocab 10^7 was ignored silently."""
-    _refused(["plan", str(_spec(tmp_path / "s.yaml", **doc)), "--profile", "smoke"], capsys, needle)
+    refused(["plan", str(write_spec(tmp_path / "s.yaml", **doc)), "--profile", "smoke"], capsys, needle)
 
 
 def test_a_huge_vocabulary_is_refused_for_one_run_too(tmp_path, capsys):
@@ -81,6 +66,6 @@ def test_a_huge_vocabulary_is_refused_for_one_run_too(tmp_path, capsys):
     with pytest.raises(ConfigError, match="vocab=10000000 is invalid"):
         make_run_config({"vocab": 10_000_000})
     out = tmp_path / "run"
-    _refused(["train", "--workdir", str(out), "--profile", "smoke", "--set", "vocab=10000000"], capsys, "vocab=")
+    refused(["train", "--workdir", str(out), "--profile", "smoke", "--set", "vocab=10000000"], capsys, "vocab=")
     assert not out.exists()
     assert make_run_config({"vocab": 37000, "tokens_per_batch": 25000}).data.vocab == 37000  # the paper's: allowed
