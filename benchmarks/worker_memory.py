@@ -107,20 +107,24 @@ def run_setting(args, setting: str, precision: str) -> list[dict]:
 
 
 # Which cache holds the growth: bf16 linear layers (forward and backward) over 380 new shapes in a fresh process,
-# the resident memory it adds, with each cache at the libraries' default (1024) or capped (64).
+# the resident memory it adds, with each cache at the libraries' default (1024) or capped (64).  transformer_core is
+# imported first, as in a trial: its caps hold unless the environment sets the capacities.
 SHAPES = """
-import json, torch
+import json, os, sys
+import transformer_core
+import torch
 torch.set_num_threads(1)
 rss = lambda: int(next(l for l in open("/proc/self/status") if l.startswith("VmRSS")).split()[1]) / 1e3
 w, out = torch.randn(512, 128, requires_grad=True), []
 for i, n in enumerate(range(8, 808, 2)):
     x = torch.randn(n, 128, requires_grad=True)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=PRECISION == "bf16"):
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=sys.argv[1] == "bf16"):
         y = torch.nn.functional.linear(x, w)
     y.float().sum().backward()
     if i == 19:
         out.append(rss())
-print(json.dumps({"growth_mb": rss() - out[0]}))
+variables = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+print(json.dumps({"growth_mb": rss() - out[0], "env": {k: os.environ.get(k) for k in variables}}))
 """
 ATTRIBUTION = {
     "both at 1024 (the libraries' defaults)": ("1024", "1024"),
@@ -130,23 +134,27 @@ ATTRIBUTION = {
 }
 
 
+def shape_growth(precision: str, capacities: dict | None = None) -> dict:
+    """{growth_mb, env} of SHAPES in a fresh process with the cache capacities ``capacities`` (None: neither set,
+    transformer_core's caps)."""
+    from transformer_core.native_memory import CACHE_VARIABLES
+
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_VARIABLES}
+    env.update(capacities or {}, PYTHONPATH=str(HERE))
+    out = subprocess.run([sys.executable, "-c", SHAPES, precision], capture_output=True, text=True, env=env,
+                         timeout=300)  # fmt: skip
+    if out.returncode:
+        raise RuntimeError(f"shape growth failed ({out.returncode}): {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def attribution(precision: str) -> list[str]:
     lines = []
     for label, (onednn, ideep) in ATTRIBUTION.items():
-        env = {**os.environ, "ONEDNN_PRIMITIVE_CACHE_CAPACITY": onednn, "LRU_CACHE_CAPACITY": ideep}
-        code = SHAPES.replace("PRECISION", repr(precision))
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-        growth = json.loads(out.stdout.strip().splitlines()[-1])["growth_mb"]
+        caps = {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": onednn, "LRU_CACHE_CAPACITY": ideep}
+        growth = shape_growth(precision, caps)["growth_mb"]
         lines.append(f"  {precision}, {label}: +{growth:.0f} MB over 380 new shapes")
     return lines
-
-
-def cpu_flags() -> str:
-    try:
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
-    except (OSError, StopIteration):
-        return "unknown"
-    return " ".join(f for f in ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16") if f in flags) or "no avx2"
 
 
 def main() -> None:
@@ -164,19 +172,18 @@ def main() -> None:
     if args.worker:
         worker(args)
         return
-    if args.precisions:
-        precisions = args.precisions.split(",")
-    else:
-        from transformer_core.device import cpu_bf16_speedup
-
-        precisions = ["fp32", "bf16"] if cpu_bf16_speedup() > 1.1 else ["fp32"]
+    sys.path.insert(0, str(HERE / "benchmarks"))
     import torch
+    from step_profile import cpu_flags, machine_precisions
 
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=HERE)
+    from sweeps.tracking import git_commit
+    from transformer_core.memory import machine_memory
+
+    precisions = args.precisions.split(",") if args.precisions else machine_precisions()
+    mem = (machine_memory() or 0) / 1e9
     lines = [
         f"# {' '.join(['python', 'benchmarks/worker_memory.py', *sys.argv[1:]])}",
-        f"# {time.strftime('%Y-%m-%d')}, commit {commit.stdout.strip() or 'unknown'}, "
+        f"# {time.strftime('%Y-%m-%d')}, commit {git_commit(HERE)}, "
         f"{platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} CPUs, CPU flags: {cpu_flags()}, {mem:.1f} GB memory, torch {torch.__version__}",
         f"# {args.trials} trials per process ({', '.join(r for r, _ in ROWS[: args.trials])}), {args.steps} steps, "
