@@ -92,6 +92,7 @@ def _search_samples(sweep_dir: Path, planned: set) -> dict:
 def snapshot(sweep_dir: Path) -> list[TrialState]:
     """Every planned trial's state (and a search's sampled ones), read from sweep.json and the trials' files."""
     from analysis.collect import printable
+
     state = _json(sweep_dir / "sweep.json")
     plan = state.get("plan") if isinstance(state.get("plan"), dict) else {}
     ids = [t for t in state.get("trials") or [] if isinstance(t, str) and SAFE_NAME.match(t)]
@@ -126,13 +127,20 @@ def snapshot(sweep_dir: Path) -> list[TrialState]:
     return out
 
 
+def _eta(per: Optional[float], left: int, concurrent: int) -> str:
+    """'ETA ~12m30s' for ``left`` trials of ``per`` seconds each, ``concurrent`` at a time ('done', 'ETA ?')."""
+    if not left:
+        return "done"
+    return f"ETA ~{_dur(per * -(-left // max(concurrent, 1)))}" if per else "ETA ?"
+
+
 def progress_line(trials: list[TrialState], started: float, concurrent: int, deadline: Optional[float] = None) -> str:
     """'k of n trials ended; elapsed; ETA; budget left': what a finished-trial line adds, from the measured times."""
     ended = sum(1 for t in trials if t.status in TERMINAL + ("failed",))
     left = len(trials) - ended
     done = [t.seconds for t in trials if t.seconds]
     per = sum(done) / len(done) if done else None
-    eta = "done" if not left else f"ETA ~{_dur(per * -(-left // max(concurrent, 1)))}" if per else "ETA ?"
+    eta = _eta(per, left, concurrent)
     budget = f"; budget left {_dur(deadline - time.time())}" if deadline is not None else ""
     return f"{ended} of {len(trials)} trials ended; elapsed {_dur(time.time() - started)}; {eta}{budget}"
 
@@ -149,7 +157,7 @@ def summary_line(trials: list[TrialState], started: float, est_trial_s: Optional
             if t.status == "running" and t.started and t.step and t.steps]  # fmt: skip
     per = sum(done) / len(done) if done else (sum(pace) / len(pace) if pace else est_trial_s)
     left = n["running"] + n["pending"]
-    eta = f"ETA ~{_dur(per * -(-left // max(concurrent, 1)))}" if per and left else ("done" if not left else "ETA ?")
+    eta = _eta(per, left, concurrent)
     source = "measured" if done else "from the running trials' pace" if pace else "plan estimate"
     return (f"{n['finished']} finished, {n['running']} running, {n['pending']} pending, {n['failed']} failed; "
             f"elapsed {_dur(time.time() - started)}; {eta}" + (f" ({source})" if left else ""))  # fmt: skip

@@ -121,7 +121,7 @@ def fit_concurrency(trials: list, max_concurrent: int, measured: dict, memory: O
     if not memory or not trials or max_concurrent <= 1:
         return max_concurrent, None
     need, largest, how = 0.0, None, "estimated"
-    for t in trials:
+    for t in {t.row: t for t in trials}.values():  # a row's seeds hold the same memory: one estimate per row
         if t.row in measured:
             value, source = measured[t.row], "measured"
         else:

@@ -334,7 +334,7 @@ def result_base(tr: Trainer, started: float) -> dict:
         "fused_adam": t.fused_adam,
         "loss_kernel": tr.forward_loss.loss_kernel,  # as it ran (a compiled step: plain, fused by the compiler)
         "fast_dropout": t.fast_dropout and tr.device.type == "cpu" and tr.forward_loss.mode == "off",  # int32 masks ran
-        "peak_rss_gb": gb(peak_bytes()),  # this session of the trial, its process's resident memory
+        "peak_rss_gb": gb(peak_bytes()),  # the process's peak resident memory since this Trainer was built
         "peak_cuda_gb": gb(torch.cuda.max_memory_allocated(tr.device)) if tr.device.type == "cuda" else None,
         "torch_version": torch.__version__,
         **tr.task.versions(),
