@@ -152,13 +152,19 @@ class SweepContext:
         except (OSError, ValueError):
             return None
 
+    def done_results(self) -> tuple[list[dict], int]:
+        """(the finished or diverged results of the sweep's own trials, trials planned)."""
+        if self.spec.search:
+            trials = list(search_trials(self.spec, self.profile_name, self.sweep_dir).values())
+        else:
+            trials = self.planned()
+        results = [r for r in (self.result(t.trial_id, t.config_hash) for t in trials) if r]
+        return results, self.spec.search["samples"] if self.spec.search else len(trials)
+
     def finished_count(self) -> tuple[int, int]:
         """(trials with a finished or diverged result, trials planned)."""
-        if self.spec.search:
-            sampled = search_trials(self.spec, self.profile_name, self.sweep_dir).values()
-            return sum(1 for t in sampled if self.result(t.trial_id, t.config_hash)), self.spec.search["samples"]
-        plan = self.planned()
-        return sum(1 for t in plan if self.result(t.trial_id, t.config_hash)), len(plan)
+        results, planned = self.done_results()
+        return len(results), planned
 
 
 def check_address(address: Optional[str]) -> None:
@@ -435,20 +441,13 @@ def _describe_end(ctx: SweepContext) -> None:
 def _parent_metrics(ctx: SweepContext) -> None:
     if not ctx.tracking:
         return
-    view = ctx.store.view() if ctx.store else ctx.sweep_dir
-    finished, seconds = 0, 0.0
-    for path in (view / "trials").glob(f"*/{RESULT}"):
-        try:
-            result = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(result, dict):
-            finished += result.get("status") == "finished"
-            seconds += (
-                float(result.get("wall_seconds") or 0) if isinstance(result.get("wall_seconds"), (int, float)) else 0
-            )
-    planned = len(ctx.state.get("trials") or []) if isinstance(ctx.state, dict) else 0
-    metrics = {"trials_planned": planned, "trials_finished": finished, "device_hours": seconds / 3600}
+    results, planned = ctx.done_results()  # the sweep's own trials only, as the report counts them
+    seconds = sum(r["wall_seconds"] for r in results if isinstance(r.get("wall_seconds"), (int, float)))
+    metrics = {
+        "trials_planned": planned,
+        "trials_finished": sum(r.get("status") == "finished" for r in results),
+        "device_hours": seconds / 3600,
+    }
     describe_parent(ctx.tracking["uri"], ctx.tracking["parent_run_id"], {}, {}, metrics)
 
 
