@@ -28,7 +28,7 @@ def test_a_lock_that_is_not_a_regular_file_is_refused(tmp_path):
     with pytest.raises(UserError, match="not a regular file"):
         SweepLock.acquire(str(sweep), sweep)
     (sweep / "sweep.lock").unlink()
-    SweepLock.acquire(str(sweep), sweep).release()  # a regular lock file is taken as before
+    SweepLock.acquire(str(sweep), sweep).release()  # a regular lock file is taken
 
 
 def _driver_log(sweep):
@@ -52,7 +52,7 @@ def test_a_driver_log_planted_as_a_link_is_not_written_through(tmp_path):
     assert where != sweep / "driver.log" and "ray says something" in where.read_text()
     where.unlink()
     (sweep / "driver.log").unlink()
-    assert _driver_log(sweep) == sweep / "driver.log"  # a sweep's own file: appended as before
+    assert _driver_log(sweep) == sweep / "driver.log"  # a sweep's own file: appended
     assert "ray says something" in (sweep / "driver.log").read_text()
 
 

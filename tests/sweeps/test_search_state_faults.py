@@ -168,7 +168,7 @@ def test_a_warm_start_from_another_tools_database_writes_nothing_into_it(tmp_pat
 def test_a_huge_sparse_study_file_is_refused_by_its_size(tmp_path, monkeypatch):
     source = _earlier(tmp_path / "early")
     with open(source / "optuna.db", "r+b") as f:
-        f.truncate(1 << 30)  # sparse: costs no disk; it was read (and copied) whole
+        f.truncate(1 << 30)  # sparse: costs no disk, but a reader that copied it whole would take 1 GiB
     with pytest.raises(UserError, match="1,073,741,824 bytes, more than the"):
         check_source(_spec(warm_start=str(source)))
     (source / "optuna.db").write_bytes(b"")
