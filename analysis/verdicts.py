@@ -16,6 +16,9 @@ The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/ver
   Holm (family-wise): analysis.evalsets.report_rule finds the procedure's cutoff over that union
   (``Rule.cutoff``) and each table is decided at it.  ``family="claim"`` decides each
   claim-reading alone (Holm over its comparisons); the header names it when used.
+* **Evidence** (``Rule.evidence``): "p" (default) decides on the p-values above; "e" on each comparison's e-value
+  (analysis/evalues.py: the safe t-test, '~' through a calibrator), decided by e-BH (BH on 1/e), valid under any
+  dependence and, for the directional comparisons, under optional stopping: no looks are charged.
 * **A claim-reading** is held when every comparison agrees (significant on the paper's side), contradicted when
   some contradict and none agree, mixed when both, within noise otherwise; incomplete when a row is missing,
   whatever the others say (a missing row could turn contradicted into mixed, within noise into held).  Diverged
@@ -25,7 +28,7 @@ The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/ver
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import numpy as np
@@ -35,6 +38,7 @@ from scipy import optimize, stats
 from transformer_core.rundir import Status
 
 from .claims import CLAIMS, Claim, as_claims
+from .evalues import DESIGN_DELTA, calibrated, critical_t, t_evalue, uncalibrated
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
 
 ALPHA = 0.05
@@ -138,13 +142,21 @@ class Rule:
     # one family with the others.  None: the procedure runs over what judge() is given.
     cutoff: float | None = None
     size: int = 0  # comparisons with a p in the family the cutoff came from
+    # what a comparison is decided on: "p" its p-value (BH / Holm), "e" its e-value (analysis/evalues.py; the
+    # procedure runs on 1/e: e-BH, or Holm on 1/e, valid under any dependence); with "e" the cutoff is on 1/e and
+    # looks are not charged (the safe t-test's e-values are anytime-valid)
+    evidence: str = "p"
 
     def __post_init__(self):
-        if self.family not in FAMILIES or self.method not in METHODS or self.variance not in MODELS:
-            raise ValueError(f"rule: family {self.family!r} / method {self.method!r} / variance {self.variance!r}; "
-                             f"allowed {sorted(FAMILIES)} / {sorted(METHODS)} / {list(MODELS)}")  # fmt: skip
+        if (self.family not in FAMILIES or self.method not in METHODS or self.variance not in MODELS
+                or self.evidence not in EVIDENCE):  # fmt: skip
+            raise ValueError(f"rule: family {self.family!r} / method {self.method!r} / variance {self.variance!r} / "
+                             f"evidence {self.evidence!r}; allowed {sorted(FAMILIES)} / {sorted(METHODS)} / "
+                             f"{list(MODELS)} / {sorted(EVIDENCE)}")  # fmt: skip
 
     def describe(self) -> str:
+        if self.evidence == "e":
+            return self._describe_e()
         looks = f", each comparison at α/{self.looks} for {self.looks} looks" if self.looks > 1 else ""
         if self.family == "claim":
             return (f"per claim: Holm over each claim-reading's comparisons at α = {self.alpha}{looks}; the report as "
@@ -157,8 +169,18 @@ class Rule:
         return (f"{METHODS[self.method]} over the report's family (every claim-reading and every row judged against "
                 f"base) at α = {self.alpha}{looks}")  # fmt: skip
 
+    def _describe_e(self) -> str:
+        how = (f"e-values (the safe t-test designed for {DESIGN_DELTA:g} seed sd; '~' by a calibrator from its p, "
+               f"not anytime-valid), decided by {'e-BH' if self.method == 'bh' else 'Holm on 1/e'}")  # fmt: skip
+        if self.family == "claim":
+            return f"per claim: {how} over each claim-reading's comparisons at α = {self.alpha}, no looks charged"
+        where = f": a comparison is decided where its e >= {1 / self.cutoff:.3g}" if self.cutoff else ""
+        size = f" ({self.size} comparisons)" if self.cutoff is not None else ""
+        return f"{how} over the report's family{size} at α = {self.alpha}, no looks charged{where}"
+
 
 FAMILIES = {"report": "the whole report", "claim": "each claim-reading alone"}
+EVIDENCE = {"p": "p-values", "e": "e-values (anytime-valid)"}
 METHODS = {"bh": "Benjamini-Hochberg (false discovery rate)", "holm": "Holm (family-wise error rate)"}
 
 
@@ -184,6 +206,8 @@ class Comparison:
     prob: float = float("nan")  # P(a better than b): the share of seed pairs where a's seed is better (ties half)
     na: int = 0
     nb: int = 0
+    e: float = float("nan")  # the e-value (Rule.evidence "e"), divided by the best-of candidates
+    decided_on: str = "p"  # what the family's procedure decides it on: Rule.evidence ("p" or "e")
 
     def evidence(self) -> str:
         """The comparison's own outcome and its numbers: what a reader checks the verdict against."""
@@ -212,8 +236,8 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
     c = Comparison(a, relation, b_name, reading, margin, candidates=cands)
     va, vb = values.get(a, np.array([])), values.get(b_name, np.array([]))
     c.na, c.nb = len(va), len(vb)
-    factor = max(len(cands), 1) * rule.looks
-    c.level, c.factor = rule.alpha / factor, factor
+    factor = max(len(cands), 1) * (rule.looks if rule.evidence == "p" else 1)  # e-values: no looks charged
+    c.level, c.factor, c.decided_on = rule.alpha / factor, factor, rule.evidence
     if not len(va) or not len(vb) or absent:
         c.detail = f"no finished trial of {', '.join(absent) if absent else a if not len(va) else b_name}"
         c.b = f"the best of {b[5:]}" if absent else c.b
@@ -236,6 +260,8 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         better = sign * c.diff > 0
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
+    if rule.evidence == "e":
+        c.e = _evalue(c, relation) / (1 if relation == "~" else factor)
     c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # the side; the family's procedure decides
     pct = f"{100 * (1 - (2 if relation == '~' else 1) * c.level):.1f}%"
     c.detail = (
@@ -244,8 +270,33 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         + (f", margin ±{margin}" if relation == "~" else "")
         + (f", best of {len(cands)} (Bonferroni)" if cands else "")
         + f", P({a} better) {c.prob:.2f}"
+        + (f", e {c.e:.3g}" if rule.evidence == "e" else "")
     )
     return c
+
+
+def _evalue(c: Comparison, relation: str) -> float:
+    """The comparison's e-value before best-of: the safe t-test on its t and df (directional), Shafer's calibrator
+    on its p ('~', already multiplied by the candidates: analysis/evalues.py)."""
+    if relation == "~":
+        return calibrated(c.p)
+    if c.se == 0:
+        return math.inf if c.diff else 1.0
+    return t_evalue(c.diff / c.se, c.dof, n_eff(c.na, c.nb))
+
+
+def n_eff(na: int, nb: int) -> float:
+    """The seeds the difference of two means is worth: its variance is sd^2 / n_eff."""
+    return na * nb / (na + nb)
+
+
+def strength(c: Comparison, evidence: str = "p") -> float:
+    """What the family's procedure runs on: the p, or with ``evidence`` "e" 1/e capped at 1 (e-BH is BH on 1/e)."""
+    if evidence == "p":
+        return c.p
+    if math.isnan(c.e):
+        raise ValueError(f"{c.a} vs {c.b} has no e-value: compare it under Rule(evidence='e')")
+    return min(1.0, 1.0 / c.e) if c.e > 0 else 1.0
 
 
 def improvement(va: np.ndarray, vb: np.ndarray, reading: str) -> float:
@@ -293,13 +344,13 @@ def decide(comps: list[Comparison], rule: Rule) -> None:
     tested = [c for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
     if not tested:
         return
-    p = [c.p for c in tested]
+    p = [strength(c, rule.evidence) for c in tested]
     if rule.cutoff is not None and rule.family == "report":  # the whole report's family, decided elsewhere
         threshold, reject = rule.cutoff, [x <= rule.cutoff for x in p]
     else:
         threshold, reject = _procedure(p, rule)
     for c, r in zip(tested, reject):
-        c.threshold = threshold
+        c.threshold, c.decided_on = threshold, rule.evidence
         if not r:
             c.outcome = Outcome.WITHIN_NOISE
 
@@ -318,18 +369,30 @@ def _procedure(p: list[float], rule: Rule) -> tuple[float, list[bool]]:
 def family_rule(comps: list[Comparison], rule: Rule) -> Rule:
     """``rule`` with the cutoff of the family ``comps`` (every comparison the report prints, before any is
     decided): deciding each table at it is the procedure over their union."""
-    p = [c.p for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
+    p = [strength(c, rule.evidence) for c in comps if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)]
     if rule.family != "report":
         return rule
     threshold = _procedure(p, rule)[0] if p else rule.alpha
-    return Rule(rule.alpha, rule.looks, rule.family, rule.method, rule.variance, threshold, len(p))
+    return replace(rule, cutoff=threshold, size=len(p))
 
 
 def raw_level(c: Comparison) -> float:
     """The level a comparison's raw p (before best-of and looks) is decided at: the family's threshold divided by
     what its p was multiplied by (the strictest, alpha / factor, where the threshold is not known)."""
     threshold = c.threshold if math.isfinite(c.threshold) else c.level * c.factor
+    if c.decided_on == "e" and c.relation == "~":  # calibrated(p * factor) >= 1 / threshold
+        return uncalibrated(1 / min(threshold, c.level * c.factor)) / c.factor
     return min(threshold, c.level * c.factor) / c.factor
+
+
+def critical(c: Comparison, dof: float, na: int, nb: int) -> float:
+    """The |t| a comparison's raw statistic needs to be decided at the family's threshold with ``na``, ``nb``
+    seeds on ``dof`` df: two-sided t at ``raw_level`` (p-values, and '~' on e-values through the calibrator), or
+    where the safe t-test's e-value reaches factor / threshold (e-values)."""
+    if c.decided_on == "e" and c.relation != "~":
+        threshold = c.threshold if math.isfinite(c.threshold) else c.level * c.factor
+        return critical_t(c.factor / min(threshold, c.level * c.factor), dof, n_eff(na, nb))
+    return float(stats.t.ppf(1 - raw_level(c) / 2, dof))
 
 
 def detectable(c: Comparison, power: float = 0.8) -> float:
@@ -338,8 +401,9 @@ def detectable(c: Comparison, power: float = 0.8) -> float:
     tested)."""
     if not (math.isfinite(c.se) and math.isfinite(c.threshold)):
         return float("nan")
-    level = raw_level(c)
-    crit = stats.t.ppf(1 - level / 2, c.dof)
+    crit = critical(c, c.dof, c.na, c.nb)
+    if not math.isfinite(crit):
+        return float("inf")
 
     # the noncentrality at which the t statistic passes crit with ``power`` (scipy's noncentral t: the
     # estimated standard error's own noise counts, which matters at the small levels of a large family)
@@ -407,7 +471,7 @@ def settle(claim: Claim, reading: str, comps: list[Comparison], diverged: dict |
 def judge_claim(claim: Claim, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> ClaimResult:
     """One claim on one reading judged alone (its comparisons are the family: Holm over them)."""
     comps = claim_comparisons(claim, values, noise, reading, rule)
-    decide(comps, Rule(rule.alpha, rule.looks, "claim", "holm", rule.variance))
+    decide(comps, replace(rule, family="claim", method="holm", cutoff=None, size=0))
     return settle(claim, reading, comps)
 
 
@@ -435,7 +499,7 @@ def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), ver
     else:
         family = []
         for g in groups:
-            decide(g, Rule(rule.alpha, rule.looks, "claim", "holm", rule.variance))
+            decide(g, replace(rule, family="claim", method="holm", cutoff=None, size=0))
             family += g
     results = [settle(c, r, comps, diverged) for c, r, comps in per_claim]
     return Judgement(results, versus, sum(math.isfinite(c.threshold) for c in family))
@@ -553,7 +617,7 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
     if c.relation == "~":
         shown = abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin  # equal within the margin
         return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
-    return abs(c.diff) > stats.t.ppf(1 - level / 2, dof) * se
+    return abs(c.diff) > critical(c, dof, *then) * se
 
 
 def charged_looks(adaptive: dict | None) -> int:

@@ -1,0 +1,88 @@
+"""Anytime-valid evidence: a comparison's e-value from the seed replicates, decided by e-BH.
+
+An **e-value** is a nonnegative statistic whose expectation under the null is at most 1; by Markov's inequality
+it reaches 1/alpha with probability at most alpha.  When a sequence of them is a nonnegative supermartingale under
+the null (a test martingale), that holds at any stopping time too: seeds can be added to an undecided row, or the
+sweep stopped when something looks decided, and the error rate is kept (optional stopping and continuation).
+
+* **The safe t-test** (Grünwald, de Heide & Koolen, "Safe testing"; the R package safestats' ``safeTTestStat``
+  with its t-density representation): the likelihood ratio of the t statistic, with, in the numerator, half the
+  noncentral t at +sqrt(n_eff) delta and half at -sqrt(n_eff) delta (delta: the effect, in seed sd, the test is
+  designed to find; n_eff = na nb / (na + nb)), and the central t in the denominator.  It equals the Bayes factor
+  with the right-Haar prior on the nuisance parameters (every row's mean and the common seed sd; Pérez-Ortiz,
+  Lardy, de Heide & Grünwald, "E-statistics, group invariance and anytime-valid testing"), so with a common sd it
+  is exactly an e-value at any number of seeds, and its sequence over seeds is a test martingale in the filtration
+  of the scale-invariant data (stopping rules that read only t statistics and e-values, as the adaptive loop does,
+  are covered).  With moderated variances (the default noise model) t and its df are the moderated ones: the
+  e-value is then exact where the p-value is (t follows t on those df under the null); a plug-in otherwise, as
+  the p is.
+* **Directions.** The two halves are each valid for a one-sided null (the noncentral t has monotone likelihood
+  ratio), and the half on the observed side is the larger, so a rejection on the e-value also controls deciding
+  on the wrong side.
+* **'~' (equal within a margin)** has no scale-invariant e-value: the margin is in the reading's units, so the
+  null "|difference| >= margin" is composite in the seed sd and the right-Haar argument does not apply.  Its TOST
+  / beyond-the-margin p is turned into an e-value by Shafer's calibrator p^(-1/2) - 1 (valid at a fixed number of
+  seeds, **not** under optional stopping), and it needs p <= 0.0023 to reach 20.
+* **e-BH** (Wang & Ramdas 2022): reject the k largest e-values for the largest k with e_(k) >= m / (alpha k).
+  That is Benjamini-Hochberg on the p-values 1/e (p_(k) <= alpha k / m), so ``ebh`` runs scipy's BH on min(1, 1/e);
+  the false discovery rate is at most alpha under **any** dependence between the e-values (BH on ordinary p-values
+  needs positive dependence).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import optimize, stats
+
+DESIGN_DELTA = 3.0  # the effect (in seed sd) the safe t-test is designed for: issue 44's power target, 3 sd
+
+
+def t_evalue(t, dof, n_eff, delta: float = DESIGN_DELTA):
+    """The safe t-test's e-value of a two-sided comparison: [nct(t; dof, +ncp) + nct(t; dof, -ncp)] / 2 over
+    t(t; dof), ncp = delta sqrt(n_eff) (scipy's noncentral t, in logs so that a large t does not overflow; |t| = inf
+    gives inf).  Arrays broadcast; a float for scalars."""
+    t, dof, n_eff = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (t, dof, n_eff)))
+    ncp = delta * np.sqrt(n_eff)
+    finite = np.where(np.isfinite(t), t, 0.0)
+    log_e = np.logaddexp(stats.nct.logpdf(finite, dof, ncp), stats.nct.logpdf(finite, dof, -ncp)) - math.log(2)
+    e = np.where(np.isfinite(t), np.exp(log_e - stats.t.logpdf(finite, dof)), np.inf)
+    return float(e) if e.ndim == 0 else e
+
+
+def calibrated(p: float) -> float:
+    """Shafer's calibrator p^(-1/2) - 1: an e-value from a p-value valid at a fixed sample size (its integral over
+    p in [0, 1] is 1).  Not anytime-valid: the p it starts from is not.  scipy has no calibrators."""
+    return math.inf if p <= 0 else max(float(p) ** -0.5 - 1.0, 0.0)
+
+
+def uncalibrated(e: float) -> float:
+    """The p at or under which ``calibrated`` reaches e: (1 + e)^-2."""
+    return (1.0 + e) ** -2
+
+
+def ebh(e: list[float], alpha: float) -> list[bool]:
+    """e-BH's rejections: the k largest e-values for the largest k with e_(k) >= m / (alpha k), i.e. BH on 1/e
+    (scipy's false_discovery_control; 1/e capped at 1, which changes no decision: e-BH never rejects e < 1/alpha)."""
+    if not len(e):
+        return []
+    p = np.minimum(1.0, 1.0 / np.maximum(np.asarray(e, dtype=float), 1e-300))
+    return list(stats.false_discovery_control(p, method="bh") <= alpha)
+
+
+def critical_t(e_needed: float, dof: float, n_eff: float, delta: float = DESIGN_DELTA) -> float:
+    """The |t| at which ``t_evalue`` reaches e_needed (it grows with |t|); inf where it never does (few df: the
+    e-value is bounded, the t tails being heavy under the alternative too)."""
+    if e_needed <= t_evalue(0.0, dof, n_eff, delta):
+        return 0.0
+
+    def short(t: float) -> float:
+        return math.log(t_evalue(t, dof, n_eff, delta)) - math.log(e_needed)
+
+    hi = 10.0
+    while short(hi) < 0:
+        if hi > 1e8:
+            return math.inf
+        hi *= 4
+    return float(optimize.brentq(short, 0.0, hi))
