@@ -1,6 +1,7 @@
 """The verdict engine on simulated tables of the demo's shape, the new rule beside the ones before it.
 
     python benchmarks/verdict_calibration.py [--tables 1000] [--seed 0]
+    python benchmarks/verdict_calibration.py --evalues [--tables 300] [--seed 0]   # the e-value section alone
 
 Every cell uses --tables simulated tables (sweeps, for the adaptive loop), at 2 and 3 seeds per row (19 rows,
 correlated readings, analysis/simulate.py).  "Decided" counts every comparison the report prints as agrees /
@@ -18,6 +19,9 @@ contradicts, inside a "within noise" verdict too.  Prints:
   * the real adaptive loop (sweeps.adaptive.seed_rounds) under the null, stopped by the data or by a budget of
     1 or 2 trials: each comparison's false rate with every planned look charged and with only the looks taken;
   * the frontier for a row at 3x the others' spread.
+``--evalues`` runs only the section on Rule(evidence="e") (anytime-valid e-values decided by e-BH) beside the p
+rule on the same draws (``evalue_section``; benchmarks/results/verdict_calibration_evalues.txt); without it the
+output is what it was before that option existed.
 "Previous" is the rule before this engine: each claim-reading its own family (Holm), one pooled seed variance
 (without the F test that set rows apart), every planned look charged, unstable = the verdict changed.
 """
@@ -246,14 +250,127 @@ def _adaptive_section(rng, n: int) -> None:
         print(f"budget of {b} trial(s): charged {now['per_comparison']:.4f}  looks taken {taken['per_comparison']:.4f}")
 
 
+# ---------------------------------------------------------------------------------------------- e-values
+E = Rule(evidence="e")
+
+
+def one_stopping(rng, tables: int, lo: int, hi: int, spread: float = 1.0, effect: float = 0.0) -> dict:
+    """Row C4 (``spread`` x the others' sd, ``effect`` in sd: below base when negative) against base alone, at
+    alpha 0.05, 19 rows of ``lo`` seeds; C4 and base get one more seed per look up to ``hi`` while undecided
+    (stopped at the first decision).  {rule: (share decided on the paper's side or, with no effect, at all; mean
+    seeds of C4 and base at the stop)} for the e-value rule, the p rule charged every planned look (p x looks) and
+    the p rule charged nothing (looking again as if for the first time)."""
+    rules = {"e": E, "p, every look charged": Rule(looks=hi - lo + 1), "p, no charge": NEW}
+    hits, seeds = dict.fromkeys(rules, 0), dict.fromkeys(rules, 0)
+    shape = sim.Shape(seeds=hi, sigma={"dev_bleu": 1.0}, spread={"C4": spread})
+    for _ in range(tables):
+        full = sim.table(rng, shape, {"C4": effect})["dev_bleu"]
+        for name, rule in rules.items():
+            for n in range(lo, hi + 1):
+                values = {r: v[: n if r in ("C4", "base") else lo] for r, v in full.items()}
+                c = compare(values, pooled_noise(values), "C4", "<", "base", "dev_bleu", rule=rule)
+                decide([c], rule)
+                if c.outcome.value in (("agrees",) if effect else ("agrees", "contradicts")):
+                    hits[name] += 1
+                    break
+            seeds[name] += n
+    return {k: (hits[k] / tables, seeds[k] / tables) for k in rules}
+
+
+def report_stopping(rng, tables: int, lo: int = 2, hi: int = 5) -> dict:
+    """Null reports of the demo's shape, the whole printed report (dev, test, a named set, rows against base):
+    every row gets one more seed per look from ``lo`` to ``hi``, stopped at the first look where anything is
+    decided (the stopping rule that most favours a false decision).  {rule: [share of reports with a false decided
+    comparison at lo seeds, at lo + 1 seeds, at the stop]}."""
+    rules = {"e (e-BH)": E, "p (BH), no charge": NEW}
+    out = {k: [0, 0, 0] for k in rules}
+    for _ in range(tables):
+        full = sim.table(rng, sim.Shape(seeds=hi, sets=SETS))
+        for name, rule in rules.items():
+            for n in range(lo, hi + 1):
+                values = {r: {row: v[:n] for row, v in rows.items()} for r, rows in full.items()}
+                false = sim.report_errors(rng, sim.Shape(seeds=n, sets=SETS), rule, values=values)["false"] > 0
+                if n - lo < 2:
+                    out[name][n - lo] += false
+                if false:
+                    out[name][2] += 1
+                    if n - lo >= 1:
+                        break
+    return {k: [x / tables for x in v] for k, v in out.items()}
+
+
+def adaptive_null_e(rng, sweeps: int, budget_trials: float | None = None) -> dict:
+    """The real adaptive loop (sweeps.adaptive.seed_rounds) given the e-value rule where it builds its rule (it
+    builds Rule(looks=...) today: one argument would carry the sweep's rule there), null sweeps of
+    ``adaptive_sweep``: the share of comparisons falsely decided each alone (e >= 20) and of sweeps with any
+    false decided comparison, the seven decided together by e-BH."""
+    from functools import partial
+    from unittest import mock
+
+    from analysis.verdicts import Outcome, judge_table
+
+    decided = anyf = total = 0
+    for _ in range(sweeps):
+        with mock.patch("sweeps.adaptive.Rule", partial(Rule, evidence="e")):
+            df, _ = adaptive_sweep(rng, budget_trials=budget_trials)
+        alone = judge_table(df, ADAPTIVE_CLAIMS, Rule(evidence="e", family="claim"))
+        together = judge_table(df, ADAPTIVE_CLAIMS, E)
+        decided += sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for r in alone.claims for c in r.comparisons)
+        anyf += any(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for r in together.claims for c in r.comparisons)
+        total += len(ADAPTIVE_CLAIMS)
+    return {"per_comparison": decided / total, "report": anyf / sweeps}
+
+
+def evalue_section(rng, n: int) -> None:
+    """Rule(evidence="e") beside the p rule: the whole report under adaptive stopping, the real adaptive loop, one
+    comparison (null, a 3x row, power at 3 sd) at fixed and adaptive seeds, and the report's power with real
+    effects.  Report cells use ``n`` tables, one-comparison cells 4n."""
+    print("\n## e-values (Rule(evidence='e'): the safe t-test designed for 3 sd, e-BH) beside p (BH)")
+    print(
+        f"\n### the whole printed report under the null, adaptive stopping (dev + test + a named set + rows "
+        f"against base; every row one more seed per look, 2 to 5, stopped at the first decision; {n} tables)"
+    )
+    for name, (two, three, stop) in report_stopping(rng, n).items():
+        print(f"{name:20s} P(>=1 false decided): fixed 2 seeds {two:.3f}  fixed 3 seeds {three:.3f}  "
+              f"stopped at the first decision (2-5) {stop:.3f}")  # fmt: skip
+    print(f"\n### the real adaptive loop under the null, e-value rule (min 2, max 5 seeds, 7 claims; {n} sweeps)")
+    for b in (None, 1, 2):
+        r = adaptive_null_e(rng, n, b)
+        print(
+            f"{'no budget' if b is None else f'budget of {b} trial(s)':18s} per comparison (each alone) "
+            f"{r['per_comparison']:.4f}  sweeps with a false decided comparison (e-BH over 7) {r['report']:.3f}"
+        )
+    m = 4 * n
+    print(f"\n### one comparison (C4 vs base alone, alpha 0.05; C4 and base get a seed per look while undecided; "
+          f"{m} tables): decided share, mean seeds a row")  # fmt: skip
+    for label, kw in (("null", {}), ("3x spread", {"spread": 3.0}), ("power at 3 sd", {"effect": -3.0})):
+        for lo, hi in ((2, 2), (3, 3), (2, 3), (2, 5)):
+            cells = {k: v for k, v in one_stopping(rng, m, lo, hi, **kw).items() if lo < hi or k != "p, no charge"}
+            text = "  ".join(f"{k} {share:.3f} ({seeds:.2f} seeds)" for k, (share, seeds) in cells.items())
+            print(f"{label:14s} seeds {lo}-{hi}: {text}")
+    print(f"\n### real effects at 3 sd (7 rows on the paper's side; dev; {n} tables): FDR, power per real comparison")
+    eff = {r: np.sign(v) * 3.0 for r, v in MIX.items()}
+    for seeds in (2, 3, 5):
+        cells = [f"{k} FDR {r['fdr']:.3f} power {r['power']:.3f}" for k, rule in (("e", E), ("p", NEW))
+                 for r in [report_rates(rng, seeds, rule, n, eff)]]  # fmt: skip
+        print(f"n={seeds} " + "  ".join(cells))
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--evalues", action="store_true", help="only the e-value section (Rule(evidence='e'))")
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     n = a.tables
     t0 = time.time()
+    if a.evalues:
+        print(machine_line(f"python benchmarks/verdict_calibration.py --evalues --tables {n} --seed {a.seed}"))
+        print(f"report cells: {n} tables; one-comparison cells: {4 * n}; demo shape: {len(sim.DEMO_ROWS)} rows")
+        evalue_section(rng, n)
+        print(f"\n{time.time() - t0:.0f} s")
+        return
     print(machine_line(f"python benchmarks/verdict_calibration.py --tables {n} --seed {a.seed}"))
     print(f"tables per cell: {n}; demo shape: {len(sim.DEMO_ROWS)} rows, sigma {sim.DEMO_SIGMA}, rho {sim.DEMO_RHO}")
     _null_section(rng, n)

@@ -57,6 +57,15 @@ def test_the_evalue_grows_with_abs_t_and_critical_t_inverts_it():
     assert critical_t(20.0, 2, 1.0) == math.inf  # two seeds a row, the two rows alone: e <= ~10
 
 
+def test_the_evalue_stays_finite_where_scipys_noncentral_density_fails():
+    """scipy's noncentral t is nan at 300 df and t = -3 and overflows at 1000 df: the e-value is then computed at
+    MAX_DOF (smaller, still valid) and far tails are never 0 or nan."""
+    for dof in (300, 1000, 1e6):
+        assert t_evalue(-3.0, dof, 1.5) == pytest.approx(t_evalue(3.0, 150, 1.5))
+    e = t_evalue(np.geomspace(1, 1e8, 50), 76, 0.5)
+    assert np.isfinite(e).all() and e.min() > 0 and e[-1] > 1e6
+
+
 def test_calibrated_p_is_an_evalue():
     mean, _ = integrate.quad(calibrated, 0, 1)
     assert mean == pytest.approx(1.0, abs=1e-6)
