@@ -1,15 +1,23 @@
-"""The paper's conclusions from Table 3, as data (judged by analysis.verdicts).
+"""Claims as data: what a sweep's spec states before any result is seen, judged by analysis.verdicts.
 
-Each conclusion is a ``Claim``: comparisons of Table 3 rows in terms of quality, the readings it is judged on and,
-for an "about equal", the margin; all fixed here before any result is seen (see ``Claim`` for each field).
-Claims are judged on dev BLEU (the paper's) and dev cross-entropy (ln PPL, where seed noise is far smaller),
+Each claim is a ``Claim``: comparisons of the spec's rows in terms of quality, the readings it is judged on and,
+for an "about equal", the margin (see ``Claim`` for each field).  A spec states them in its ``claims:`` section
+(``parse_claims``: one-line errors, "did you mean"); the paper's eight conclusions from Table 3 are such a
+section of sweeps/specs/table3.yaml (``CLAIMS``), which other specs name with ``claims: table3``.  The paper's
+claims are judged on dev BLEU (the paper's) and dev cross-entropy (ln PPL, where seed noise is far smaller),
 except for label smoothing, which moves perplexity by design and is judged on the reading it names.
 """
 
 from __future__ import annotations
 
+import difflib
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from transformer_core.errors import UserError
 
 QUALITY = ("dev_bleu", "dev_ce")
 
@@ -73,36 +81,187 @@ def as_claims(claims: Iterable[Claim | Mapping]) -> list[Claim]:
     return [Claim.of(c) for c in claims]
 
 
-CLAIMS = [
-    Claim("A-one-head", kind="attention",
-          text="Single-head attention is worse than the best head count (paper: 0.9 BLEU worse)",
-          comparisons=[("A1", "<", "best:base,A2,A3,A4")]),
-    Claim("A-too-many-heads", kind="attention",
-          text="Quality also drops off with too many heads (A4 below the best)",
-          comparisons=[("A4", "<", "best:base,A2,A3")]),
-    Claim("B-smaller-dk", kind="capacity",
-          text="Reducing the attention key size d_k hurts model quality",
-          comparisons=[("B1", "<", "base"), ("B2", "<", "base")]),
-    Claim("C-bigger-better", kind="capacity",
-          text="Bigger models are better",
-          comparisons=[("C1", "<", "base"), ("C2", "<", "base"), ("C3", ">", "base"), ("C4", "<", "base"),
-                       ("C5", ">", "base"), ("C6", "<", "base"), ("C7", ">", "base")]),
-    Claim("D-dropout-helps", kind="regularisation",
-          text="Dropout is very helpful in avoiding over-fitting (D1, no dropout, is worse)",
-          comparisons=[("D1", "<", "base")]),
-    Claim("D-ls-hurts-ppl", kind="regularisation", readings=("dev_ce",),
-          text="Label smoothing hurts perplexity (D3, no smoothing, has lower PPL)",
-          comparisons=[("D3", ">", "base")]),
-    Claim("D-ls-helps-bleu", kind="regularisation", readings=("dev_bleu",),
-          text="Label smoothing improves BLEU (D3, no smoothing, has lower BLEU)",
-          comparisons=[("D3", "<", "base")]),
-    Claim("E-learned-positions", kind="positional",
-          text="Learned positional embeddings give nearly identical results to sinusoids",
-          comparisons=[("E1", "~", "base")],
-          margin={"dev_bleu": 1.0, "dev_ce": 0.025}),  # 1 BLEU; 0.025 nats = 2.5% of PPL
-]  # fmt: skip
-
 UNDERTRAINED_KINDS = ("capacity", "regularisation")
+KINDS = ("attention", "capacity", "regularisation", "positional", "other")
+RELATIONS = {"<": "worse than", ">": "better than", "~": "about equal to"}
+CLAIM_KEYS = ("id", "text", "compare", "readings", "margin", "kind")
+# the readings a claim may be judged on, per task (analysis.verdicts.READINGS): test and named evaluation sets
+# re-judge the dev readings on their own data (analysis.evalsets)
+TASK_READINGS = {"translation": ("dev_bleu", "dev_ce", "test_bleu"), "lm": ("dev_ce", "dev_bpb", "test_bpb")}
+DEFAULT_READINGS = {"translation": QUALITY, "lm": ("dev_ce",)}
+NAMED_CLAIMS = {"table3": "the paper's eight conclusions from Table 3, as sweeps/specs/table3.yaml states them"}
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
+_COMPARISON = re.compile(r"^\s*([^\s<>~]+)\s*([<>~])\s*([^<>~]+?)\s*$")
+TABLE3_SPEC = Path(__file__).resolve().parents[1] / "sweeps" / "specs" / "table3.yaml"
+
+
+def _near(value, allowed) -> str:
+    near = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
+    return f" (did you mean {near[0]!r}?)" if near else ""
+
+
+def _comparison(text, path: str, rows: list[str]) -> tuple[str, str, str]:
+    """``A < B``, ``A > B``, ``A ~ B`` or ``A < best of R1, R2, ...`` (quality: ``<`` A is worse than B) as the
+    engine's (a, relation, b), every row checked against the spec's rows."""
+    m = _COMPARISON.match(text) if isinstance(text, str) else None
+    if not m:
+        raise UserError(f"{path}: {text!r} is invalid; allowed 'ROW < ROW' (worse), 'ROW > ROW' (better), "
+                        "'ROW ~ ROW' (about equal, with a margin) or 'ROW < best of ROW, ROW, ...'")  # fmt: skip
+    a, relation, right = m.groups()
+    best = re.match(r"^best\s+of\s+(.+)$", right)
+    names = [n.strip() for n in best.group(1).split(",")] if best else [right]
+    for name in (a, *names):
+        if name not in rows:
+            raise UserError(f"{path}: row {name!r} is not a row of this spec{_near(name, rows)}; "
+                            f"allowed {', '.join(rows)}")  # fmt: skip
+    if best and (len(set(names)) < 2 or len(set(names)) != len(names)):
+        raise UserError(f"{path}: 'best of' needs two or more different rows, got {', '.join(names)}")
+    if a in names:
+        raise UserError(f"{path}: row {a!r} is compared with itself; compare it with another row")
+    if best and relation == "~":
+        raise UserError(f"{path}: '~' compares two rows; 'best of' takes '<' or '>'")
+    return a, relation, f"best:{','.join(names)}" if best else right
+
+
+def _margin(raw, path: str, readings: tuple[str, ...], equal: bool):
+    if raw is None:
+        if equal:
+            each = ", ".join(readings)
+            raise UserError(f"{path}: a '~' comparison needs a margin, the largest difference still about equal, "
+                            f"in each reading's units: a number, or one per reading ({each})")  # fmt: skip
+        return None
+    if not equal:
+        raise UserError(f"{path}: a margin is for '~' comparisons only; this claim has none")
+
+    def positive(v, where: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or not math.isfinite(v):
+            raise UserError(f"{where}: {v!r} is invalid; allowed a number > 0 in the reading's units")
+        return float(v)
+
+    if not isinstance(raw, Mapping):
+        return positive(raw, path)
+    allowed = (*readings, "chrf") if "dev_bleu" in readings else readings  # chrF: test and named sets' equivalence
+    for key in raw:
+        if key not in allowed:
+            raise UserError(f"{path}: {key!r} is not a reading of this claim{_near(key, allowed)}; "
+                            f"allowed {', '.join(allowed)}")  # fmt: skip
+    missing = [r for r in readings if r not in raw]
+    if missing:
+        raise UserError(f"{path}: no margin for {', '.join(missing)}; give one for every reading of the claim")
+    return {k: positive(v, f"{path}.{k}") for k, v in raw.items()}
+
+
+def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> Claim:
+    """One claim of a spec's ``claims:`` list, checked against the spec's rows and task (one-line errors)."""
+    if not isinstance(raw, Mapping):
+        raise UserError(f"{path}: expected a mapping of {', '.join(CLAIM_KEYS)}, got {type(raw).__name__}")
+    for key in raw:
+        if key not in CLAIM_KEYS:
+            raise UserError(f"{path}: unknown key {key!r}{_near(key, CLAIM_KEYS)}; allowed {', '.join(CLAIM_KEYS)}")
+    cid = raw.get("id")
+    if not isinstance(cid, str) or not _ID.match(cid):
+        raise UserError(f"{path}.id: {cid!r} is invalid; allowed a name of letters, digits and . _ + - "
+                        "(up to 64, e.g. D-dropout-helps)")  # fmt: skip
+    compare = raw.get("compare")
+    compare = [compare] if isinstance(compare, str) else compare
+    if not isinstance(compare, list) or not compare:
+        raise UserError(f"{path}.compare: {compare!r} is invalid; allowed a comparison such as 'P0 < base' or a "
+                        "list of them")  # fmt: skip
+    comps = tuple(_comparison(c, f"{path}.compare[{i}]", rows) for i, c in enumerate(compare))
+    allowed = TASK_READINGS.get(task, TASK_READINGS["translation"])
+    readings = raw.get("readings", list(DEFAULT_READINGS.get(task, QUALITY)))
+    readings = [readings] if isinstance(readings, str) else readings
+    if not isinstance(readings, list) or not readings:
+        raise UserError(f"{path}.readings: {readings!r} is invalid; allowed a list of {', '.join(allowed)}")
+    for r in readings:
+        if r not in allowed:
+            at = " with task lm" if task == "lm" else ""
+            raise UserError(f"{path}.readings: {r!r} is not a reading{at}{_near(r, allowed)}; "
+                            f"allowed {', '.join(allowed)}")  # fmt: skip
+    if len(set(readings)) != len(readings):
+        raise UserError(f"{path}.readings: {readings} repeats a reading")
+    kind = raw.get("kind", "other")
+    if kind not in KINDS:
+        caveat = " and ".join(UNDERTRAINED_KINDS)
+        raise UserError(f"{path}.kind: {kind!r} is invalid{_near(kind, KINDS)}; allowed {', '.join(KINDS)} "
+                        f"({caveat} claims carry the undertrained-regime caveat)")  # fmt: skip
+    equal = any(rel == "~" for _, rel, _ in comps)
+    margin = _margin(raw.get("margin"), f"{path}.margin", tuple(readings), equal)
+    text = raw.get("text")
+    if text is not None and (not isinstance(text, str) or not text.strip()):
+        raise UserError(f"{path}.text: {text!r} is invalid; allowed the claim in words")
+    text = text.strip() if text else "; ".join(f"{a} {RELATIONS[rel]} {_said(b)}" for a, rel, b in comps)
+    return Claim(cid, comps, tuple(readings), text, kind, margin)
+
+
+def _said(b: str) -> str:
+    return f"the best of {b[5:].replace(',', ', ')}" if b.startswith("best:") else b
+
+
+def parse_claims(raw, rows: list[str], task: str = "translation", path: str = "claims") -> list[Claim]:
+    """A spec's ``claims:``: a list of claims (``parse_claim``), or the name of a shipped set (``table3``: the
+    paper's, each judged where the spec has its rows).  None: the spec states no claims."""
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        if raw not in NAMED_CLAIMS:
+            named = ", ".join(f"{k} ({v})" for k, v in NAMED_CLAIMS.items())
+            raise UserError(f"{path}: {raw!r} is not a named set of claims{_near(raw, NAMED_CLAIMS)}; allowed a list "
+                            f"of claims or {named}")  # fmt: skip
+        return list(CLAIMS)
+    if not isinstance(raw, list):
+        raise UserError(f"{path}: expected a list of claims (each with id and compare) or the name table3, got "
+                        f"{type(raw).__name__}")  # fmt: skip
+    out = [parse_claim(c, f"{path}[{i}]", rows, task) for i, c in enumerate(raw)]
+    ids = [c.id for c in out]
+    for i, cid in enumerate(ids):
+        if cid in ids[:i]:
+            raise UserError(f"{path}[{i}].id: {cid!r} is used twice; claim ids must be unique")
+    return out
+
+
+def claim_document(claim: Claim) -> dict:
+    """A claim as plain data (sweep.json's record of what the spec stated): ``Claim.of`` reads it back."""
+    margin = dict(claim.margin) if isinstance(claim.margin, tuple) else claim.margin
+    return {"id": claim.id, "text": claim.text, "kind": claim.kind, "readings": list(claim.readings),
+            "comparisons": [list(c) for c in claim.comparisons], "margin": margin}  # fmt: skip
+
+
+def recorded_claims(raw, where: str) -> list[Claim]:
+    """The claims sweep.json recorded (``claim_document`` each), or one line saying the record is damaged."""
+    try:
+        if not isinstance(raw, list):
+            raise TypeError
+        out = []
+        for doc in raw:
+            ok = isinstance(doc, Mapping) and isinstance(doc.get("id"), str) and isinstance(doc.get("comparisons"),
+                                                                                           list)  # fmt: skip
+            if not ok or not all(isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c)
+                                 and c[1] in RELATIONS for c in doc["comparisons"]):  # fmt: skip
+                raise TypeError
+            readings = doc.get("readings") or ()
+            if not all(isinstance(r, str) for r in readings) or not isinstance(doc.get("text", ""), str):
+                raise TypeError
+            out.append(Claim.of(doc))
+        return out
+    except (TypeError, ValueError, AttributeError):
+        raise UserError(
+            f"sweep.json in {where} records claims of the wrong shape (edited by hand?): restore it "
+            "from a copy, or resume the sweep with its spec to record them again"
+        ) from None
+
+
+def _table3_claims() -> list[Claim]:
+    """The paper's claims, as the shipped Table 3 spec states them (its ``claims:``, rows checked against its rows)."""
+    import yaml
+
+    doc = yaml.safe_load(TABLE3_SPEC.read_text(encoding="utf-8"))
+    rows = ["base", *(str(r["label"]) for group in doc["rows"].values() for r in group)]
+    return parse_claims(doc["claims"], rows)
+
+
+CLAIMS = _table3_claims()
+
 PERPLEXITY = ("dev_ce",)  # the readings a language-model sweep (task lm) has: no BLEU
 BLEU_ONLY = "stated in BLEU only: a language-model sweep has no BLEU"
 

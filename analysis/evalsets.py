@@ -31,7 +31,7 @@ from transformer_core.rundir import EVALS, RESULT, Status
 
 from .claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
 from .collect import SAFE_ID, printable
-from .tables import claim_record, row_order, sweep_task, unclaimed_rows
+from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
 from .trajectory import regime
 from .verdicts import READINGS, Judgement, Reading, Rule, family_rule, judge_table, pooled_noise, seed_values
 
@@ -175,13 +175,15 @@ def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
     return out
 
 
-def claims_table(df: pd.DataFrame, name: str, rule: Rule = Rule(), reg: dict | None = None) -> pd.DataFrame:
-    """The paper's claims judged on one set (final values only: no trajectory), like tables.judge_report; decided
-    at ``rule``'s cutoff, the whole report's family (``report_rule``), where it has one."""
-    claims = set_claims(name)
+def claims_table(df: pd.DataFrame, name: str, rule: Rule = Rule(), reg: dict | None = None,
+                 stated: list[Claim] = CLAIMS) -> pd.DataFrame:  # fmt: skip
+    """The claims (``stated``: the spec's) judged on one set (final values only: no trajectory), like
+    tables.judge_report; decided at ``rule``'s cutoff, the whole report's family (``report_rule``), where it has
+    one."""
+    claims = set_claims(name, stated)
     by_id, rows_of = {c.id: c for c in claims}, claim_rows(claims)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
-    return pd.DataFrame(
+    return claims_frame(
         [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained) for r in judge_table(df, claims, rule).claims]
     )
 
@@ -190,7 +192,7 @@ def _printed(j: Judgement) -> list:
     return [c for r in j.claims for c in r.comparisons] + [c for comps in j.versus.values() for c in comps]
 
 
-def report_rule(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule()) -> Rule:
+def report_rule(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), stated: list[Claim] = CLAIMS) -> Rule:
     """``rule`` with the cutoff of the whole printed report's family: every comparison of the claims on dev, of
     the rows no claim covers against base, and of the claims on test and on each named set (the tables the
     report prints), taken before any is decided.  Each table decided at that cutoff is the procedure (BH or Holm)
@@ -200,13 +202,13 @@ def report_rule(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule()) -> Rule:
     if sweep_dir is not None:
         df = df.assign(workdir=[str(Path(sweep_dir) / w) if not Path(w).is_absolute() else w for w in df["workdir"]])
     undecided = replace(rule, cutoff=1.0)  # every p kept on its side: the family's procedure comes after
-    claims, _ = claims_for(sweep_task(df), CLAIMS)
-    vrows = unclaimed_rows(df) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
+    claims, _ = claims_for(sweep_task(df), stated)
+    vrows = unclaimed_rows(df, stated) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
     comps = _printed(judge_table(df, claims, undecided, vrows))
     if sweep_task(df) != "lm":  # evaluation_sets: test and the named sets
         full, names, _ = with_set_columns(df)
         for name in ["test", *names]:
-            comps += _printed(judge_table(full, set_claims(name), undecided))
+            comps += _printed(judge_table(full, set_claims(name, stated), undecided))
     return family_rule(comps, rule)
 
 
@@ -221,7 +223,8 @@ def _note(name: str, per_trial: dict, finished: int) -> str:
     )
 
 
-def evaluation_sets(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: dict | None = None) -> EvalSetsReport:
+def evaluation_sets(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: dict | None = None,
+                    stated: list[Claim] = CLAIMS) -> EvalSetsReport:  # fmt: skip
     """The extra Table-3 column group (chrF on dev and test; BLEU and chrF on every named set) and one
     claims table per set (test and the named sets; dev's is the main claims table).  ``sweep_dir`` is where
     relative workdirs in ``df`` are resolved."""
@@ -237,6 +240,6 @@ def evaluation_sets(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: 
         ["test", *names],
         shown,
         numbers,
-        {s: claims_table(full, s, rule, reg) for s in ["test", *names]},
+        {s: claims_table(full, s, rule, reg, stated) for s in ["test", *names]},
         [_note(n, records[n], finished) for n in names],
     )

@@ -118,7 +118,8 @@ def render(model: ReportModel) -> str:
              + (f", {html.escape(h['largest_memory'])}" if h.get("largest_memory") else "") + ".")  # fmt: skip
     forest = images.get(FOREST)
     body = [
-        f"<h1>Table 3 reproduction: {html.escape(str(h['sweep']))}</h1>",
+        f"<h1>{html.escape(model.shape.heading(h['sweep']))}</h1>",
+        *([f"<p>{html.escape(model.shape.description)}</p>"] if model.shape.description else []),
         f"<p>{facts}</p>",
         *(md(x) for x in model.budget_lines()),
         *(
@@ -126,12 +127,18 @@ def render(model: ReportModel) -> str:
             if forest
             else []
         ),
-        "<h2>The paper's claims, judged on these results</h2>",
-        _legend(LEGEND),
-        f"<p>{html.escape(model.rule_text)}</p>",
-        _claims_table(model.shown_claims),
+        *(
+            [
+                f"<h2>{html.escape(model.shape.claims_heading())}</h2>",
+                _legend(LEGEND),
+                f"<p>{html.escape(model.rule_text)}</p>",
+                _claims_table(model.shown_claims),
+            ]
+            if len(model.claims)
+            else []
+        ),  # fmt: skip
         *(_versus_section(VERSUS_RULE, versus_summary(model.versus), model.versus) if len(model.versus) else []),
-        "<h2>Variations on the Transformer (Table 3 layout)</h2>",
+        f"<h2>{html.escape(model.shape.table_heading)}</h2>",
         _main_table(d, model.table),
         f"<p>{html.escape(model.notes)} Highlighted: knobs that differ from the base row.</p>",
         "<h2>Failed, stopped or missing trials</h2>",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import difflib
 from importlib import resources
 
 from transformer_core.config import PAPER_RECIPE
@@ -42,3 +43,30 @@ def load_table3() -> list[dict]:
 def row_overrides(row: dict) -> dict:
     """The ModelConfig knobs of one Table 3 row (eps_ls belongs to training)."""
     return {k: row[k] for k in KNOBS if knob(k).where == "model"}
+
+
+PAPERS = {"table3": "Table 3 of the paper: rows labelled as its rows (base, A1 ... E1, big) show its numbers"}
+
+
+def parse_paper(raw, rows: list[str], path: str = "paper") -> dict[str, str]:
+    """A spec's ``paper:`` as {our row: the paper's Table 3 row}: ``table3`` maps each row whose label is a row
+    of the paper's table to it; a mapping names them one by one.  None (the default): no paper columns."""
+    from transformer_core.errors import UserError
+
+    if raw is None:
+        return {}
+    table = [r["row"] for r in load_table3()]
+    if isinstance(raw, str):
+        if raw not in PAPERS:
+            raise UserError(f"{path}: {raw!r} is invalid; allowed table3 ({PAPERS['table3']}) or a mapping of "
+                            "this spec's rows to the paper's, e.g. {nodrop: D1}")  # fmt: skip
+        return {r: r for r in rows if r in table}
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected table3 or a mapping of rows to the paper's rows, got {type(raw).__name__}")
+    for ours, theirs in raw.items():
+        for value, allowed, what in ((ours, rows, "a row of this spec"), (theirs, table, "a row of Table 3")):
+            if value not in allowed:
+                near = difflib.get_close_matches(str(value), allowed, n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                raise UserError(f"{path}: {value!r} is not {what}{hint}; allowed {', '.join(allowed)}")
+    return {str(k): str(v) for k, v in raw.items()}

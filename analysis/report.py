@@ -129,17 +129,19 @@ def write_markdown(model: ReportModel, out: Path) -> None:
     set_sections = []
     if model.evalsets is not None:
         for name, table in model.evalsets.claims.items():
-            set_sections += [f"## The paper's claims on {name}", "", *_claims_block(table)]
+            if len(table):  # a spec that states no claims has none to judge on the sets either
+                set_sections += [f"## {model.shape.claims_heading(name)}", "", *_claims_block(table)]
         if model.evalsets.notes:
             set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in model.evalsets.notes], ""]
     legend = "; ".join(f"{s} {name}: {what}" for name, s, what in LEGEND)
     problems = model.problems
-    md = [f"# Table 3 reproduction: {h['sweep']}", "", facts(h), "", *model.budget_lines(), "", *forest,
-          f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
-          "## Variations on the Transformer (Table 3 layout)", "", _markdown_table(model.display), "", model.notes, "",
-          "## The paper's claims, judged on these results", "", f"Legend: {legend}.", "",
-          model.rule_text, "",
-          *_claims_block(model.claims), *_versus_block(model.versus), *set_sections,
+    shape = model.shape
+    claims = [f"## {shape.claims_heading()}", "", f"Legend: {legend}.", "", model.rule_text, "",
+              *_claims_block(model.claims)] if len(model.claims) else []  # fmt: skip
+    md = [f"# {shape.heading(h['sweep'])}", "", *([shape.description, ""] if shape.description else []), facts(h),
+          "", *model.budget_lines(), "", *forest, f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
+          f"## {shape.table_heading}", "", _markdown_table(model.display), "", model.notes, "",
+          *claims, *_versus_block(model.versus), *set_sections,
           "## Failed, stopped or missing trials", "",
           _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")

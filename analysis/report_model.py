@@ -20,7 +20,7 @@ from transformer_core.errors import UserError
 from transformer_core.knobs import BY_NAME
 from transformer_core.rundir import Status
 
-from .claims import BLEU_ONLY, budget_unreached
+from .claims import BLEU_ONLY, CLAIMS, Claim, budget_unreached, recorded_claims
 from .collect import collect, precisions
 from .evalsets import EvalSetsReport, evaluation_sets, report_rule
 from .paper import PAPER_FACTS
@@ -78,6 +78,65 @@ LM_NOTES = (
 UNJUDGED = (Verdict.NOT_MEASURED.value, Verdict.INCOMPLETE.value)  # a claim-reading with no verdict yet
 
 
+@dataclass(frozen=True)
+class ReportShape:
+    """What the spec says the report is (sweep.json "report", recorded when the sweep ran): its title and
+    description, the claims it states, the rows that show the paper's numbers.  A sweep recorded before specs
+    stated these is Table 3's: the paper's claims, rows matched to the paper's by label (``paper`` None)."""
+
+    title: str = "Table 3 reproduction"
+    description: str = ""
+    claims: tuple[Claim, ...] = tuple(CLAIMS)
+    paper: dict | None = None  # our row -> the paper's row; None: every row whose label is the paper's
+    amended: tuple = ()  # claims changed after the sweep started: [{at, claims, trials}]
+
+    @property
+    def papers(self) -> bool:
+        """Whether any row shows the paper's numbers (then the paper's facts and columns are shown)."""
+        return self.paper is None or bool(self.paper)
+
+    @property
+    def paper_claims(self) -> bool:
+        """The claims are the paper's (the headings say so)."""
+        return list(self.claims) == list(CLAIMS)
+
+    def heading(self, sweep: str) -> str:
+        return f"{self.title}: {sweep}" if self.title else str(sweep)
+
+    def claims_heading(self, where: str = "") -> str:
+        whose = "The paper's claims" if self.paper_claims else "Claims"
+        return f"{whose} on {where}" if where else f"{whose}, judged on these results"
+
+    @property
+    def table_heading(self) -> str:
+        return "Variations on the Transformer (Table 3 layout)" if self.papers else "Rows and their results"
+
+    def amended_lines(self) -> list[str]:
+        return [f"**Claims amended**: {', '.join(a['claims'])} changed after the sweep started, with {a['trials']} "
+                "trials finished: stated after results could be seen, so read their verdicts as exploratory."
+                for a in self.amended]  # fmt: skip
+
+
+def report_shape(state: dict, where: str) -> ReportShape:
+    """The report's shape from sweep.json (``ReportShape``), or one line where its record is damaged."""
+    rec = state.get("report")
+    if rec is None:
+        return ReportShape()
+    bad = not isinstance(rec, dict) or not all(isinstance(rec.get(k, ""), str) for k in ("title", "description"))
+    paper = rec.get("paper") if isinstance(rec, dict) else None
+    bad = bad or not isinstance(paper, dict) or not all(isinstance(x, str) for kv in paper.items() for x in kv)
+    amended = rec.get("amended", []) if isinstance(rec, dict) else None
+    ok = isinstance(amended, list) and all(isinstance(a, dict) and isinstance(a.get("claims"), list) and
+                                            isinstance(a.get("trials"), int) for a in amended)  # fmt: skip
+    if bad or not ok:
+        raise UserError(f"sweep.json in {where} records the report's title, description, paper rows or amendments in "
+                        "the wrong shape (edited by hand?): restore it from a copy, or resume the sweep with its spec "
+                        "to record them again")  # fmt: skip
+    amended = tuple({"claims": [str(c) for c in a["claims"]], "trials": a["trials"]} for a in amended)
+    return ReportShape(rec.get("title", ""), rec.get("description", ""),
+                       tuple(recorded_claims(rec.get("claims", []), where)), paper, amended)  # fmt: skip
+
+
 @dataclass
 class ReportModel:
     """Everything the report of one sweep shows, computed once by ``build``."""
@@ -98,6 +157,7 @@ class ReportModel:
     problems: pd.DataFrame  # failed, stopped or missing trials with their reasons
     seeds: pd.DataFrame  # every seed of every row (seeds.csv)
     images: dict[str, str]  # figure title -> PNG, base64 (analysis.plots)
+    shape: ReportShape = ReportShape()  # the spec's title, description, claims and paper rows
 
     @property
     def header_noise(self) -> dict[str, Noise]:
@@ -128,9 +188,11 @@ class ReportModel:
 
     def budget_lines(self) -> list[str]:
         """The header's lines on what the verdicts hold at: budget, rule, seed noise, pairing, regime, seeds added."""
-        judged = set(self.claims.loc[~self.claims["verdict"].isin(UNJUDGED), "claim"])
+        judged = set(self.claims.loc[~self.claims["verdict"].isin(UNJUDGED), "claim"]) if len(self.claims) else set()
         lines = budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule, judged)
-        return lines + [x for x in [unstable_line(**unstable_counts(self.claims, self.versus))] if x]
+        lines += self.shape.amended_lines()
+        flags = unstable_counts(self.claims, self.versus, list(self.shape.claims))
+        return lines + [x for x in [unstable_line(**flags)] if x]
 
 
 def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh") -> ReportModel:
@@ -141,21 +203,23 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
         raise UserError(f"sweep {str(sweep_dir)!r} has no trials yet (its plan is empty, or none is readable): "
                         "nothing to report; run or resume it with `tsweep run SPEC --out DIR --resume`")  # fmt: skip
     h = header(sweep_dir, df)
-    rule = report_rule(df, sweep_dir, Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method))
+    shape, stated = h["shape"], list(h["shape"].claims)
+    rule = report_rule(df, sweep_dir, Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method),
+                       stated)  # fmt: skip
     lm = sweep_task(df) == "lm"
     noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}
-    t = reproduction_table(df, samples, noise=noise)
+    t = reproduction_table(df, samples, noise=noise, paper_rows=shape.paper)
     pts = points(df)  # every evaluation point the trials share: the regime and the trajectories read them
     reg = regime(df, pts=pts)
     shown = LM_NOISE_READINGS if lm else NOISE_READINGS  # the readings the header describes
     pairing = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in shown]
-    claims, vb = judge_report(df, rule, reg=reg, pts=pts)
-    sets = None if lm else evaluation_sets(df, sweep_dir, rule, reg=reg)  # chrF, test and every named set
+    claims, vb = judge_report(df, rule, reg=reg, pts=pts, claims=stated)
+    sets = None if lm else evaluation_sets(df, sweep_dir, rule, reg=reg, stated=stated)  # chrF, test, named sets
     d = display_table(t)
     if sets is not None:
         d = d.merge(sets.columns, on="row", how="left")
     return ReportModel(sweep_dir, df, h, rule, lm, noise, reg, pairing, t, d, claims, vb, sets, problems(df, h),
-                       seed_table(df), figures(t, df, noise=noise))  # fmt: skip
+                       seed_table(df), figures(t, df, noise=noise), shape)  # fmt: skip
 
 
 def problems(df: pd.DataFrame, h: dict) -> pd.DataFrame:
@@ -229,7 +293,11 @@ def display_table(t: pd.DataFrame) -> pd.DataFrame:
                 "status": r["status"],
             }
         )
-    return pd.DataFrame(rows)
+    out = pd.DataFrame(rows)
+    paper = [c for c in t if c.startswith("paper_") and c[6:] not in knobs]
+    if len(t) and paper and not t[paper].notna().any().any():  # no row names a paper row: no paper columns
+        out = out.drop(columns=[c for c in out if "paper" in c])
+    return out
 
 
 def _first(fin: pd.DataFrame, col: str):
@@ -261,6 +329,7 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
         "budget": f"{_first(ref, 'steps')} steps x {f'{int(tokens):,}' if tokens else '?'} target tokens per step, "
         f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
         "adaptive": state.get("adaptive"),
+        "shape": report_shape(state, repr(str(sweep_dir))),
     }
 
 
@@ -304,9 +373,13 @@ def facts(h: dict) -> str:
         f"finished; corpus {h['corpus']} (fingerprint {h['corpus_fingerprint']}); {h['hardware']}, torch {h['torch']}; "
         f"{h['device_hours']:.2f} device-hours, {h['train_flops']:.2e} training FLOPs (6 x params x tokens)"
         + (f", {h['largest_memory']}" if h.get("largest_memory") else "")
-        + ". "
-        f"Paper: base {PAPER_FACTS['train_flops']['base']:.1e} FLOPs, big {PAPER_FACTS['train_flops']['big']:.1e} "
-        f"(Table 2), dev set {PAPER_FACTS['dev_set']}, vocabulary ~{PAPER_FACTS['vocab']:,}."
+        + "."
+        + (
+            f" Paper: base {PAPER_FACTS['train_flops']['base']:.1e} FLOPs, big {PAPER_FACTS['train_flops']['big']:.1e} "
+            f"(Table 2), dev set {PAPER_FACTS['dev_set']}, vocabulary ~{PAPER_FACTS['vocab']:,}."
+            if (h.get("shape") or ReportShape()).papers
+            else ""
+        )
     )
 
 

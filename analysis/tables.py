@@ -75,11 +75,14 @@ def knob_value(first: pd.Series, name: str):
     return v if v is not None and v == v else first.get(name)
 
 
-def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None = None) -> pd.DataFrame:
+def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None = None,
+                       paper_rows: dict | None = None) -> pd.DataFrame:  # fmt: skip
     """One line per row in the paper's order: knobs (paper units), ours (mean, 95% CI, n, delta, p), the paper's.
     A language-model sweep (task lm) has bits per byte and test perplexity instead of BLEU.  ``noise`` is
-    {reading: pooled_noise} of the sweep where the caller has it already."""
+    {reading: pooled_noise} of the sweep where the caller has it already.  ``paper_rows``: {our row: the paper's
+    row} whose numbers it shows (the spec's ``paper:``); None: every row whose label is a row of the paper's."""
     paper = {r["row"]: r for r in load_table3()}
+    theirs = (lambda row: row) if paper_rows is None else paper_rows.get
     lm = sweep_task(df) == "lm"
     readings = NOISE_READINGS + (LM_READINGS if lm else ())
     noise = {r: noise[r] if noise and r in noise else pooled_noise(seed_values(df, r)) for r in readings}
@@ -94,7 +97,7 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None
         bleu, ce, test = (noise[r].mean_ci(vals[r].get(row, np.array([])), row) for r in NOISE_READINGS)
         fin = _finished(df, row)
         p = significance(df, row, "base", "test", samples) if row != "base" and len(fin) and not lm else None
-        pr = paper.get(row, {})
+        pr = paper.get(theirs(row), {})
         statuses = sub["status"].value_counts().to_dict()
         lines.append(
             {
@@ -176,19 +179,29 @@ def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: l
     }
 
 
-def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
-                 pts: dict | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+CLAIM_COLUMNS = ("claim", "text", "reading", "verdict", "symbol", "trajectory", "unstable", "rows", "summary",
+                 "evidence", "detectable", "diverged", "caveat")  # fmt: skip
+
+
+def claims_frame(records: list[dict]) -> pd.DataFrame:
+    """A claims table of ``claim_record`` lines; with its columns where a spec states no claims."""
+    return pd.DataFrame(records) if records else pd.DataFrame(columns=list(CLAIM_COLUMNS))
+
+
+def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None, pts: dict | None = None,
+                 claims: list[Claim] = CLAIMS) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """(claims, rows against base): one line per claim and reading, one per unclaimed row and reading, all decided
     as one family (``rule``), each judged again at every evaluation point the trials share (the trajectory).
-    ``reg`` is trajectory.regime(df) and ``pts`` trajectory.points(df) when the caller has them already.  A
-    language-model sweep judges the claims on perplexity (claims.claims_for); those stated only in BLEU get a "not
-    measured" line."""
-    claims, apart = claims_for(sweep_task(df), CLAIMS)
-    vrows = unclaimed_rows(df) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
+    ``claims``: the spec's (sweep.json's record; the paper's by default).  ``reg`` is trajectory.regime(df) and
+    ``pts`` trajectory.points(df) when the caller has them already.  A language-model sweep judges the claims on
+    perplexity (claims.claims_for); those stated only in BLEU get a "not measured" line."""
+    stated = claims
+    claims, apart = claims_for(sweep_task(df), stated)
+    vrows = unclaimed_rows(df, stated) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
     final, traj, vtraj = trajectories(df, claims, rule, vrows, pts)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
-    rows_of, by_id = claim_rows(CLAIMS), {c.id: c for c in claims}
-    table = pd.DataFrame(
+    rows_of, by_id = claim_rows(stated), {c.id: c for c in claims}
+    table = claims_frame(
         [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)])
          for r in final.claims] + [not_measured_record(c, rows_of[c.id], BLEU_ONLY) for c in apart]
     )  # fmt: skip
@@ -198,9 +211,9 @@ def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
 VERSUS_LABEL = {Outcome.AGREES: "better than base", Outcome.CONTRADICTS: "worse than base"}
 
 
-def unclaimed_rows(df: pd.DataFrame) -> list[str]:
-    """Rows of the sweep that no claim of the paper covers (a table of modifications), in the table's order."""
-    claimed = {r for rows in claim_rows(CLAIMS).values() for r in rows} | {"base"}
+def unclaimed_rows(df: pd.DataFrame, claims: list[Claim] = CLAIMS) -> list[str]:
+    """Rows of the sweep that no claim (of ``claims``, the spec's) covers, in the table's order."""
+    claimed = {r for rows in claim_rows(claims).values() for r in rows} | {"base"}
     return [r for r in row_order(df) if r not in claimed]
 
 

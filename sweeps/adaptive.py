@@ -113,7 +113,7 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
             spent()
 
     return seed_rounds(ad, lambda: _collect(ctx), lambda why: next_trials(ctx, why), run,
-                       lambda n: _round_seconds(ctx, n), budget, spent, echo)  # fmt: skip
+                       lambda n: _round_seconds(ctx, n), budget, spent, echo, ctx.spec.claims)  # fmt: skip
 
 
 def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, round_seconds: Callable,

@@ -16,7 +16,7 @@ from typing import Optional
 
 import pandas as pd
 
-from analysis.claims import CLAIMS, claim_rows, claims_for
+from analysis.claims import CLAIMS, Claim, claim_rows, claims_for
 from transformer_core import rundir
 from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
@@ -64,19 +64,20 @@ def left_fraction(df: pd.DataFrame, trials: list[Trial]) -> dict[str, float]:
     return out
 
 
-def sweep_claims(trials: list[Trial]) -> dict[str, list[str]]:
-    """{claim: rows} of the paper's claims that a sweep of these trials judges (its task's claims)."""
+def sweep_claims(trials: list[Trial], claims: list[Claim] = CLAIMS) -> dict[str, list[str]]:
+    """{claim: rows} of the claims (the spec's) that a sweep of these trials judges (those its task can judge)."""
     task = trials[0].values.get("task", "translation") if trials else "translation"
-    return claim_rows(claims_for(task, CLAIMS)[0])
+    return claim_rows(claims_for(task, claims)[0])
 
 
 class BudgetPlan:
     """The claim order of ``trials`` with their remaining estimated seconds (``left`` of each, corrected by
     the measured ones), and what ``slots`` parallel slots reach in ``budget_left`` seconds."""
 
-    def __init__(self, trials: list[Trial], seconds: dict[str, float], slots: int, budget_left: float):
+    def __init__(self, trials: list[Trial], seconds: dict[str, float], slots: int, budget_left: float,
+                 claims: list[Claim] = CLAIMS):  # fmt: skip
         self.trials, self.seconds, self.slots = trials, seconds, slots
-        self.claims = sweep_claims(trials)
+        self.claims = sweep_claims(trials, claims)
         rows = list(dict.fromkeys(t.row for t in trials))
         cost = {r: sum(seconds[t.trial_id] for t in trials if t.row == r) for r in rows}
         self.steps = bo.order_claims(self.claims, cost)
@@ -136,7 +137,7 @@ def plan_for(spec: Spec, trials: list[Trial], df: Optional[pd.DataFrame], flops_
         left = left_fraction(df, trials)
         est = {tid: s * left[tid] for tid, s in est.items()}
     slots = max(1, spec.max_concurrent)
-    plan = BudgetPlan(trials, est, slots, budget_left if budget_left is not None else math.inf)
+    plan = BudgetPlan(trials, est, slots, budget_left if budget_left is not None else math.inf, spec.claims)
     plan.timed = flops_per_second is not None or bool(df is not None and len(df) and measured_seconds(df))
     return plan
 

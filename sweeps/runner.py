@@ -316,10 +316,29 @@ def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
         "metric": spec.metric,
         "mode": spec.mode,
         "objectives": (spec.search or {}).get("objectives"),  # a search with two: the report's Pareto front
+        "report": report_record(ctx, state),  # title, description, claims and paper rows the report shows
         "rounds": state.get("rounds", []),
         "trials": [tid for tid in state.get("trials", []) if "config_hash" in state["plan"].get(tid, {})],
         "plan": {tid: p for tid, p in state.get("plan", {}).items() if "config_hash" in p},
     }
+
+
+def report_record(ctx: SweepContext, state: dict) -> dict:
+    """sweep.json's "report" as this run starts: the spec's, with a note of every claim changed since the sweep
+    first recorded its claims (stated after results could be seen: the report says so)."""
+    now, before = ctx.spec.report_record(), state.get("report")
+    amended = list(before.get("amended") or []) if isinstance(before, dict) else []
+    if isinstance(before, dict) and isinstance(before.get("claims"), list):
+        old = {c.get("id"): c for c in before["claims"] if isinstance(c, dict)}
+        new = {c["id"]: c for c in now["claims"]}
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and isinstance(k, str))
+        if changed:
+            plan = state.get("plan") or {}
+            finished = sum(bool(ctx.result(tid, p.get("config_hash", ""))) for tid, p in plan.items())
+            amended.append({"at": time.time(), "claims": changed, "trials": finished})
+            print(f"claims changed since the sweep started ({', '.join(changed)}): the report will say they were "
+                  "stated after results could be seen", flush=True)  # fmt: skip
+    return {**now, **({"amended": amended} if amended else {})}
 
 
 def _read_summary(sweep_dir: Path) -> dict:

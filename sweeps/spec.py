@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from analysis.claims import Claim, claim_document, parse_claims
+from analysis.paper import parse_paper
 from analysis.samples import SEARCH_GROUP, sample_label
 from transformer_core import knobs
 from transformer_core.config import MODEL_KEYS, paper_values
@@ -34,6 +36,7 @@ class SpecError(UserError):
 
 TOP_KEYS = (
     "name",
+    "title",
     "description",
     "base",
     "corpus",
@@ -50,6 +53,8 @@ TOP_KEYS = (
     "output",
     "train",
     "budget",
+    "paper",
+    "claims",
 )
 PAPER_KNOBS = knobs.SCALED_BY_PROFILE  # in the paper's units, scaled by the profile (the knob table says which)
 RUN_KNOBS = tuple(k for k in knobs.ROW_KNOBS if k not in PAPER_KNOBS)  # taken as written (run units)
@@ -140,6 +145,14 @@ class Spec:
     adaptive: Optional[dict] = None  # {"min": m, "max": M}: seeds added where a verdict is undecided
     budget: Optional[float] = None  # wall-clock seconds for adaptive rounds
     task: str = "translation"  # or lm: a decoder-only language model on one side of the corpus (N: its layers)
+    title: str = ""  # the report's title (default: the spec's name)
+    claims: list[Claim] = field(default_factory=list)  # stated before any result; judged by the report
+    paper: dict = field(default_factory=dict)  # our row -> the paper's Table 3 row whose numbers it shows
+
+    def report_record(self) -> dict:
+        """What the report takes from the spec (sweep.json "report"): title, description, claims, paper rows."""
+        return {"title": self.title, "description": self.description, "paper": dict(self.paper),
+                "claims": [claim_document(c) for c in self.claims]}  # fmt: skip
 
     def row(self, label: str) -> Row:
         return next(r for r in self.rows if r.label == label)
@@ -427,12 +440,28 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         metric, mode = next(iter(objectives.items()))
         if (doc.get("scheduler") or "none") not in ("none", {"type": "none"}):
             raise SpecError("scheduler: early stopping compares one metric; a search with two objectives runs none")
+    rows = _parse_rows(doc.get("rows"))
+    labels = [r.label for r in rows]
+    try:
+        if doc.get("claims") is not None and doc.get("search") is not None:
+            raise SpecError("claims: a search samples its rows; claims compare a spec's named rows: give rows, "
+                            "or leave claims out")  # fmt: skip
+        claims = parse_claims(doc.get("claims"), labels, task)
+        paper = parse_paper(doc.get("paper"), labels)
+    except UserError as exc:
+        raise SpecError(str(exc)) from None
+    if adaptive and not claims:
+        raise SpecError("seeds: adaptive seeds ({min, max}) add seeds where a claim is undecided, and this spec "
+                        "states none: give claims (a list, or claims: table3), or a list of seeds")  # fmt: skip
+    title = doc.get("title", "")
+    if not isinstance(title, str):
+        raise SpecError(f"title: {title!r} is invalid; allowed the report's title in words")
     spec = Spec(
         name=name,
         base=base,
         corpus={"name": "bible-en-de", **corpus},
         seeds=seeds,
-        rows=_parse_rows(doc.get("rows")),
+        rows=rows,
         search=_parse_search(doc.get("search"), metrics),
         scheduler=_parse_scheduler(doc.get("scheduler")),
         resources=resources,
@@ -447,6 +476,9 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         adaptive=adaptive,
         budget=parse_budget(doc.get("budget")),
         task=task,
+        title=title.strip(),
+        claims=claims,
+        paper=paper,
     )
     return spec
 

@@ -1,5 +1,8 @@
 """analysis.rule_changes: the same sweep judged under the previous rule and each change since."""
 
+import pytest
+
+import analysis.seed_noise
 from analysis.collect import collect
 from analysis.rule_changes import compare, steps
 from analysis.tables import judge_report
@@ -15,7 +18,14 @@ def _verdicts(df, rule):
     return {(r["claim"], r["reading"]): r["verdict"] + (" ⚠" if r["unstable"] else "") for _, r in claims.iterrows()}
 
 
-def test_first_and_last_steps_are_the_previous_rule_and_todays(tmp_path):
+@pytest.fixture
+def moderated_small(monkeypatch):
+    """The fixture's six rows with replicates fit the moderated prior (a real sweep needs eight: MIN_ROWS_PRIOR):
+    these tests are of how rules are compared, on the rule changes this small table shows."""
+    monkeypatch.setattr(analysis.seed_noise, "MIN_ROWS_PRIOR", 3)
+
+
+def test_first_and_last_steps_are_the_previous_rule_and_todays(tmp_path, moderated_small):
     df = collect(make_sweep(tmp_path))
     table = compare(df, None, 1).set_index(["claim", "reading"])
     assert table["now"].to_dict() == _verdicts(df, Rule())
@@ -37,7 +47,7 @@ def test_looks_step_charges_the_looks_taken():
     assert [(s.rule.family, s.rule.method) for s in plan][-1] == ("report", "bh")
 
 
-def test_report_cli_writes_rule_changes(tmp_path, capsys):
+def test_report_cli_writes_rule_changes(tmp_path, capsys, moderated_small):
     sweep = make_sweep(tmp_path / "s")
     assert tsweep(["report", str(sweep), "--bootstrap", "20", "--compare-rules"]) == 0
     out = capsys.readouterr().out

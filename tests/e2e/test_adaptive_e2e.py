@@ -26,7 +26,7 @@ def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
 
     spec_path = tmp_path / "a.yaml"
     spec_path.write_text(yaml.safe_dump({
-        "name": "adapt", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 2, "max": 3},
+        "name": "adapt", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 2, "max": 3}, "claims": "table3",
         "rows": {"D": [{"label": "D1", "P_drop": 0.0}]}, "max_concurrent": 2,
     }))  # fmt: skip
     spec = load_spec(spec_path)

@@ -18,6 +18,7 @@ from tests.helpers import SMOKE
 # the paper's order puts C1 (which no claim here can use: C-bigger-better needs C1..C7) first
 SPEC = {
     "name": "budget", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 2, "max": 2}, "max_concurrent": 2,
+    "claims": "table3",
     "rows": {"C": [{"label": "C1", "N": 2}], "D": [{"label": "D1", "P_drop": 0.0}, {"label": "D3", "eps_ls": 0.0}],
              "E": [{"label": "E1", "positional": "learned"}]},
 }  # fmt: skip

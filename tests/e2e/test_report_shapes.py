@@ -80,7 +80,7 @@ def _shape(tmp_path_factory, env, ood, name: str, evaluate: bool, **doc) -> dict
 def one_seed(tmp_path_factory, env, ood):
     """The most common first sweep: base and D1, one seed each, and a row that blows up during warmup."""
     rows = {"D": [{"label": "D1", "P_drop": 0.0}], "X": [{"label": "boom", "lr_scale": 1e6}]}
-    return _shape(tmp_path_factory, env, ood, "oneseed", True, seeds=[1], rows=rows)
+    return _shape(tmp_path_factory, env, ood, "oneseed", True, seeds=[1], rows=rows, claims="table3")
 
 
 @pytest.fixture(scope="module")

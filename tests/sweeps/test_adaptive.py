@@ -117,10 +117,14 @@ def test_undecided_rows_only_where_more_seeds_could_decide():
 
 def test_spec_seeds_min_max_and_budget(tmp_path):
     p = tmp_path / "s.yaml"
-    p.write_text(yaml.safe_dump({"name": "a", "seeds": {"min": 2, "max": 4}, "budget": "1h30m",
-                                 "rows": {"D": [{"label": "D1", "P_drop": 0.0}]}}))  # fmt: skip
+    doc = {"name": "a", "seeds": {"min": 2, "max": 4}, "budget": "1h30m", "claims": "table3",
+           "rows": {"D": [{"label": "D1", "P_drop": 0.0}]}}  # fmt: skip
+    p.write_text(yaml.safe_dump(doc))
     spec = load_spec(p)
     assert spec.seeds == [1, 2] and spec.adaptive == {"min": 2, "max": 4} and spec.budget == 5400
+    p.write_text(yaml.safe_dump({k: v for k, v in doc.items() if k != "claims"}))
+    with pytest.raises(SpecError, match="adaptive seeds .* states none"):  # no claim for the seeds to decide
+        load_spec(p)
     assert parse_budget("45s") == 45 and parse_budget(60) == 3600
     for bad in ({"min": 3, "max": 2}, {"min": 0}, {"lo": 1}):
         p.write_text(yaml.safe_dump({"name": "a", "seeds": bad}))
