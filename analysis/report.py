@@ -87,10 +87,10 @@ def _versus_block(vb: pd.DataFrame) -> list[str]:
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000,
-                 family: str = "report", method: str = "bh") -> Path:  # fmt: skip
-    """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report); ``family`` and
-    ``method`` choose how verdicts are decided (analysis.verdicts.Rule)."""
-    model = build(sweep_dir, samples, family, method)
+                 family: str = "report", method: str = "bh", evidence: str = "p") -> Path:  # fmt: skip
+    """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report); ``family``, ``method``
+    and ``evidence`` choose how verdicts are decided (analysis.verdicts.Rule)."""
+    model = build(sweep_dir, samples, family, method, evidence)
     out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
     write_csv(model, out)

@@ -195,7 +195,8 @@ class ReportModel:
         return lines + [x for x in [unstable_line(**flags)] if x]
 
 
-def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh") -> ReportModel:
+def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh",
+          evidence: str = "p") -> ReportModel:  # fmt: skip
     """Collect the sweep, judge it, and hold every number and table the report shows."""
     sweep_dir = Path(sweep_dir)
     df = collect(sweep_dir)
@@ -204,8 +205,8 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
                         "nothing to report; run or resume it with `tsweep run SPEC --out DIR --resume`")  # fmt: skip
     h = header(sweep_dir, df)
     shape, stated = h["shape"], list(h["shape"].claims)
-    rule = report_rule(df, sweep_dir, Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method),
-                       stated)  # fmt: skip
+    rule = Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method, evidence=evidence)
+    rule = report_rule(df, sweep_dir, rule, stated)
     lm = sweep_task(df) == "lm"
     noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}
     t = reproduction_table(df, samples, noise=noise, paper_rows=shape.paper)
@@ -415,13 +416,18 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
         if judged & set(ad.get("unreached") or {}):
             stopped += (" (recorded by an earlier session: a later one ran more trials and was stopped before it "
                         "wrote its own record; the trial count above is the table's)")  # fmt: skip
+        spending = (
+            f"Looks charged: {rule.looks} (each comparison's p multiplied by it). Spending rule: every planned look "
+            "is charged (Bonferroni over them, valid however the loop stopped), a wall-clock budget stop included: "
+            "whether the next round fits depends on how many rows are undecided, so the data choose that stop too; "
+            "one look where the session stopped (a signal, or the budget) during the minimum seeds, before the first."
+            if rule.evidence == "p"
+            else "Looks charged: none: the e-values are valid however the rounds stopped ('~' comparisons excepted: "
+            "their e-value is calibrated from a fixed-seed p)."
+        )
         lines.append(
             f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks; "
-            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {stopped}. Looks charged: "
-            f"{rule.looks} (each comparison's p multiplied by it). Spending rule: every planned look is charged "
-            "(Bonferroni over them, valid however the loop stopped), a wall-clock budget stop included: whether "
-            "the next round fits depends on how many rows are undecided, so the data choose that stop too; one "
-            "look where the session stopped (a signal, or the budget) during the minimum seeds, before the first."
+            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {stopped}. {spending}"
         )
         for rnd in ad.get("rounds", []):
             added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())

@@ -24,7 +24,8 @@ def cmd_report(args) -> int:
     else:
         from analysis.report import write_report
 
-        out = write_report(view, args.out, samples=args.bootstrap, family=args.family, method=args.method)
+        out = write_report(view, args.out, samples=args.bootstrap, family=args.family, method=args.method,
+                           evidence=args.evidence)  # fmt: skip
         print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
         if not args.out:  # the sweep's own report (not one written elsewhere) goes to its MLflow parent run
             _to_mlflow(view, out)
@@ -76,6 +77,9 @@ def register(sub) -> None:
     p.add_argument("--method", choices=["bh", "holm"], default="bh",
                    help="the procedure over the report's family: bh (Benjamini-Hochberg, false discovery rate; "
                    "default) or holm (family-wise error rate)")  # fmt: skip
+    p.add_argument("--evidence", choices=["p", "e"], default="p",
+                   help="what each comparison is decided on: p (its p-value; default) or e (its e-value by e-BH: "
+                   "valid however seeds were added or stopped, at a cost in power; docs/verdicts.md)")  # fmt: skip
     p.add_argument("--compare-rules", action="store_true",
                    help="also judge the sweep under the previous rule and each change since (pooled noise and Holm "
                    "per claim, looks as taken, moderated noise, the report's family) and write rule_changes.md: "

@@ -195,3 +195,12 @@ def test_amended_claims_are_named_in_the_report(tmp_path):
 def test_a_damaged_report_record_is_one_line(tmp_path):
     with pytest.raises(UserError, match="records the report's title"):
         write_report(_sweep_with(tmp_path, {"title": 3, "paper": {}}), tmp_path / "r", samples=20)
+
+
+def test_the_report_decides_on_e_values_when_asked(tmp_path):
+    """`tsweep report --evidence e`: the header names e-BH and each comparison's evidence carries its e-value."""
+    root = _sweep_with(tmp_path, None)
+    md = (write_report(root, tmp_path / "e", samples=20, evidence="e") / "report.md").read_text()
+    assert "e-BH" in md and ", e " in md
+    md = (write_report(root, tmp_path / "p", samples=20) / "report.md").read_text()
+    assert "e-BH" not in md and ", e " not in md
