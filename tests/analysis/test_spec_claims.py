@@ -204,3 +204,12 @@ def test_the_report_decides_on_e_values_when_asked(tmp_path):
     assert "e-BH" in md and ", e " in md
     md = (write_report(root, tmp_path / "p", samples=20) / "report.md").read_text()
     assert "e-BH" not in md and ", e " not in md
+
+
+def test_the_readmes_annotated_spec_is_a_valid_spec_with_a_claim():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = text[text.index("## A spec, annotated") :].split("```yaml\n", 1)[1].split("```", 1)[0]
+    spec = parse_spec(yaml.safe_load(block))
+    assert [c.id for c in spec.claims] == ["D-ls-helps-bleu"] and spec.paper["D3"] == "D3"
