@@ -334,15 +334,3 @@ def _progress(metrics_path: Path) -> tuple[int, dict]:
             if rec.get("kind") == "eval":
                 last = rec
     return step, last
-
-
-def dev_curves(df: pd.DataFrame, key: str = "dev_ppl") -> dict[str, list[tuple[int, float]]]:
-    """One dev metric per evaluation step for every trial (from metrics.jsonl; points without it skipped)."""
-    from .trajectory import eval_records
-
-    curves = {}
-    for _, r in df.iterrows():
-        pts = [(e["step"], e[key]) for e in eval_records(r["workdir"]) if e.get(key) is not None]
-        if pts:
-            curves[r["trial_id"]] = pts
-    return curves

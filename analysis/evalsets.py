@@ -31,9 +31,10 @@ from transformer_core.rundir import EVALS, RESULT, Status
 
 from .claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
 from .collect import SAFE_ID, printable
+from .seed_noise import pooled_noise
 from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
 from .trajectory import regime
-from .verdicts import READINGS, Judgement, Reading, Rule, family_rule, judge_table, pooled_noise, seed_values
+from .verdicts import READINGS, Judgement, Reading, Rule, family_rule, judge_table, seed_values
 
 log = logging.getLogger(__name__)
 METRICS = {  # metric of a set -> (label, higher is better)

@@ -10,8 +10,9 @@ import pandas as pd
 
 from transformer_core.rundir import Status
 
+from .seed_noise import pooled_noise, standard_error
 from .trajectory import eval_records
-from .verdicts import READINGS, pooled_noise, seed_values, standard_error
+from .verdicts import READINGS, seed_values
 
 
 def _png(fig) -> str:

@@ -15,20 +15,7 @@ import pandas as pd
 
 from .html_report import render
 from .plots import FOREST
-from .report_model import (  # noqa: F401  (display_table, header, seed_table, ...: this module's public names)
-    LEGEND,
-    RULE,
-    VERSUS_RULE,
-    ReportModel,
-    _num,
-    build,
-    display_table,
-    facts,
-    header,
-    measured,
-    seed_table,
-    versus_summary,
-)
+from .report_model import LEGEND, VERSUS_RULE, ReportModel, _num, build, facts, measured, versus_summary
 
 
 def _markdown_table(d: pd.DataFrame) -> str:

@@ -25,7 +25,7 @@ from .collect import collect, precisions
 from .evalsets import EvalSetsReport, evaluation_sets, report_rule
 from .paper import PAPER_FACTS
 from .plots import figures
-from .seed_noise import Noise
+from .seed_noise import Noise, pooled_noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, points, regime
 from .verdicts import (
@@ -33,7 +33,6 @@ from .verdicts import (
     Rule,
     Verdict,
     charged_looks,
-    pooled_noise,
     seed_correlation,
     seed_values,
     unstable_counts,

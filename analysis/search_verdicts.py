@@ -8,7 +8,8 @@ import pandas as pd
 
 from .samples import CONFIRM_GROUP
 from .search import Objective
-from .verdicts import Comparison, Outcome, Rule, compare, decide, pooled_noise, seed_values
+from .seed_noise import pooled_noise
+from .verdicts import Comparison, Outcome, Rule, compare, decide, seed_values
 
 
 def pareto_front(configs: pd.DataFrame, objectives: list[Objective]) -> list[str]:

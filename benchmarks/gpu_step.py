@@ -58,7 +58,7 @@ def gpu_matmul_rate(m: int, k: int, n: int, dtype: torch.dtype, reps: int = 20) 
 def train_rate(values: dict, mode: str, warmup: int, steps: int, windows: int = 1, loss_kernel: str = "plain") -> dict:
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
-    from transformer_core.train import Trainer
+    from transformer_core.trainer import Trainer
 
     torch.cuda.reset_peak_memory_stats()
     config = make_run_config({**values, "compile": mode, "seed": 1, "loss_kernel": loss_kernel})

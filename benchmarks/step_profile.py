@@ -148,7 +148,7 @@ def profile_worker(args, values: dict, precision: str, seed: int) -> dict:
 
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
-    from transformer_core.train import Trainer
+    from transformer_core.trainer import Trainer
 
     config = make_run_config({**values, "precision": precision, "seed": seed})
     if values.get("compile", "off") != "off":  # the compiled kernels as profiler events of their own

@@ -35,7 +35,7 @@ import transformer_core as tc
 from transformer_core.data import PAD, collate, load_corpus
 from transformer_core.run_config import make_run_config
 from transformer_core.tracking import JsonTracker
-from transformer_core.train import Trainer
+from transformer_core.trainer import Trainer
 
 MODEL = dict(N=3, d_model=256, d_ff=1024, h=4, d_k=64, d_v=64)
 VARIANTS = {  # explicit, so that a changed default does not move a variant

@@ -38,8 +38,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import simulate as sim  # noqa: E402
+from analysis.seed_noise import pooled_noise
 from analysis.trajectory import unstable  # noqa: E402
-from analysis.verdicts import Rule, compare, decide, pooled_noise  # noqa: E402
+from analysis.verdicts import Rule, compare, decide
 
 NEW = Rule()
 HOLM = Rule(method="holm")

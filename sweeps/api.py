@@ -24,7 +24,7 @@ import pandas as pd
 
 from analysis.collect import collect
 from analysis.files import read_text
-from analysis.report import seed_table
+from analysis.report_model import seed_table
 from analysis.search import configurations
 from analysis.search_report import is_search_sweep, objectives
 from analysis.search_verdicts import confirmation_table

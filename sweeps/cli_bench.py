@@ -55,7 +55,7 @@ def measure(profile: str, corpus: str, steps: int, warmup: int, data_dir, overri
 
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
-    from transformer_core.train import Trainer
+    from transformer_core.trainer import Trainer
 
     from .cli_train import profile_values
     from .estimate import KNOWN_DEVICES, match_device

@@ -79,7 +79,8 @@ def cmd_prepare(args) -> int:
 
 def cmd_info(args) -> int:
     from transformer_core.data import default_data_dir
-    from transformer_core.data.prepare import Corpus, corpus_key, read_meta
+    from transformer_core.data.corpus import Corpus, read_meta
+    from transformer_core.data.prepare import corpus_key
     from transformer_core.errors import DataError
 
     data_dir = Path(args.data_dir or default_data_dir())

@@ -8,8 +8,8 @@ from pathlib import Path
 def cmd_report(args) -> int:
     from analysis.search_report import is_search_sweep, write_search_report
 
-    from .lock import check_inside
     from .storage import open_storage
+    from .sweep_state import check_inside
 
     store = open_storage(str(args.sweep_dir))  # a URI: read from a pulled view, the report pushed back
     view = store.view() if store else args.sweep_dir

@@ -111,9 +111,9 @@ def cmd_run(args) -> int:
     from transformer_core.errors import UserError
     from transformer_core.rundir import DiskFullError
 
+    from .diskfull import disk_full_at, no_space, no_space_message
     from .driverlog import DriverLog
     from .interrupts import INTERRUPTS
-    from .lock import disk_full_at, no_space, no_space_message
     from .runner import SweepInterrupted, check_address
     from .spec import load_spec, plan
     from .storage import is_uri
@@ -247,7 +247,7 @@ def _see(where) -> str:
 
 
 def _has_state(out) -> bool:
-    from .lock import read_sweep_state
+    from .sweep_state import read_sweep_state
 
     try:
         read_sweep_state(out)
@@ -267,7 +267,7 @@ def _resume_command(args, out) -> str:
 
 
 def cmd_status(args) -> int:
-    from .lock import read_sweep_state
+    from .sweep_state import read_sweep_state
 
     read_sweep_state(args.sweep_dir)  # a missing or unreadable sweep.json: one line
     if args.watch:
@@ -278,8 +278,8 @@ def cmd_status(args) -> int:
 def _watch(sweep_dir, interval: float) -> int:
     """The driver's live view, refreshed from the sweep directory (or URI) until every trial has ended."""
     from .live import LiveView
-    from .lock import read_sweep_state
     from .storage import local_view
+    from .sweep_state import read_sweep_state
 
     state = read_sweep_state(sweep_dir)
     view = LiveView(local_view(sweep_dir), int(state.get("max_concurrent") or 2), interval=interval,

@@ -154,7 +154,7 @@ def cmd_train(args) -> int:
     from transformer_core import train_and_evaluate
     from transformer_core.memory import check_memory
     from transformer_core.run_config import make_run_config
-    from transformer_core.train import task_for
+    from transformer_core.trainer import task_for
 
     from .cli_args import set_values
 

@@ -254,16 +254,3 @@ def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: i
         "wall_1": None if one is None else one / 3600,
         "wall_n": many / 3600,
     }
-
-
-def main(argv=None) -> int:
-    """`python -m sweeps.estimate ...`: the same as `tsweep estimate ...` (sweeps/cli_estimate.py)."""
-    import sys
-
-    from .cli import main as tsweep
-
-    return tsweep(["estimate", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -6,7 +6,7 @@ taken over with a warning.  At a URI it is a ``sweep.lock`` object (best effort:
 create through pyarrow).
 
 What a sweep checks before it writes (sweep.json, --out) lives in ``sweeps.sweep_state``; how a full disk is
-recognised and reported, in ``sweeps.diskfull``.  Both are importable from here too.
+recognised and reported, in ``sweeps.diskfull``.
 """
 
 from __future__ import annotations
@@ -24,19 +24,7 @@ from typing import Optional
 
 from transformer_core.errors import UserError
 
-from .diskfull import disk_full_at, no_space, no_space_message, root_cause  # noqa: F401  (import path kept)
-from .sweep_state import (  # noqa: F401  (import path kept)
-    LOCK_NAME,
-    SAFE_ALLOWED,
-    SAFE_NAME,
-    check_inside,
-    check_out_dir,
-    check_state,
-    check_uri_out,
-    locate,
-    read_state,
-    read_sweep_state,
-)
+from .sweep_state import LOCK_NAME
 
 log = logging.getLogger(__name__)  # sweeps.driverlog copies this logger's records into the driver's log
 

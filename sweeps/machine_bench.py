@@ -81,7 +81,7 @@ def _one_trial(values: dict, seconds: float, warmup: int, barrier, queue) -> Non
     try:
         from transformer_core.run_config import make_run_config
         from transformer_core.tracking import JsonTracker
-        from transformer_core.train import Trainer
+        from transformer_core.trainer import Trainer
 
         config = make_run_config(values)
         with tempfile.TemporaryDirectory(prefix="tsweep-step-") as work:
@@ -121,7 +121,7 @@ def measure(values: dict, side_by_side: int, seconds: float = SECONDS, warmup: i
     """Train the trial ``values`` in ``side_by_side`` processes at once; the per-trial figures, averaged."""
     from transformer_core.errors import UserError
     from transformer_core.run_config import make_run_config
-    from transformer_core.train import task_for
+    from transformer_core.trainer import task_for
 
     config = make_run_config(values)
     task_for(config).corpus(config)  # prepared once here, not by every child at once

@@ -1,8 +1,7 @@
 """What a translation run is scored by: per-wordpiece perplexity, and sacrebleu BLEU and chrF on detokenised
 beam-search output.
 
-Reading an evaluation set from files or a recipe's split lives in ``data/eval_set.py`` (its names are importable
-from here too).
+Reading an evaluation set from files or a recipe's split lives in ``data/eval_set.py``.
 """
 
 from __future__ import annotations
@@ -14,13 +13,6 @@ import torch
 
 from .data.batching import collate, eval_batches
 from .data.corpus import EncodedSplit
-from .data.eval_set import (  # noqa: F401  (import path kept)
-    RESERVED_NAMES,
-    EvalSet,
-    EvalSetError,
-    read_eval_set,
-    read_text_lines,
-)
 from .data.prepare import BOS, EOS, PAD
 from .decoding import beam_search
 from .device import autocast

@@ -11,18 +11,33 @@ signatures; tests/core/test_task_protocol.py compares those for the two tasks).
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-if TYPE_CHECKING:  # for the annotations only: trainer.py imports the tasks
+if TYPE_CHECKING:  # for the annotations only
     import torch
     from torch import nn
 
     from .data.batching import Batch
-    from .data.corpus import Corpus
+    from .data.corpus import Corpus, EncodedSplit
     from .run_config import RunConfig
-    from .trainer import Trainer
 
 Files = dict  # file name under the run directory -> its lines (written by the trainer, one line each)
+
+
+class TrainingState(Protocol):
+    """What a task reads of the loop's state at an evaluation (``trainer.Trainer`` is one; the trainer imports the
+    tasks, so a task names this rather than the Trainer)."""
+
+    cfg: RunConfig
+    workdir: Path
+    device: torch.device
+    precision: str
+    corpus: Corpus
+    dev: EncodedSplit
+    model: nn.Module
+    step: int
+    last_eval: dict
 
 
 @runtime_checkable
@@ -48,11 +63,11 @@ class Task(Protocol):
         """The tensors ``model.features`` takes from a training batch (its targets are ``batch.tgt_out``)."""
         ...
 
-    def evaluate(self, tr: Trainer) -> tuple[dict, Files]:
+    def evaluate(self, tr: TrainingState) -> tuple[dict, Files]:
         """At an evaluation step: (the evaluation record, files to write)."""
         ...
 
-    def final(self, tr: Trainer, averaged: list[int]) -> tuple[dict, dict, Files]:
+    def final(self, tr: TrainingState, averaged: list[int]) -> tuple[dict, dict, Files]:
         """On the averaged model at the end: (result keys, tracker metrics, files to write)."""
         ...
 

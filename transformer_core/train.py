@@ -36,15 +36,11 @@ from .run_config import RunConfig
 from .rundir import Status
 from .tracking import JsonTracker, Tracker
 from .trainer import (
-    DIVERGENCE_MARGIN,
-    DIVERGENCE_WINDOWS,
-    DivergenceRule,
     Progress,
     Trainer,
     claim_workdir,
     finished_result,
     is_eval_step,
-    is_log_step,
     load_checkpoint,
     result_base,
     save_checkpoint,
@@ -53,16 +49,7 @@ from .trainer import (
 
 log = logging.getLogger(__name__)
 
-__all__ = [
-    "DIVERGENCE_MARGIN",
-    "DIVERGENCE_WINDOWS",
-    "DivergenceRule",
-    "Trainer",
-    "is_eval_step",
-    "is_log_step",
-    "task_for",
-    "train_and_evaluate",
-]
+__all__ = ["train_and_evaluate"]
 
 
 def train_and_evaluate(

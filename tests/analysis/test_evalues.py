@@ -12,7 +12,8 @@ from scipy import integrate, stats
 
 from analysis import simulate as sim
 from analysis.evalues import DESIGN_DELTA, calibrated, critical_t, ebh, t_evalue
-from analysis.verdicts import Comparison, Outcome, Rule, compare, decide, detectable, family_rule, pooled_noise
+from analysis.seed_noise import pooled_noise
+from analysis.verdicts import Comparison, Outcome, Rule, compare, decide, detectable, family_rule
 
 ALPHA = 0.05
 

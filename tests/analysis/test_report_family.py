@@ -15,16 +15,8 @@ from analysis import simulate as sim
 from analysis.collect import collect
 from analysis.evalsets import report_rule
 from analysis.report_model import build
-from analysis.verdicts import (
-    Outcome,
-    Rule,
-    _equivalence,
-    compare,
-    decide,
-    judge_table,
-    pooled_noise,
-    unstable_line,
-)
+from analysis.seed_noise import pooled_noise
+from analysis.verdicts import Outcome, Rule, _equivalence, compare, decide, judge_table, unstable_line
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 

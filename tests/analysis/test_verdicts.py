@@ -10,10 +10,9 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_ind
 
 from analysis.claims import CLAIMS
-from analysis.seed_noise import fit_prior
+from analysis.seed_noise import Noise, fit_prior, pooled_noise
 from analysis.trajectory import regime, trajectories, trajectory_text, unstable
 from analysis.verdicts import (
-    Noise,
     Outcome,
     Rule,
     Verdict,
@@ -21,7 +20,6 @@ from analysis.verdicts import (
     holm,
     judge_claim,
     judge_table,
-    pooled_noise,
     seed_correlation,
     versus_base,
 )

@@ -9,7 +9,7 @@ import torch
 from transformer_core.compiling import inductor_compiler, resolve_compile
 from transformer_core.run_config import make_run_config
 from transformer_core.tracking import JsonTracker
-from transformer_core.train import Trainer
+from transformer_core.trainer import Trainer
 
 TINY = {"N": 1, "d_model": 32, "d_ff": 64, "h": 2, "d_k": 16, "d_v": 16, "vocab": 1000, "tokens_per_batch": 256}
 TINY.update(steps=100, warmup=10, threads=1, device="cpu", precision="fp32", seed=3)

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from transformer_core.dropout import Dropout, cpu_dropout, keep_threshold, set_fast_dropout
 from transformer_core.run_config import make_run_config
 from transformer_core.tracking import JsonTracker
-from transformer_core.train import Trainer
+from transformer_core.trainer import Trainer
 
 from .test_compile import TINY
 

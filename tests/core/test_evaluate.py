@@ -3,7 +3,7 @@ tests/e2e/test_evaluate_e2e.py)."""
 
 import pytest
 
-from transformer_core.evaluation import EvalSetError, read_eval_set
+from transformer_core.data.eval_set import EvalSetError, read_eval_set
 
 
 def test_eval_set_is_normalised_fingerprinted_and_named(tmp_path):

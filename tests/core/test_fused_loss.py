@@ -66,7 +66,7 @@ def test_a_chunk_holds_about_a_quarter_gigabyte_of_logits():
 def test_the_knob_trains_the_same_steps_keeps_the_trial_id_and_is_recorded(tmp_path, fixture_data_dir):
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
-    from transformer_core.train import Trainer
+    from transformer_core.trainer import Trainer
 
     from .test_compile import TINY
 

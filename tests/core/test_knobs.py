@@ -5,11 +5,12 @@ import dataclasses
 import pytest
 import yaml
 
-from sweeps.profiles import WIDTH_KNOBS, get_profile
+from sweeps.profiles import get_profile
 from sweeps.spec import ROW_KNOBS, SpecError, load_spec, search_trial
 from tests.helpers import ROOT
 from transformer_core import knobs
 from transformer_core.config import ModelConfig
+from transformer_core.knobs import WIDTH_KNOBS
 from transformer_core.run_config import DataConfig, TrainConfig
 
 

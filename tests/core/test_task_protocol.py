@@ -60,3 +60,12 @@ def test_the_trainer_takes_a_task():
     hints = typing.get_type_hints(Trainer.__init__)
     assert hints["task"] == typing.Optional[Task]
     assert typing.get_type_hints(task_for)["return"] is Task
+
+
+def test_the_trainer_has_every_member_a_task_reads_of_it():
+    from transformer_core.task import TrainingState
+
+    members = TrainingState.__annotations__
+    assert set(members) == {"cfg", "workdir", "device", "precision", "corpus", "dev", "model", "step", "last_eval"}
+    init = inspect.getsource(Trainer.__init__)
+    assert all(f"self.{name}" in init for name in members)

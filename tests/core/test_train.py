@@ -16,7 +16,7 @@ from transformer_core.device import cpu_bf16_speedup, resolve_precision
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.optim import learning_rate
 from transformer_core.run_config import make_run_config
-from transformer_core.train import DIVERGENCE_MARGIN, DIVERGENCE_WINDOWS, DivergenceRule, is_eval_step
+from transformer_core.trainer import DIVERGENCE_MARGIN, DIVERGENCE_WINDOWS, DivergenceRule, is_eval_step
 
 
 @pytest.mark.slow  # ~30 s; test_model's copy task and the fixture runs cover the same path by default

@@ -20,8 +20,9 @@ import pytest
 from sweeps.cli import main as tsweep_main
 from tests.helpers import FIXTURES, ROOT
 from transformer_core.data import load_corpus
+from transformer_core.data.corpus import read_meta
 from transformer_core.data.fetch import MIRROR_ENV, http_file
-from transformer_core.data.prepare import prepare_text, read_meta
+from transformer_core.data.prepare import prepare_text
 from transformer_core.data.recipes import wmt
 from transformer_core.errors import DataError
 

@@ -178,7 +178,7 @@ def test_bench_device_times_its_windows_after_an_untimed_warm_up(capsys):
 
 
 def test_the_device_hours_table_in_the_docs_is_what_the_script_prints(capsys):
-    estimate.main([])
+    tsweep(["estimate"])
     printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
     docs = (ROOT / "docs" / "cluster.md").read_text().splitlines()
     assert len(printed) == 4 and all(line in docs for line in printed)

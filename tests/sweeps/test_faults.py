@@ -65,8 +65,8 @@ def test_out_must_be_new_empty_or_a_sweep_of_this_spec(tmp_path):
 def test_a_sweep_planned_under_other_profile_rules_is_not_resumed(tmp_path):
     """A profile recalibrated since a sweep was planned (cpu: 600 x 2,048 -> 2,400 x 512): resuming would
     measure the old trials and the new ones at two budgets; one line names what changed, nothing is written."""
-    from sweeps.lock import check_state
     from sweeps.profiles import get_profile
+    from sweeps.sweep_state import check_state
 
     now = get_profile("cpu").rules()
     then = {**get_profile("cpu-2048").rules(), "profile": "cpu"}  # the cpu profile as it was before
@@ -190,7 +190,7 @@ def test_a_full_disk_at_the_start_is_one_line_and_leaves_out_as_it_was(tiny_disk
 def test_a_full_disk_is_found_by_a_probe_when_the_error_does_not_name_it(tmp_path):
     """Tune can die of an EOFError reading a trial's error file that a full disk left empty: the CLI then
     probes the sweep's device (a real 256 KiB tmpfs here) and still says 'no space' in one line."""
-    from sweeps.lock import disk_full_at
+    from sweeps.diskfull import disk_full_at
 
     disk = tmp_path / "disk"
     disk.mkdir()

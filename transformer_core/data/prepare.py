@@ -259,15 +259,3 @@ def parse_corpus_name(name: str) -> tuple[str, dict | None]:
     if len(paths) == 2:
         return "files", {"src": paths[0], "tgt": paths[1]}
     raise DataError(f"corpus {name!r} is invalid: allowed files:SOURCE,TARGET or files:PAIRS.tsv")
-
-
-# Loading a prepared corpus lives in data/corpus.py; its names are importable from here too.
-_LOADING = ("Corpus", "EncodedSplit", "damage", "load_corpus", "load_prepared", "read_meta")
-
-
-def __getattr__(name: str):
-    if name in _LOADING:
-        from . import corpus
-
-        return getattr(corpus, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
