@@ -13,7 +13,7 @@ import pandas as pd
 from transformer_core import rundir
 from transformer_core.errors import UserError
 from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
-from transformer_core.rundir import Status
+from transformer_core.rundir import SAFE_NAME, Status
 
 from .files import METRICS_BYTES, read_text
 from .samples import CONFIRM_GROUP, SEARCH_GROUP, sample_label
@@ -67,8 +67,6 @@ COLUMNS = tuple(
     dict.fromkeys(("trial_id", "group", "row", "seed", "sample", "sampled", "started", "profile", "status", "workdir",
                    "attempts", "step", "error", *(f"paper_{k}" for k in PAPER_KNOBS), *RUN_KNOBS, *METRICS))
 )  # fmt: skip
-# a trial id is a directory name inside SWEEP/trials: the rule of sweeps.sweep_state.SAFE_NAME (tested equal)
-SAFE_ID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -149,7 +147,7 @@ def _trial_ids(sweep_dir: Path, state: dict, plan: dict) -> list[str]:
     ids, seen, stray = [], set(), []
     trials = (sweep_dir / "trials").resolve()
     for tid in state.get("trials") if isinstance(state.get("trials"), list) else []:
-        if not isinstance(tid, str) or not SAFE_ID.match(tid):
+        if not isinstance(tid, str) or not SAFE_NAME.match(tid):
             log.warning("sweep.json lists the trial id %s, not a plain name: left out", ascii(tid))
         elif tid not in seen:
             ids.append(tid)
@@ -157,7 +155,7 @@ def _trial_ids(sweep_dir: Path, state: dict, plan: dict) -> list[str]:
     for p in sorted((sweep_dir / "trials").glob("*")):
         if p.name in seen or p.name in plan:
             continue
-        record = _record(_read_json(p / rundir.TRIAL), p.name) if SAFE_ID.match(p.name) else None
+        record = _record(_read_json(p / rundir.TRIAL), p.name) if SAFE_NAME.match(p.name) else None
         if record is None or record.search is None:  # not a searcher's sample of this name (a copy is another's)
             stray.append(p.name)
             continue
@@ -195,11 +193,11 @@ def _strings(*xs) -> bool:
 def check_state(state: dict, sweep_dir: Path) -> None:
     """Refuse, in one line, a sweep.json whose keys the reports read have the wrong shape (written by hand)."""
     shapes = {
-        "name": lambda x: isinstance(x, str) and bool(SAFE_ID.match(x)),  # a spec's name is a plain name
+        "name": lambda x: isinstance(x, str) and bool(SAFE_NAME.match(x)),  # a spec's name is a plain name
         "spec": lambda x: x is None or (isinstance(x, str) and not _CONTROL.search(x)),
         "plan": lambda x: x is None or (isinstance(x, dict) and all(isinstance(p, dict) for p in x.values())),
         "trials": lambda x: x is None or isinstance(x, list),
-        "profile": lambda x: x is None or (isinstance(x, str) and bool(SAFE_ID.match(x))),
+        "profile": lambda x: x is None or (isinstance(x, str) and bool(SAFE_NAME.match(x))),
         "metric": lambda x: x is None or isinstance(x, str),
         "mode": lambda x: x is None or x in ("max", "min"),
         "objectives": lambda x: x is None or _objective_list(x),

@@ -27,10 +27,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from transformer_core.rundir import EVALS, RESULT, Status
+from transformer_core.formatting import MISSING
+from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 
 from .claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
-from .collect import SAFE_ID, printable
+from .collect import printable
 from .seed_noise import pooled_noise
 from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
 from .trajectory import regime
@@ -111,7 +112,7 @@ def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
             _value(result.get("dev_chrf")),
         ]
         for path in sorted((Path(wd) / EVALS).glob("*.json")):
-            if not SAFE_ID.match(path.stem):  # a set's name is a plain name (`tsweep evaluate --name`)
+            if not SAFE_NAME.match(path.stem):  # a set's name is a plain name (`tsweep evaluate --name`)
                 continue
             rec = _read(path)
             if isinstance(rec.get("fingerprint"), str) and rec.get("config_hash") == result.get("config_hash"):
@@ -138,7 +139,7 @@ def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
 def _fmt(mean: float, half: float | None, digits: int = 2) -> str:
     """'mean ± half'; the mean alone where there is no interval (None: one seed and no pooled noise)."""
     if not math.isfinite(mean):
-        return "-"
+        return MISSING
     return f"{mean:.{digits}f}" + (f" ± {half:.{digits}f}" if half is not None and math.isfinite(half) else "")
 
 

@@ -14,15 +14,9 @@ from pathlib import Path
 import pandas as pd
 
 from .html_report import render
+from .markdown import markdown_table
 from .plots import FOREST
-from .report_model import LEGEND, VERSUS_RULE, ReportModel, _num, build, facts, measured, versus_summary
-
-
-def _markdown_table(d: pd.DataFrame) -> str:
-    cols = list(d.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in d.itertuples(index=False)]
-    return "\n".join(lines)
+from .report_model import LEGEND, VERSUS_RULE, ReportModel, build, cell, facts, measured, versus_summary
 
 
 def _latex(d: pd.DataFrame) -> str:
@@ -41,7 +35,7 @@ def _latex(d: pd.DataFrame) -> str:
 
 def _claims_block(claims: pd.DataFrame) -> list[str]:
     shown, line = measured(claims)
-    return ([_markdown_table(_claims_markdown(shown)), ""] if len(shown) else []) + ([line, ""] if line else [])
+    return ([markdown_table(_claims_markdown(shown)), ""] if len(shown) else []) + ([line, ""] if line else [])
 
 
 def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
@@ -55,7 +49,7 @@ def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
             ],
             "trajectory": claims["trajectory"],
             "rows": claims["rows"],
-            "detectable": [_num(x, 3) for x in claims.get("detectable", pd.Series([float("nan")] * len(claims)))],
+            "detectable": [cell(x, 3) for x in claims.get("detectable", pd.Series([float("nan")] * len(claims)))],
             "evidence": claims["summary"] + ": " + claims["evidence"],
             "caveat": claims["caveat"],
         }
@@ -70,7 +64,7 @@ def _versus_block(vb: pd.DataFrame) -> list[str]:
         "vs base": [o + (" ⚠ unstable" if u else "") for o, u in zip(vb["outcome"], vb["unstable"])],
         "trajectory": vb["trajectory"], "evidence": vb["evidence"],
     })  # fmt: skip
-    return ["## Each row against base", "", VERSUS_RULE, "", *versus_summary(vb), "", _markdown_table(table), ""]
+    return ["## Each row against base", "", VERSUS_RULE, "", *versus_summary(vb), "", markdown_table(table), ""]
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000,
@@ -127,10 +121,10 @@ def write_markdown(model: ReportModel, out: Path) -> None:
               *_claims_block(model.claims)] if len(model.claims) else []  # fmt: skip
     md = [f"# {shape.heading(h['sweep'])}", "", *([shape.description, ""] if shape.description else []), facts(h),
           "", *model.budget_lines(), "", *forest, f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
-          f"## {shape.table_heading}", "", _markdown_table(model.display), "", model.notes, "",
+          f"## {shape.table_heading}", "", markdown_table(model.display), "", model.notes, "",
           *claims, *_versus_block(model.versus), *set_sections,
           "## Failed, stopped or missing trials", "",
-          _markdown_table(problems) if len(problems) else "None: every trial finished.", "",
+          markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")
           + ").", "", *([] if lm or not h["sacrebleu"] else [f"sacrebleu: `{h['sacrebleu']}`", ""])]  # fmt: skip
     (out / "report.md").write_text("\n".join(md))

@@ -8,7 +8,6 @@ are made here from the model, so that the formats cannot disagree.
 from __future__ import annotations
 
 import json
-import math
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from transformer_core.errors import UserError
+from transformer_core.formatting import MISSING, is_missing, number
 from transformer_core.knobs import BY_NAME
 from transformer_core.rundir import Status
 
@@ -239,18 +239,17 @@ def problems(df: pd.DataFrame, h: dict) -> pd.DataFrame:
     return out
 
 
-def _num(x, digits=2, signed=False):
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
+def cell(x, digits=2, signed=False) -> str:
+    """A table cell: a float to ``digits`` places (with its sign where ``signed``), anything else as written."""
     if isinstance(x, float):
-        return f"{x:+.{digits}f}" if signed else f"{x:.{digits}f}"
-    return str(x)
+        return number(x, f"+.{digits}f" if signed else f".{digits}f")
+    return number(x)
 
 
 def _ci(m, h, digits=2):
-    if m is None or (isinstance(m, float) and math.isnan(m)):
-        return "-"
-    return _num(m, digits) + (f" ± {h:.{digits}f}" if h is not None and not math.isnan(h) else "")
+    if is_missing(m):
+        return MISSING
+    return cell(m, digits) + ("" if is_missing(h) else f" ± {h:.{digits}f}")
 
 
 def display_table(t: pd.DataFrame) -> pd.DataFrame:
@@ -266,29 +265,29 @@ def display_table(t: pd.DataFrame) -> pd.DataFrame:
         lm_columns = {
             "bits/byte dev": _ci(r["bpb_dev"], r["bpb_dev_ci"], 3),
             "bits/byte test": _ci(r["bpb_test"], r["bpb_test_ci"], 3),
-            "PPL test": _num(r["ppl_test"]),
+            "PPL test": cell(r["ppl_test"]),
         } if lm else {}  # fmt: skip
         bleu_columns = {} if lm else {
             "BLEU dev (ours)": _ci(r["bleu_dev"], r["bleu_dev_ci"]),
-            "ΔBLEU": "" if base else _num(r["delta_bleu"], signed=True),
-            "BLEU dev (paper)": _num(r["paper_bleu_dev"], 1),
-            "ΔBLEU paper": "" if base else _num(r["paper_delta_bleu"], 1, signed=True),
+            "ΔBLEU": "" if base else cell(r["delta_bleu"], signed=True),
+            "BLEU dev (paper)": cell(r["paper_bleu_dev"], 1),
+            "ΔBLEU paper": "" if base else cell(r["paper_delta_bleu"], 1, signed=True),
             "BLEU test": _ci(r["bleu_test"], r["bleu_test_ci"]),
-            "sentence-sampling p (test)": _num(r["p_sentence_test"], 3),
+            "sentence-sampling p (test)": cell(r["p_sentence_test"], 3),
         }  # fmt: skip
         rows.append(
             {
                 "row": r["row"],
                 **{BY_NAME[k].label: BY_NAME[k].format(r[k]) for k in knobs},
-                "PPL dev (ours)": _num(r["ppl_dev"]),
+                "PPL dev (ours)": cell(r["ppl_dev"]),
                 "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
-                "Δ ln PPL": "" if base else _num(r["delta_ce"], 3, signed=True),
+                "Δ ln PPL": "" if base else cell(r["delta_ce"], 3, signed=True),
                 **lm_columns,
-                "PPL dev (paper)" + mt: _num(r["paper_ppl_dev"]),
-                "Δ ln PPL paper" + mt: "" if base else _num(r["paper_delta_ce"], 3, signed=True),
+                "PPL dev (paper)" + mt: cell(r["paper_ppl_dev"]),
+                "Δ ln PPL paper" + mt: "" if base else cell(r["paper_delta_ce"], 3, signed=True),
                 **bleu_columns,
-                "params ours (M)": _num(r["params_M"]),
-                "params paper (M)": _num(r["paper_params_M"]),
+                "params ours (M)": cell(r["params_M"]),
+                "params paper (M)": cell(r["paper_params_M"]),
                 "n": f"{r['n']}/{r['seeds']}",
                 "status": r["status"],
             }

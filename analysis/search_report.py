@@ -11,18 +11,19 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
+from transformer_core.formatting import MISSING, is_missing, number
 from transformer_core.rundir import Status
 
 from . import search_plots as plots
 from .collect import collect, precisions
 from .html_report import STYLE
+from .markdown import markdown_table
 from .search import (
     Objective,
     best_so_far,
@@ -75,8 +76,8 @@ def objectives(state: dict) -> list[Objective]:
 
 
 def _num(x, digits=3) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "-"
+    if is_missing(x):
+        return MISSING
     if isinstance(x, float):
         return f"{x:.{digits}g}" if abs(x) >= 1e4 or (x and abs(x) < 1e-3) else f"{x:.{digits}f}"
     return str(x)
@@ -84,12 +85,6 @@ def _num(x, digits=3) -> str:
 
 def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.2f} hours" if seconds >= 3600 else f"{seconds:.0f} seconds"
-
-
-def _md_table(d: pd.DataFrame) -> str:
-    lines = ["| " + " | ".join(map(str, d.columns)) + " |", "|" + "---|" * len(d.columns)]
-    lines += ["| " + " | ".join(str(v).replace("|", "\\|") for v in row) + " |" for row in d.itertuples(index=False)]
-    return "\n".join(lines)
 
 
 def _value(v) -> str:
@@ -117,7 +112,7 @@ def trials_display(trials: pd.DataFrame, params: list[str], objs: list[Objective
         if m in trials:
             d[m] = trials[m].map(_num)
     d["device-s"] = trials["wall_seconds"].map(lambda x: _num(x, 1))
-    d["FLOPs"] = trials["train_flops"].map(lambda x: "-" if pd.isna(x) else f"{x:.2e}")
+    d["FLOPs"] = trials["train_flops"].map(lambda x: number(x, ".2e"))
     d["state"] = trials["status"]
     d["step"] = trials["step"]
     return pd.DataFrame(d)
@@ -266,21 +261,21 @@ def search_markdown(model: SearchReportModel) -> list[str]:
     md += [_best_line(configs, o, params), "", "## Configurations (one row per sample, best first)", "",
            "Each sampled configuration is a row: its seeds are replicates of it alone. Mean and seed sd over its "
            "finished seeds; cost summed over its seeds (device-seconds of training and evaluation, training FLOPs).",
-           "", _md_table(configs_display(configs, objs)), ""]  # fmt: skip
+           "", markdown_table(configs_display(configs, objs)), ""]  # fmt: skip
     if model.front:
         md += ["## Pareto front", "", f"Configurations no other beats on both {objs[0].metric} and "
                f"{objs[1].metric}: {', '.join(model.front)}.", ""]  # fmt: skip
     if model.confirm is not None:
         said = [x for line in confirmation_lines(model.confirm, o) for x in (line, "")]
         md += ["## Confirmation with fresh seeds", "", *said,
-               _md_table(model.confirm.attrs["display"]), ""]  # fmt: skip
+               markdown_table(model.confirm.attrs["display"]), ""]  # fmt: skip
     imp = model.importance
     md += ["## Would more samples help?", "", _evp_line(model.evp, o), "", EVP_NOTE, "",
            "## Parameter importance", "", IMPORTANCE_NOTE, "",
-           _md_table(importance_display(imp)) if len(imp) else "Not computed: it needs three or more configurations "
-           "with a score and a parameter that took two or more values.", "",
+           markdown_table(importance_display(imp)) if len(imp) else "Not computed: it needs three or more "
+           "configurations with a score and a parameter that took two or more values.", "",
            "## Plots", "", *[f"### {title}\n\n![{title}]({name})\n" for title, name in model.sections],
-           "## Every trial", "", _md_table(trials_display(model.trials, params, objs)), ""]  # fmt: skip
+           "## Every trial", "", markdown_table(trials_display(model.trials, params, objs)), ""]  # fmt: skip
     return md
 
 

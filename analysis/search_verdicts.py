@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from transformer_core.formatting import MISSING, is_missing, number
+
 from .samples import CONFIRM_GROUP
 from .search import Objective
 from .seed_noise import pooled_noise
@@ -77,16 +79,12 @@ def _display(table: pd.DataFrame, objective: Objective) -> pd.DataFrame:
     unit = " (ln PPL)" if table.attrs["reading"] == "dev_ce" else ""
     return pd.DataFrame({
         "sample": table["sample"], "search rank": table["search_rank"],
-        f"search {objective.metric}": [f"{x:.3f}" if pd.notna(x) else "-" for x in table["search_score"]],
-        f"confirmed{unit}": [f"{m:.3f}" + (f" ± {h:.3f}" if pd.notna(h) else "") if pd.notna(m) else "-"
+        f"search {objective.metric}": [number(x, ".3f") for x in table["search_score"]],
+        f"confirmed{unit}": [MISSING if is_missing(m) else f"{m:.3f}" + ("" if is_missing(h) else f" ± {h:.3f}")
                              for m, h in zip(table["confirmed"], table["ci"])],
         "fresh seeds": [f"{a}/{b}" for a, b in zip(table["fresh_seeds"], table["fresh_planned"])],
-        f"optimism{unit}": [f"{x:+.3f}" if pd.notna(x) else "-" for x in table["optimism"]],
+        f"optimism{unit}": [number(x, "+.3f") for x in table["optimism"]],
     })  # fmt: skip
-
-
-def _f(x, spec: str = ".3f") -> str:
-    return format(float(x), spec) if x is not None and pd.notna(x) else "-"
 
 
 def confirmation_lines(table: pd.DataFrame, objective: Objective) -> list[str]:
@@ -95,13 +93,13 @@ def confirmation_lines(table: pd.DataFrame, objective: Objective) -> list[str]:
     first = table.iloc[0]
     unit = " ln PPL" if table.attrs["reading"] == "dev_ce" else ""
     lines = [
-        f"The search's best, {first['sample']}, scored {_f(first['search_score'])} in the search (the best of "
-        f"{table.attrs['samples']} sampled configurations, so optimistic); with {first['fresh_seeds']} fresh seeds "
+        f"The search's best, {first['sample']}, scored {number(first['search_score'], '.3f')} in the search (the best"
+        f" of {table.attrs['samples']} sampled configurations, so optimistic); with {first['fresh_seeds']} fresh seeds "
         + (f"it scores {np.exp(first['confirmed']):.3f} (geometric mean; ln PPL " if unit else "it scores ")
         + f"{first['confirmed']:.3f}"
         + (f" ± {first['ci']:.3f}" if pd.notna(first["ci"]) else "")
         + (")" if unit else "")
-        + f" (optimism {_f(first['optimism'], '+.3f')}{unit}: how much better the search's score was than the"
+        + f" (optimism {number(first['optimism'], '+.3f')}{unit}: how much better the search's score was than the"
         " confirmed one).",
         f"Seed noise of the confirmation: {table.attrs['noise'].describe()}.",
     ]

@@ -468,13 +468,6 @@ def settle(claim: Claim, reading: str, comps: list[Comparison], diverged: dict |
     return res
 
 
-def judge_claim(claim: Claim, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> ClaimResult:
-    """One claim on one reading judged alone (its comparisons are the family: Holm over them)."""
-    comps = claim_comparisons(claim, values, noise, reading, rule)
-    decide(comps, replace(rule, family="claim", method="holm", cutoff=None, size=0))
-    return settle(claim, reading, comps)
-
-
 @dataclass
 class Judgement:
     claims: list[ClaimResult]

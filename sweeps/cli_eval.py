@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from transformer_core.errors import UserError
+from transformer_core.formatting import number
 
 log = logging.getLogger(__name__)
 
 
 def _fmt(x) -> str:
-    return "-" if x is None or x != x else f"{x:.2f}"
+    return number(x, ".2f")
 
 
 def cmd_evaluate(args) -> int:

@@ -8,9 +8,11 @@ import sys
 import time
 from pathlib import Path
 
+from transformer_core.formatting import MISSING, number
+
 
 def _fmt(x, spec=".2f"):
-    return "-" if x is None or x != x else format(x, spec)
+    return number(x, spec)
 
 
 def cmd_plan(args) -> int:
@@ -53,15 +55,16 @@ def cmd_plan(args) -> int:
         cfg = make_run_config(t.values, spec.base.get("preset", "base"))
         m, tr = cfg.model, cfg.train
         params, flops = estimate.trial_flops(cfg)
-        est = None
+        shown = MISSING
         if source:
             est = estimate.trial_seconds(flops, tr, source.flops_per_second * devices)
             seconds.append(est)
+            shown = estimate.duration(est)
         total_flops += flops
         print(
             f"{t.group:<6}{t.row:<6}{t.seed:>5}{m.N:>3}{m.d_model:>8}{m.d_ff:>6}{m.h:>4}{m.d_k:>5}{m.d_v:>5}"
             f"{m.P_drop:>7.2f}{tr.eps_ls:>7.2f}{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
-            f"{params / 1e6:>8.2f}M{flops:>10.2e}{estimate.duration(est) if est is not None else '-':>11}  {t.trial_id}"
+            f"{params / 1e6:>8.2f}M{flops:>10.2e}{shown:>11}  {t.trial_id}"
         )
     print(f"total {total_flops:.2e} training FLOPs (6 x params x tokens)")
     if source is None:

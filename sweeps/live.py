@@ -20,9 +20,8 @@ from tqdm import tqdm
 
 from analysis.files import METRICS_BYTES, read_text
 from transformer_core import rundir
-from transformer_core.rundir import Status
-
-from .sweep_state import SAFE_NAME
+from transformer_core.formatting import MISSING, number
+from transformer_core.rundir import SAFE_NAME, Status
 
 TERMINAL = (Status.FINISHED.value, Status.DIVERGED.value)
 
@@ -204,7 +203,7 @@ def events(before: dict[str, TrialState], now: list[TrialState], progress: Calla
 
 
 def _f(x, digits: int = 2) -> str:
-    return f"{x:.{digits}f}" if isinstance(x, (int, float)) else "-"
+    return number(x, f".{digits}f") if isinstance(x, (int, float)) else MISSING
 
 
 def _dur(s: float) -> str:

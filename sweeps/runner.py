@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
-from transformer_core.rundir import RESULT, TrialRecord, write_json
+from transformer_core.rundir import RESULT, TrialRecord, done_result, finished_result, write_json
 
 from .diskfull import no_space, no_space_message
 from .interrupts import INTERRUPTS
@@ -51,7 +51,7 @@ from .tracking import (
     resolve_uri,
     stored_uri,
 )
-from .trial import done_result, finished_result, trial_workdir
+from .trial import trial_workdir
 from .tune_adapter import fit_round
 from .warm_start import start_from_earlier
 

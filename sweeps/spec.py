@@ -23,11 +23,10 @@ from transformer_core.errors import ConfigError, UserError
 from transformer_core.lm_task import check as check_lm
 from transformer_core.memory import check_memory
 from transformer_core.run_config import MAX_SEED, MAX_VOCAB, TASKS, TRAIN_KEYS, make_run_config
-from transformer_core.rundir import TrialRecord
+from transformer_core.rundir import SAFE_ALLOWED, SAFE_NAME, TrialRecord
 
 from .bounds import check_plan_size, read_document
 from .profiles import Profile, get_profile
-from .sweep_state import SAFE_ALLOWED, SAFE_NAME
 
 
 class SpecError(UserError):

@@ -3,7 +3,7 @@
 - ``read_state`` / ``read_sweep_state``: sweep.json, or one line saying why it cannot be read.
 - ``check_state``: whether the sweep at --out may be (re)run by this spec and profile, and at the same budget.
 - ``locate``, ``check_out_dir``, ``check_uri_out``: the --out location, refused where it holds something else.
-- ``check_inside``, ``SAFE_NAME``: every path a sweep writes stays inside its directory.
+- ``check_inside``: every path a sweep writes stays inside its directory (names: ``transformer_core.rundir.SAFE_NAME``).
 
 State files (sweep.json, tune_summary.json, trial.json) are written with ``transformer_core.rundir.write_json``
 (temp file, fsync, rename): a full disk or a kill leaves the previous version, never a truncated one.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 from pathlib import Path
 from typing import Optional
 
@@ -27,8 +26,6 @@ from .storage import Storage, open_storage
 
 LOCK_NAME = "sweep.lock"  # the driver's lock file (sweeps.lock), the one file an --out may hold besides a sweep
 DRIVER_FILES = ("sweep.json", "tune_summary.json", "mlflow.db", "optuna.db", "driver.log", LOCK_NAME)
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
-SAFE_ALLOWED = "letters, digits, '_', '.', '-' (not starting with '.')"
 _OUT_ALLOWED = "allowed a new or empty directory, or the directory of an earlier run of this spec"
 
 

@@ -13,19 +13,26 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from transformer_core.errors import UserError
 from transformer_core.run_config import make_run_config
-from transformer_core.rundir import DONE, FAULTS, RESULT, TRIAL, Status, TrialRecord, write_json
+from transformer_core.rundir import (
+    DONE,
+    FAULTS,
+    RESULT,
+    TRIAL,
+    Status,
+    TrialRecord,
+    check_name,
+    finished_result,
+    write_json,
+)
 
 from .storage import open_storage
-from .sweep_state import SAFE_ALLOWED, SAFE_NAME, check_inside
+from .sweep_state import check_inside
 
 
 def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:
     """``SWEEP/trials/ID``, refused unless the id is a plain name and the path stays inside the sweep."""
-    if not SAFE_NAME.match(trial_id):
-        raise UserError(f"trial id {trial_id!r} is invalid; allowed {SAFE_ALLOWED}")
-    return check_inside(sweep_dir, Path(sweep_dir) / "trials" / trial_id)
+    return check_inside(sweep_dir, Path(sweep_dir) / "trials" / check_name(trial_id, "trial id"))
 
 
 def read_result(trial: TrialRecord) -> dict:
@@ -34,20 +41,6 @@ def read_result(trial: TrialRecord) -> dict:
     if store:
         return json.loads(store.read_text(f"trials/{trial.id}/{RESULT}"))
     return json.loads((trial_workdir(trial.sweep_dir, trial.id) / RESULT).read_text())
-
-
-def done_result(done, config_hash: str) -> Optional[dict]:
-    """``done`` (a parsed result.json) if it is a finished or diverged run of this config, else None."""
-    ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
-    return done if ok else None
-
-
-def finished_result(workdir: Path, config_hash: str) -> Optional[dict]:
-    """The result in ``workdir`` if it is a done run of this config (an unreadable one counts as not done)."""
-    try:
-        return done_result(json.loads((Path(workdir) / RESULT).read_text()), config_hash)
-    except (OSError, ValueError):
-        return None
 
 
 def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = None) -> dict:
@@ -60,8 +53,7 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
 
     store, rank = open_storage(trial.sweep_dir), world()[0]
     remote = f"trials/{trial.id}"
-    if not SAFE_NAME.match(trial.id):
-        raise UserError(f"trial id {trial.id!r} is invalid; allowed {SAFE_ALLOWED}")
+    check_name(trial.id, "trial id")
     if store:  # a URI: work in this node's scratch, starting from what the trial pushed before (on any node)
         workdir = store.scratch / _node()[:12] / "trials" / (trial.id + (f".rank{rank}" if rank else ""))
         store.pull(remote, workdir)

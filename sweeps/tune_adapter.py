@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
-from transformer_core.rundir import FAULTS, TrialRecord
+from transformer_core.rundir import FAULTS, SAFE_NAME, TrialRecord, check_name
 
 from .diskfull import out_of_memory, root_cause
 from .interrupts import INTERRUPTS
@@ -25,7 +25,6 @@ from .replicates import run_replicates, sample_records, sample_resources, seed_c
 from .search_state import SearchPlan, storage_url
 from .spec import Spec
 from .storage import is_uri
-from .sweep_state import SAFE_ALLOWED, SAFE_NAME
 from .trial import read_result, run_trial
 from .worker_memory import after_trial, bounded_reuse_installed
 
@@ -124,8 +123,7 @@ def data_parallel(trial: TrialRecord, workers: int, gpus: float) -> dict:
 def _round_name(ctx, round_name: str) -> str:
     """A Tune experiment directory of its own for every run of a round (resumes re-plan, never restore):
     nothing Tune wrote before is read again."""
-    if not SAFE_NAME.match(round_name):
-        raise UserError(f"round name {round_name!r} is invalid; allowed {SAFE_ALLOWED}")
+    check_name(round_name, "round name")
     used = {r["tune"] for r in ctx.state["rounds"]}
 
     def exists(name: str) -> bool:

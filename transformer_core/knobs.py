@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .formatting import MISSING, is_missing
+
 
 @dataclass(frozen=True)
 class Knob:
@@ -26,8 +28,8 @@ class Knob:
     paper: bool = False  # a column of the paper's Table 3
 
     def format(self, value) -> str:
-        if value is None or (isinstance(value, float) and value != value):
-            return "-"
+        if is_missing(value):
+            return MISSING
         if self.fmt and isinstance(value, (int, float)) and not isinstance(value, bool):
             return format(value, self.fmt)
         return str(value)

@@ -24,9 +24,6 @@ import math
 import torch
 from torch import nn
 
-ADDITIVE = ("sinusoidal", "learned")  # added to the embeddings
-IN_ATTENTION = ("rope", "alibi")  # applied in self-attention
-
 
 def sinusoid_table(max_len: int, d_model: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)."""

@@ -22,6 +22,7 @@ import errno
 import json
 import logging
 import os
+import re
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
@@ -63,6 +64,38 @@ class Status(str, Enum):
 
 
 DONE = frozenset({Status.FINISHED, Status.DIVERGED})  # a result.json with these is never trained again
+
+# A name that becomes a path under a run's or a sweep's directory (a trial id, a row label, a set's name)
+SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+SAFE_ALLOWED = "letters, digits, '_', '.', '-' (not starting with '.')"
+
+
+def check_name(value: str, what: str) -> str:
+    """``value`` if it is a safe name, else a UserError: "WHAT 'VALUE' is invalid; allowed ..."."""
+    if not isinstance(value, str) or not SAFE_NAME.match(value):
+        raise UserError(f"{what} {value!r} is invalid; allowed {SAFE_ALLOWED}")
+    return value
+
+
+def done_result(done, config_hash: str) -> Optional[dict]:
+    """``done`` (a parsed result.json) if it is a finished or diverged run of this config, else None."""
+    ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
+    return done if ok else None
+
+
+def finished_result(workdir: Path, config_hash: str, warn: bool = False) -> Optional[dict]:
+    """The result.json in ``workdir`` if it is a finished or diverged run of this config (a result that exists but
+    cannot be read counts as none: with ``warn``, a warning says the run starts again)."""
+    path = Path(workdir) / RESULT
+    if not path.exists():
+        return None
+    try:
+        done = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        if warn:
+            log.warning("%s unreadable (%s): running again", path, exc)
+        return None
+    return done_result(done, config_hash)
 
 
 def checkpoint_name(step: int) -> str:

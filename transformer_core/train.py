@@ -39,7 +39,6 @@ from .trainer import (
     Progress,
     Trainer,
     claim_workdir,
-    finished_result,
     is_eval_step,
     load_checkpoint,
     result_base,
@@ -69,7 +68,7 @@ def train_and_evaluate(
         claim_workdir(config, workdir)
     barrier()
     result_path = workdir / rundir.RESULT
-    done = finished_result(config, result_path)
+    done = rundir.finished_result(workdir, config.content_hash(), warn=True)
     if done:
         return done
     tracker = tracker or JsonTracker(workdir / rundir.TRACKING if rank == 0 else workdir / f"tracking.rank{rank}.jsonl")

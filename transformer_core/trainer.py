@@ -347,20 +347,6 @@ def result_base(tr: Trainer, started: float) -> dict:
     }
 
 
-def finished_result(config: RunConfig, path: Path) -> Optional[dict]:
-    """The result.json of an earlier session that finished or diverged with this configuration."""
-    if not path.exists():
-        return None
-    try:
-        done = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        log.warning("%s unreadable (%s): running again", path, exc)
-        return None
-    if done.get("config_hash") == config.content_hash() and done.get("status") in rundir.DONE:
-        return done
-    return None
-
-
 def _read_sums(sums: list) -> tuple[float, float]:
     """(loss sum, NLL sum) over micro-batches from their alternating device scalars, summed on the host."""
     values = torch.stack(sums).tolist()

@@ -14,11 +14,11 @@ from analysis.report import write_report
 from analysis.samples import sample_label
 from sweeps import load_sweep
 from sweeps.cli import main
-from sweeps.sweep_state import SAFE_NAME
 from tests.analysis.test_analysis import make_sweep
 from transformer_core.data.eval_set import EvalSet
+from transformer_core.errors import UserError
 from transformer_core.finished import done_evaluation
-from transformer_core.rundir import TrialRecord
+from transformer_core.rundir import SAFE_NAME, TrialRecord, check_name
 
 SAMPLES = [{"lr_scale": 0.5, "warmup": 5}, {"lr_scale": 0.8, "warmup": 10}, {"lr_scale": 1.2, "warmup": 5}]
 ESC = "\x1b]2;HACKED\x07\x1b[31mRED"
@@ -216,10 +216,11 @@ def test_a_trial_id_that_leaves_the_sweep_is_not_read(tmp_path, capsys):
     assert "evil" not in (report / "report.md").read_text()
 
 
-def test_the_trial_id_rule_is_the_sweeps_own():
-    from analysis.collect import SAFE_ID
-
-    assert SAFE_ID.pattern == SAFE_NAME.pattern
+def test_a_name_that_would_leave_its_directory_is_refused_in_one_line():
+    for bad in ("..", ".hidden", "a/b", "", "a b", None):
+        with pytest.raises(UserError, match=r"^trial id .* is invalid; allowed letters, digits"):
+            check_name(bad, "trial id")
+    assert check_name("base-s1-0a1b2c3d", "trial id") == "base-s1-0a1b2c3d"
 
 
 # -------------------------------------------------------------------------------------------- terminal escapes

@@ -1,6 +1,7 @@
 """The verdict engine on simulated tables with a known truth: error rates under the null, power, equivalence."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -16,16 +17,25 @@ from analysis.verdicts import (
     Outcome,
     Rule,
     Verdict,
+    claim_comparisons,
     compare,
+    decide,
     holm,
-    judge_claim,
     judge_table,
     seed_correlation,
+    settle,
     versus_base,
 )
 from tests.helpers import ROOT
 
 ROWS = [f"R{i}" for i in range(1, 10)]
+
+
+def judge_claim(claim, values: dict, noise: Noise, reading: str, rule: Rule = Rule()):
+    """One claim on one reading judged alone, as --family claim judges it: its comparisons are the family (Holm)."""
+    comps = claim_comparisons(claim, values, noise, reading, rule)
+    decide(comps, replace(rule, family="claim", method="holm", cutoff=None, size=0))
+    return settle(claim, reading, comps)
 
 
 def _table(rng, effects: dict, sigma=1.0, seeds=(2, 3), mean=20.0) -> dict:

@@ -258,19 +258,6 @@ def test_new_fields_at_their_default_keep_the_content_hash():
     assert len(hashes) == len(VARIANTS) - 1 and "441bed8605f7" not in hashes
 
 
-def test_params_command_counts_variants(capsys):
-    from sweeps.cli import main
-
-    assert main(["params", "--set", "activation=swiglu", "--set", "norm_type=rmsnorm"]) == 0
-    out = capsys.readouterr().out
-    cfg = tc.model_config("base", activation="swiglu", norm_type="rmsnorm")
-    base_line = next(line for line in out.splitlines() if line.startswith("base "))
-    assert f"{tc.closed_form_parameters(cfg, 37000):,}" in base_line and "activation=swiglu" in base_line
-    assert main(["params", "--set", "positional=rope", "--set", "d_k=7"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "d_k=7" in err and "rope" in err
-
-
 # training --------------------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.cli import main as tsweep_main
 from tests.helpers import FIXTURES, ROOT
 from transformer_core.data import load_corpus
 from transformer_core.data.corpus import read_meta
@@ -155,17 +154,6 @@ def test_wmt14_en_de_splits_sizes_and_sacrebleu_references(tmp_path, mirror):
     assert read_meta(fr)["sizes"] == {"train": 30 + 20 + 15, "dev": 6, "test": 5}  # the noise is in de-en only
     assert lines(fr / "test.tgt")[4] == "Le musée est fermé les jours fériés."
     assert len(mirror.requests) == 5  # nothing fetched again
-
-
-def test_data_info_reports_pairs_time_and_disk(tmp_path, mirror, capsys):
-    assert tsweep_main(["data", "prepare", "wmt14-en-de", "--vocab", "120", "--data-dir", str(tmp_path)]) == 0
-    capsys.readouterr()
-    assert tsweep_main(["data", "info", "wmt14-en-de", "--vocab", "120", "--data-dir", str(tmp_path)]) == 0
-    out = capsys.readouterr().out
-    rows = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.split()[:1] in (["train"], ["test"])}
-    assert rows == {"train": "67", "test": "5"}
-    assert "time        fetch, clean and split" in out and "of which fetching" in out
-    assert "disk        " in out and "downloads" in out and str(tmp_path / "_downloads" / "wmt") in out
 
 
 def test_de_en_direction_swaps_the_test_set(tmp_path, mirror):

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from tests.core.test_lm import _check_lm_report, _lm_spec
 from tests.helpers import ROOT
+from tests.sweeps.test_lm_sweeps import _check_lm_report, _lm_spec
 
 
 @pytest.mark.slow  # a real Ray sweep: about a minute on 2 cores

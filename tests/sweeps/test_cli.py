@@ -9,6 +9,8 @@ import pytest
 from sweeps import cli
 from sweeps.cli_args import set_values
 from tests.helpers import ROOT
+from transformer_core.config import model_config
+from transformer_core.params import closed_form_parameters
 
 # the arguments a subcommand needs before --set can be parsed
 REQUIRED = {"train": ["--workdir", "w"]}
@@ -147,3 +149,15 @@ def test_a_misspelt_profile_corpus_or_model_knob_names_the_nearest(capsys):
     assert "unknown corpus recipe 'bible-en-dee' (did you mean 'bible-en-de'?)" in capsys.readouterr().err
     assert cli.main(["params", "--set", "dmodel=256"]) == 2
     assert "--set dmodel: not a model knob (did you mean 'd_model'?); allowed N, d_model" in capsys.readouterr().err
+
+
+def test_params_command_counts_variants(capsys):
+    main = cli.main
+    assert main(["params", "--set", "activation=swiglu", "--set", "norm_type=rmsnorm"]) == 0
+    out = capsys.readouterr().out
+    cfg = model_config("base", activation="swiglu", norm_type="rmsnorm")
+    base_line = next(line for line in out.splitlines() if line.startswith("base "))
+    assert f"{closed_form_parameters(cfg, 37000):,}" in base_line and "activation=swiglu" in base_line
+    assert main(["params", "--set", "positional=rope", "--set", "d_k=7"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "d_k=7" in err and "rope" in err

@@ -141,3 +141,15 @@ def test_callers_import_a_name_from_the_module_that_owns_it():
                 if source in owned and alias.name not in owned[source] and f"{source}.{alias.name}" not in MODULES:
                     through.append(f"{name}:{node.lineno}: {alias.name} from {source}")
     assert through == []
+
+
+def test_the_core_tests_import_nothing_of_the_layers_above():
+    """tests/core tests transformer_core alone: nothing of analysis or sweeps (their tests: tests/analysis, /sweeps)."""
+    reaching = {}
+    for path in sorted((ROOT / "tests" / "core").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            names += [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            if any(n.split(".")[0] in ("sweeps", "analysis") for n in names):
+                reaching.setdefault(path.name, []).append(node.lineno)
+    assert reaching == {}
