@@ -19,7 +19,7 @@ from pathlib import Path
 
 from transformer_core.errors import UserError
 
-QUALITY = ("dev_bleu", "dev_ce")
+from .metrics import DEFAULT_READINGS, QUALITY, TASK_READINGS
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,6 @@ RELATIONS = {"<": "worse than", ">": "better than", "~": "about equal to"}
 CLAIM_KEYS = ("id", "text", "compare", "readings", "margin", "kind")
 # the readings a claim may be judged on, per task (analysis.verdicts.READINGS): test and named evaluation sets
 # re-judge the dev readings on their own data (analysis.evalsets)
-TASK_READINGS = {"translation": ("dev_bleu", "dev_ce", "test_bleu"), "lm": ("dev_ce", "dev_bpb", "test_bpb")}
-DEFAULT_READINGS = {"translation": QUALITY, "lm": ("dev_ce",)}
 NAMED_CLAIMS = {"table3": "the paper's eight conclusions from Table 3, as sweeps/specs/table3.yaml states them"}
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 _COMPARISON = re.compile(r"^\s*([^\s<>~]+)\s*([<>~])\s*([^<>~]+?)\s*$")

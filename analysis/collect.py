@@ -16,13 +16,14 @@ from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
 from transformer_core.rundir import SAFE_NAME, Status
 
 from .files import METRICS_BYTES, read_text
+from .metrics import BY_NAME
 from .samples import CONFIRM_GROUP, SEARCH_GROUP, sample_label
 
 log = logging.getLogger(__name__)
 
 PAPER_KNOBS = SCALED_BY_PROFILE  # recorded in the paper's units by the spec (trial.json "paper")
 RUN_KNOBS = tuple(k.name for k in KNOBS if k.where != "spec" and k.name != "seed")  # as run ("values")
-METRICS = (
+RESULT_KEYS = (  # what is read of result.json, in the frame's column order (every registered metric among them)
     "dev_bleu",
     "dev_ppl",
     "test_bleu",
@@ -55,17 +56,14 @@ METRICS = (
     "peak_cuda_gb",
     "faults",  # each failure of the trial's worker that the driver retried ("killed: out of memory at 10.6 GB")
 )
-NUMBERS = frozenset(
-    ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl", "params", "target_tokens", "train_flops", "wall_seconds",
-     "tokens_per_second", "eval_fraction", "dev_chrf", "test_chrf", "session_seconds", "dev_bpb", "test_bpb",
-     "peak_rss_gb", "peak_cuda_gb")
-)  # fmt: skip
+NUMBERS = frozenset((*BY_NAME, "params", "target_tokens", "train_flops", "wall_seconds", "tokens_per_second",
+                     "eval_fraction", "session_seconds", "peak_rss_gb", "peak_cuda_gb"))  # fmt: skip
 TEXTS = frozenset(("device", "precision", "compile", "loss_kernel", "corpus_fingerprint", "sacrebleu_signature",
                    "torch_version", "reason", "schedule", "chrf_signature"))  # fmt: skip
 # the frame's columns, also when the sweep has no trial yet
 COLUMNS = tuple(
     dict.fromkeys(("trial_id", "group", "row", "seed", "sample", "sampled", "started", "profile", "status", "workdir",
-                   "attempts", "step", "error", *(f"paper_{k}" for k in PAPER_KNOBS), *RUN_KNOBS, *METRICS))
+                   "attempts", "step", "error", *(f"paper_{k}" for k in PAPER_KNOBS), *RUN_KNOBS, *RESULT_KEYS))
 )  # fmt: skip
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
@@ -269,7 +267,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         }
         rec.update({f"paper_{k}": trial.paper.get(k) if _scalar(trial.paper.get(k)) else None for k in PAPER_KNOBS})
         rec.update({k: trial.values.get(k) if _scalar(trial.values.get(k)) else None for k in RUN_KNOBS})
-        rec.update({k: result.get(k) for k in METRICS})
+        rec.update({k: result.get(k) for k in RESULT_KEYS})
         if not result:  # metrics so far
             rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))
             rec.update(dev_bpb=last_eval.get("dev_bpb"))

@@ -32,10 +32,11 @@ from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 
 from .claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
 from .collect import printable
+from .metrics import READINGS, Reading
 from .seed_noise import pooled_noise
 from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
 from .trajectory import regime
-from .verdicts import READINGS, Judgement, Reading, Rule, family_rule, judge_table, seed_values
+from .verdicts import Judgement, Rule, family_rule, judge_table, seed_values
 
 log = logging.getLogger(__name__)
 METRICS = {  # metric of a set -> (label, higher is better)

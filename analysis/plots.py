@@ -10,9 +10,10 @@ import pandas as pd
 
 from transformer_core.rundir import Status
 
+from .metrics import READINGS
 from .seed_noise import pooled_noise, standard_error
 from .trajectory import eval_records
-from .verdicts import READINGS, seed_values
+from .verdicts import seed_values
 
 
 def _png(fig) -> str:

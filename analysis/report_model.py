@@ -23,21 +23,13 @@ from transformer_core.rundir import Status
 from .claims import BLEU_ONLY, CLAIMS, Claim, budget_unreached, recorded_claims
 from .collect import collect, precisions
 from .evalsets import EvalSetsReport, evaluation_sets, report_rule
+from .metrics import READINGS
 from .paper import PAPER_FACTS
 from .plots import figures
 from .seed_noise import Noise, pooled_noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, points, regime
-from .verdicts import (
-    READINGS,
-    Rule,
-    Verdict,
-    charged_looks,
-    seed_correlation,
-    seed_values,
-    unstable_counts,
-    unstable_line,
-)
+from .verdicts import Rule, Verdict, charged_looks, seed_correlation, seed_values, unstable_counts, unstable_line
 
 LEGEND = [
     ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),

@@ -18,8 +18,9 @@ import numpy as np
 from .claims import CLAIMS, claim_rows
 from .evalsets import reading as set_reading
 from .evalsets import set_claims
+from .metrics import READINGS
 from .seed_noise import pooled_noise
-from .verdicts import READINGS, Outcome, Rule, Verdict, compare, decide, judge
+from .verdicts import Outcome, Rule, Verdict, compare, decide, judge
 
 DEMO_ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
              "D1", "D2", "D3", "D4", "E1"]  # fmt: skip

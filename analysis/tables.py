@@ -17,11 +17,12 @@ from transformer_core.knobs import KNOBS, PAPER_COLUMNS
 from transformer_core.rundir import Status
 
 from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for
+from .metrics import READINGS
 from .paper import load_table3
 from .seed_noise import pooled_noise
 from .stats import combine_pvalues, paired_bootstrap, read_lines
 from .trajectory import frac_label, regime, trajectories, trajectory_text, unstable
-from .verdicts import READINGS, Judgement, Outcome, Rule, Verdict, seed_values, sweep_kind
+from .verdicts import Judgement, Outcome, Rule, Verdict, seed_values, sweep_kind
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
 LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU

@@ -39,6 +39,7 @@ from transformer_core.rundir import Status
 
 from .claims import CLAIMS, Claim, as_claims
 from .evalues import DESIGN_DELTA, calibrated, critical_t, t_evalue, uncalibrated
+from .metrics import LOG_COLUMNS, READINGS
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
 
 ALPHA = 0.05
@@ -70,27 +71,10 @@ class Outcome(str, Enum):
     MISSING = "missing"
 
 
-@dataclass(frozen=True)
-class Reading:
-    name: str
-    label: str
-    higher_is_better: bool
-    column: str  # column of the collected frame it is computed from
-
-
-READINGS = {
-    "dev_bleu": Reading("dev_bleu", "dev BLEU", True, "dev_bleu"),
-    "dev_ce": Reading("dev_ce", "dev cross-entropy (nats, ln PPL)", False, "dev_ppl"),
-    "test_bleu": Reading("test_bleu", "test BLEU", True, "test_bleu"),
-    "dev_bpb": Reading("dev_bpb", "dev bits per byte", False, "dev_bpb"),  # task lm
-    "test_bpb": Reading("test_bpb", "test bits per byte", False, "test_bpb"),
-}
-
-
 def reading_values(df: pd.DataFrame, reading: str) -> pd.Series:
     r = READINGS[reading]
     v = pd.to_numeric(df[r.column], errors="coerce") if r.column in df else pd.Series(np.nan, index=df.index)
-    return np.log(v) if r.column == "dev_ppl" else v
+    return np.log(v) if r.column in LOG_COLUMNS else v
 
 
 def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:

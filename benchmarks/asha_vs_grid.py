@@ -155,8 +155,9 @@ def _tau(xs: list, ys: list) -> tuple:
 
 def compare_sweeps(full_dir: Path, asha_dir: Path, metric: str, steps: int, scheduler: dict) -> Measurement:
     """The side-by-side figures of a full sweep and its ASHA twin (the module doc says what each is)."""
+    from analysis.metrics import READINGS
     from analysis.seed_noise import pooled_noise
-    from analysis.verdicts import READINGS, compare, seed_values
+    from analysis.verdicts import compare, seed_values
     from sweeps import load_sweep
     from transformer_core.knobs import ROW_KNOBS
     from transformer_core.rundir import Status

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from analysis.claims import Claim, claim_document, parse_claims
+from analysis.metrics import default_mode
+from analysis.metrics import objectives as task_objectives
 from analysis.paper import parse_paper
 from analysis.samples import SEARCH_GROUP, sample_label
 from transformer_core import knobs
@@ -59,8 +61,7 @@ PAPER_KNOBS = knobs.SCALED_BY_PROFILE  # in the paper's units, scaled by the pro
 RUN_KNOBS = tuple(k for k in knobs.ROW_KNOBS if k not in PAPER_KNOBS)  # taken as written (run units)
 ROW_KNOBS = PAPER_KNOBS + RUN_KNOBS
 BASE_KEYS = ("preset",) + ROW_KNOBS
-METRICS = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl")
-LM_METRICS = ("dev_ppl", "dev_bpb", "test_ppl", "test_bpb")  # task: lm (a language model has no BLEU)
+METRICS = task_objectives("translation")  # what a spec may optimise (analysis.metrics); task lm: objectives("lm")
 SEARCH_TYPES = ("uniform", "loguniform", "int", "choice")
 SCHEDULERS = ("none", "asha")
 
@@ -417,12 +418,12 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     task = doc.get("task", "translation")
     if task not in TASKS:
         raise SpecError(f"task: {task!r} is invalid; allowed {', '.join(TASKS)}")
-    metrics = LM_METRICS if task == "lm" else METRICS
+    metrics = task_objectives(task)
     metric = doc.get("metric", metrics[0])
     if metric not in metrics:
         at = " with task lm" if task == "lm" else ""
         raise SpecError(f"metric: {metric!r} is invalid{at}; allowed {', '.join(metrics)}")
-    mode = doc.get("mode", "min" if metric.endswith(("ppl", "bpb")) else "max")
+    mode = doc.get("mode", default_mode(metric))
     if mode not in ("max", "min"):
         raise SpecError(f"mode: {mode!r} is invalid; allowed max, min")
     train = _mapping(doc.get("train"), "train", TRAIN_KEYS)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from analysis.metrics import eval_report
 from transformer_core.run_config import make_run_config
 from transformer_core.rundir import (
     DONE,
@@ -95,12 +96,9 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
     def progress(p: dict) -> None:
         if p.get("evaluated"):  # a checkpoint was just written
             push()
-            # an evaluation without BLEU (eval_bleu: final) is not reported: Tune, ASHA and Optuna need every
-            # reported result to carry the sweep's metric as a number
-            if report and p.get("dev_bleu") is not None:
-                report({"step": p["step"], "dev_bleu": p["dev_bleu"], "dev_ppl": p["dev_ppl"], "done": False})
-            elif report and p.get("dev_bpb") is not None:  # task lm: perplexity and bits per byte at every eval
-                report({"step": p["step"], "dev_ppl": p["dev_ppl"], "dev_bpb": p["dev_bpb"], "done": False})
+            reported = eval_report(p)  # the task's at-eval metrics (analysis.metrics); none without the sweep's
+            if report and reported:
+                report(reported)
 
     result = train_and_evaluate(config, workdir, tracker, progress)
     faults = _faults(workdir)
