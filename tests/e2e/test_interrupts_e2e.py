@@ -23,8 +23,10 @@ def env(fixture_corpus, fixture_data_dir):
 
 
 def _spec(path: Path, adaptive: bool = False) -> Path:
+    """A base-only spec at the smoke profile; adaptive seeds need claims: the paper's (not measured on base alone)."""
     doc = {"name": "stop", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 3, "max": 3} if adaptive else [1, 2, 3],
-           "max_concurrent": 2, "train": {"steps": 200, "eval_every": 10}}  # fmt: skip
+           "max_concurrent": 2, "train": {"steps": 200, "eval_every": 10},
+           **({"claims": "table3"} if adaptive else {})}  # fmt: skip
     path.write_text(yaml.safe_dump(doc))
     return path
 
@@ -109,7 +111,8 @@ def test_a_resume_stopped_by_hand_replaces_the_earlier_sessions_stop_record(tmp_
     stopped by two SIGINTs, writes its own record instead (interrupted, what finished, what is still open), and
     the report's header says so and charges the one look taken."""
     doc = {"name": "open", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 2, "max": 3}, "max_concurrent": 2,
-           "train": {"steps": 200, "eval_every": 10}, "rows": {"D": [{"label": "D3", "eps_ls": 0.0}]}}  # fmt: skip
+           "train": {"steps": 200, "eval_every": 10}, "rows": {"D": [{"label": "D3", "eps_ls": 0.0}]},
+           "claims": "table3"}  # fmt: skip
     spec, out = tmp_path / "open.yaml", tmp_path / "sweep"
     spec.write_text(yaml.safe_dump(doc))
     r = subprocess.run(_run(spec, out, env, "--budget", "1s"), env=env, cwd=ROOT, capture_output=True, text=True,
