@@ -157,7 +157,7 @@ def run_throughput(spec: Spec, profile: str, trials: list[Trial]) -> Optional[es
 
 def budget_source(spec: Spec, profile: str, trials: list[Trial], data_dir, device_flops=None, device=None,
                   mfu=estimate.DEFAULT_MFU, remeasure=False) -> Optional[estimate.Throughput]:  # fmt: skip
-    """The throughput `tsweep plan --budget` plans with: --device-flops or --device where given, else the base
+    """The throughput `tsweep plan --budget` plans with: --device-flops or --gpu where given, else the base
     row's step time on this machine (cached, or measured now where the profile runs here: a CPU profile, or
     any with a CUDA device; ``remeasure``: measured again, as when the machine was busy), else the stored figures
     of estimate.resolve_throughput."""
@@ -176,7 +176,7 @@ def budget_source(spec: Spec, profile: str, trials: list[Trial], data_dir, devic
 def budget_lines(spec: Spec, trials: list[Trial], source: Optional[estimate.Throughput], budget: float) -> list[str]:
     """`tsweep plan --budget`: what the budget is expected to decide on this machine, before anything runs."""
     if source is None:
-        return ["no time estimate, so no budget plan: give --device-flops F or --device NAME"]
+        return ["no time estimate, so no budget plan: give --device-flops F or --gpu NAME"]
     plan = plan_for(spec, trials, None, source.flops_per_second, budget)
     head = f"budget {bo.budget_words(budget)}: "
     if plan.fits:

@@ -1,48 +1,62 @@
 """`tsweep`: the one console script.
 
-Every subcommand lives in its own module of this package, listed in COMMANDS, and registers itself on the
-parser with ``register(subparsers)``:
+Every subcommand lives in its own module of this package, imported below and listed in COMMANDS, and registers
+itself on the parser with ``register(subparsers)``; options several commands share are declared once in
+cli_args.py:
 
-  cli_params    params        parameter counts of Table 3's rows or a spec's rows
-  cli_knobs     knobs         the knob table (--markdown: docs/knobs.md)
-  cli_data      data          prepare, info and list corpora
-  cli_train     train         train and evaluate one configuration
-  cli_sweep     plan          a spec's trial table and time estimate, nothing run
-                run           run a sweep with Ray Tune
-                status        each trial's state (--watch: the live view)
-  cli_report    report        a sweep's report (Table 3 layout, or a search's)
-  cli_eval      evaluate      score trained models on a test set
-                translate     translate text with a trained model
-  cli_bench     bench-device  measure this device's training FLOP/s for plan
-  cli_estimate  estimate      device-hours of a spec per GPU profile (docs/cluster.md)
+  cli_params     params        parameter counts of Table 3's rows or a spec's rows
+  cli_knobs      knobs         the knob table (--markdown: docs/knobs.md)
+  cli_data       data          prepare, info and list corpora
+  cli_train      train         train and evaluate one configuration
+  cli_sweep      plan          a spec's trial table and time estimate, nothing run
+                 run           run a sweep with Ray Tune
+                 status        each trial's state (--watch: the live view)
+  cli_report     report        a sweep's report (Table 3 layout, or a search's)
+  cli_eval       evaluate      score trained models on a test set
+  cli_translate  translate     translate text with a trained model
+  cli_bench      bench-device  measure this device's training FLOP/s for plan
+  cli_estimate   estimate      device-hours of a spec per GPU profile (docs/cluster.md)
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import os
 import sys
 
 from transformer_core.errors import UserError
 
+from . import (
+    cli_bench,
+    cli_data,
+    cli_estimate,
+    cli_eval,
+    cli_knobs,
+    cli_params,
+    cli_report,
+    cli_sweep,
+    cli_train,
+    cli_translate,
+)
+
 # the modules of the subcommands, in the order `tsweep --help` lists them
 COMMANDS = (
-    "cli_params",
-    "cli_knobs",
-    "cli_data",
-    "cli_train",
-    "cli_sweep",
-    "cli_report",
-    "cli_eval",
-    "cli_bench",
-    "cli_estimate",
+    cli_params,
+    cli_knobs,
+    cli_data,
+    cli_train,
+    cli_sweep,
+    cli_report,
+    cli_eval,
+    cli_translate,
+    cli_bench,
+    cli_estimate,
 )
 
 
 def command_modules() -> list:
-    return [importlib.import_module(f".{name}", __package__) for name in COMMANDS]
+    return list(COMMANDS)
 
 
 def build_parser() -> argparse.ArgumentParser:

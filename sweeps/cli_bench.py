@@ -136,18 +136,18 @@ def cmd_bench_device(args) -> int:
 
 
 def register(sub) -> None:
-    from .cli_args import add_profile_argument, add_set_argument
+    from .cli_args import add_corpus_argument, add_data_dir_argument, add_profile_argument, add_set_argument
 
     p = sub.add_parser(
         "bench-device",
         help="measure this device's training FLOP/s on the base row (stored for tsweep plan)",
         description=__doc__,
     )
-    add_profile_argument(p, "gpu", "the profile whose base row is measured")
-    p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (prepared first if it is not)")
+    add_profile_argument(p, "gpu", "the profile whose base row is measured", why="the device measured is a GPU")
+    add_corpus_argument(p, "the corpus trained on (prepared first if it is not)", default="bible-en-de")
     p.add_argument("--steps", type=int, default=20, help="timed optimiser steps per window (default 20)")
     p.add_argument("--windows", type=int, default=3, help="timed windows; the median one's rate is stored (default 3)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
-    p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
+    add_data_dir_argument(p)
     add_set_argument(p)
     p.set_defaults(func=cmd_bench_device)

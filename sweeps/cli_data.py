@@ -72,7 +72,7 @@ def cmd_prepare(args) -> int:
 
     start = time.time()
     corpus = load_corpus(args.name, args.vocab, args.data_dir, args.direction, _options(args) or None)
-    _describe(corpus, args.budget)
+    _describe(corpus, args.tokens_per_batch)
     print(f"ready in {time.time() - start:.1f} s")
     return 0
 
@@ -91,7 +91,9 @@ def cmd_info(args) -> int:
             f"corpus {args.name!r} with vocabulary size {args.vocab} is not prepared in {data_dir}: "
             f"run 'tsweep data prepare {args.name} --vocab {args.vocab}'"
         )
-    _describe(Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text())), args.budget)
+    _describe(
+        Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text())), args.tokens_per_batch
+    )
     return 0
 
 
@@ -104,6 +106,8 @@ def cmd_list(args) -> int:
 
 
 def register(sub) -> None:
+    from .cli_args import add_data_dir_argument, add_deprecated
+
     data = sub.add_parser("data", help="prepare and inspect corpora").add_subparsers(dest="data_command", required=True)
     for name, func, text in (
         ("prepare", cmd_prepare, "fetch, clean and encode a corpus"),
@@ -112,11 +116,13 @@ def register(sub) -> None:
         p = data.add_parser(name, help=text)
         p.add_argument("name", help="recipe name, or several joined by '+' (see 'tsweep data list')")
         p.add_argument("--vocab", type=int, default=8000, help="shared BPE vocabulary size (paper: ~37000)")
-        p.add_argument(
-            "--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)"
-        )
+        add_data_dir_argument(p)
         p.add_argument("--direction", default=None, help="e.g. en-de (default) or de-en")
-        p.add_argument("--budget", type=int, default=4096, help="tokens per batch for the padding report")
+        # was --budget, which everywhere else is wall-clock time; named as the knob tokens_per_batch
+        p.add_argument(
+            "--tokens-per-batch", type=int, default=4096, help="tokens per batch for the padding report (default 4096)"
+        )
+        add_deprecated(p, "--budget", "--tokens-per-batch", "tokens_per_batch", type=int)
         for key, recipes in recipe_options().items():  # a flag per option of a recipe, e.g. --dev-src
             flag = key.replace("_", "-")
             takes = " and ".join(f"'{r}'" for r in recipes) + (" recipes" if len(recipes) > 1 else " recipe")

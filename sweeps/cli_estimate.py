@@ -1,6 +1,6 @@
 """`tsweep estimate`: device-hours of one seed of every row of a spec at each GPU profile (docs/cluster.md).
 
-Trial time is the plan's FLOPs over a known device's peak dense FLOP/s times an MFU, as `tsweep plan --device`
+Trial time is the plan's FLOPs over a known device's peak dense FLOP/s times an MFU, as `tsweep plan --gpu`
 computes it (sweeps/estimate.py).
 """
 
@@ -13,12 +13,13 @@ GPU_PROFILES = (("gpu", 1), ("gpu-8x", 8), ("gpu-half", 1))
 
 
 def cmd_estimate(args) -> int:
+    from .cli_args import spec_path
     from .estimate import device_peak, duration, spec_hours
     from .spec import load_spec
 
-    full, peak, precision = device_peak(args.device)
+    full, peak, precision = device_peak(args.gpu)
     per_device = peak * args.mfu
-    spec = load_spec(args.spec)
+    spec = load_spec(spec_path(args))
     print(f"{spec.name}, one seed of every row; {full}: {peak:.3g} FLOP/s dense {precision} x MFU {args.mfu:g} =")
     print(f"{per_device:.3g} FLOP/s per GPU; trial time = FLOPs / FLOP/s x 1.25 + 5 s per evaluation\n")
     n = args.gpus
@@ -37,6 +38,7 @@ def cmd_estimate(args) -> int:
 
 
 def register(sub) -> None:
+    from .cli_args import add_gpu_argument, add_spec_argument
     from .estimate import DEFAULT_MFU
 
     p = sub.add_parser(
@@ -44,9 +46,8 @@ def register(sub) -> None:
         help="device-hours of a spec's rows at each GPU profile on a known device (the table of docs/cluster.md)",
         description=__doc__,
     )
-    p.add_argument("--spec", default=str(Path(__file__).parent / "specs" / "table3.yaml"),
-                   help="the sweep spec (default: sweeps/specs/table3.yaml)")  # fmt: skip
-    p.add_argument("--device", default="h100", help="a known device (h100, a100, l4, ...; default h100)")
+    add_spec_argument(p, default=str(Path(__file__).parent / "specs" / "table3.yaml"), shown="sweeps/specs/table3.yaml")
+    add_gpu_argument(p, "the GPU the table assumes", default="h100")
     p.add_argument("--mfu", type=float, default=DEFAULT_MFU, help=f"model FLOPs utilisation (default {DEFAULT_MFU})")
     p.add_argument("--gpus", type=int, default=8, help="GPUs of the wall-time column (default 8)")
     p.set_defaults(func=cmd_estimate)

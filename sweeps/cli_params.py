@@ -30,7 +30,7 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
     from transformer_core.errors import ConfigError
     from transformer_core.run_config import make_run_config
 
-    from .cli_args import set_values
+    from .cli_args import set_values, spec_path
 
     sets = set_values(args)
     for key in sets:
@@ -39,11 +39,12 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
             what = f"not a model knob (did you mean {near[0]!r}?)" if near else "params takes model knobs only"
             raise ConfigError(f"--set {key}: {what}; allowed {', '.join(MODEL_KEYS)}")
     rows = []
-    if args.spec:
+    spec_file = spec_path(args)
+    if spec_file:
         from .profiles import get_profile
         from .spec import expand_row, load_spec
 
-        spec, profile = load_spec(args.spec), get_profile(args.profile)
+        spec, profile = load_spec(spec_file), get_profile(args.profile)
         preset = spec.base.get("preset", "base")
         for row in spec.rows:
             if row.label in profile.exclude:
@@ -90,7 +91,7 @@ def cmd_params(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    from .cli_args import add_profile_argument, add_set_argument
+    from .cli_args import add_profile_argument, add_set_argument, add_spec_argument
 
     p = sub.add_parser(
         "params",
@@ -99,9 +100,9 @@ def register(sub) -> None:
         " rows at a profile's scale.  --set KEY=VALUE ... (model knobs) applies to every row, e.g."
         " --set activation=swiglu norm_type=rmsnorm.",
     )
+    add_spec_argument(p, what=" whose rows to count (default: the paper's Table 3 rows)")
     p.add_argument("--vocab", type=int, default=None, help="shared vocabulary size (default: 37000, the paper's"
-                   " about 37000; with --spec the profile's or the spec's)")  # fmt: skip
+                   " about 37000; with a spec the profile's or the spec's)")  # fmt: skip
     add_set_argument(p, "model knobs for every row")
-    p.add_argument("--spec", help="count the rows of this sweep spec instead of Table 3")
-    add_profile_argument(p, "paper", "with --spec: the scale profile")
+    add_profile_argument(p, "paper", "with a spec: the scale profile", why="the paper's sizes")
     p.set_defaults(func=cmd_params)

@@ -27,12 +27,12 @@ def cmd_plan(args) -> int:
     spec = _with_corpus(load_spec(args.spec), args.corpus)
     trials = plan(spec, args.profile)
     data_dir = args.data_dir or default_data_dir()
-    source = estimate.resolve_throughput(args.profile, args.device_flops, args.device, args.mfu, data_dir)
+    source = estimate.resolve_throughput(args.profile, args.device_flops, args.gpu, args.mfu, data_dir)
     budget = parse_budget(args.budget, "--budget")
     if budget is not None:  # this machine's measured step time of the base row (cached), unless one is given
         from .budget_plan import budget_source
 
-        source = budget_source(spec, args.profile, trials, data_dir, args.device_flops, args.device, args.mfu,
+        source = budget_source(spec, args.profile, trials, data_dir, args.device_flops, args.gpu, args.mfu,
                                args.remeasure)  # fmt: skip
     devices = estimate.devices_per_trial(spec.resources)
     print(
@@ -350,49 +350,48 @@ def _print_status(sweep_dir) -> int:
 
 
 def register(sub) -> None:
-    from .cli_args import add_profile_argument
+    from .cli_args import (
+        add_budget_argument,
+        add_corpus_argument,
+        add_data_dir_argument,
+        add_gpu_argument,
+        add_profile_argument,
+        add_spec_argument,
+    )
 
+    cpu = "a sweep that runs on this machine"
     p = sub.add_parser("plan", help="the expanded trial table of a spec, without running anything")
-    p.add_argument("spec")
-    add_profile_argument(p, "cpu")
-    p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
+    add_spec_argument(p)
+    add_profile_argument(p, "cpu", why=cpu)
+    add_corpus_argument(p, "use this corpus instead of the spec's")
     p.add_argument(
         "--device-flops",
         "--flops-per-second",
         dest="device_flops",
         type=float,
         default=None,
-        help="sustained training FLOP/s of one device (one GPU), e.g. 3e14; wins over --device and a measurement",
+        help="sustained training FLOP/s of one device (one GPU), e.g. 3e14; wins over --gpu and a measurement",
     )
-    p.add_argument(
-        "--device",
-        default=None,
-        help="a known device (h100, a100, l4, ...): its peak dense bf16 FLOP/s x --mfu; wins over a measurement",
-    )
-    p.add_argument("--mfu", type=float, default=0.35, help="model FLOPs utilisation assumed with --device (0.35)")
-    p.add_argument(
-        "--data-dir",
-        default=None,
-        help="where `tsweep bench-device` stored its measurement (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)",
-    )
-    p.add_argument(
-        "--budget",
-        default=None,
-        help="a wall-clock budget, e.g. 60m: which claims it is expected to decide on this machine, from the base "
-        "row's step time measured here (a few seconds, cached in the data dir)",
+    add_gpu_argument(p, "the GPU assumed (wins over a measurement)")
+    p.add_argument("--mfu", type=float, default=0.35, help="model FLOPs utilisation assumed with --gpu (0.35)")
+    add_data_dir_argument(p)
+    add_budget_argument(
+        p,
+        "which claims it is expected to decide on this machine, from the base row's step time measured here (a few "
+        "seconds, cached in the data dir)",
     )
     p.add_argument("--remeasure", action="store_true", help="with --budget: measure the step time again (not cached)")
     p.set_defaults(func=cmd_plan)
     p = sub.add_parser("run", help="run a sweep with Ray Tune (local Ray by default)")
-    p.add_argument("spec")
-    add_profile_argument(p, "cpu")
+    add_spec_argument(p)
+    add_profile_argument(p, "cpu", why=cpu)
     p.add_argument(
         "--out",
         default=None,
         help="sweep directory, or a URI of a pyarrow filesystem (s3://, gs://, hdfs://, "
         "file://) every node reaches (default sweep_runs/<name>-<profile>)",
     )
-    p.add_argument("--corpus", default=None, help="use this corpus recipe instead of the spec's")
+    add_corpus_argument(p, "use this corpus instead of the spec's")
     p.add_argument(
         "--address",
         default=None,
@@ -401,8 +400,7 @@ def register(sub) -> None:
     )
     p.add_argument("--resume", action="store_true", help="resume an interrupted sweep in --out")
     p.add_argument("--num-cpus", type=int, default=None, help="CPUs of the local Ray instance (default: all)")
-    p.add_argument("--budget", default=None, help="wall-clock budget for adaptive seed rounds, e.g. 60m or 2h "
-                   "(default: the spec's budget, else none)")  # fmt: skip
+    add_budget_argument(p, "for adaptive seed rounds (default: the spec's budget, else none)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("status", help="each trial's state and metrics so far")
     p.add_argument("sweep_dir")

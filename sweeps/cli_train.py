@@ -212,7 +212,7 @@ def register(sub) -> None:
 
     from transformer_core.knobs import help_text
 
-    from .cli_args import add_profile_argument, add_set_argument
+    from .cli_args import add_corpus_argument, add_data_dir_argument, add_profile_argument, add_set_argument
 
     p = sub.add_parser(
         "train",
@@ -226,12 +226,12 @@ def register(sub) -> None:
         "  alpha, max_extra, beam_stop, eval_sentences and eval_bleu are not used.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--corpus", default="bible-en-de", help="corpus recipe (see 'tsweep data list')")
+    add_corpus_argument(p, "the training corpus", default="bible-en-de")
     p.add_argument("--workdir", required=True, help="run directory; an existing one is resumed")
     p.add_argument("--preset", default="base", help="base or big (the paper's values)")
-    add_profile_argument(p, None, "scale the preset onto a budget")
+    add_profile_argument(p, None, "scale the preset onto a budget", why="the preset as the paper sets it")
     add_set_argument(p)
-    p.add_argument("--data-dir", default=None, help="data directory (default $TSWEEP_DATA_DIR or ~/.cache/tsweep/data)")
+    add_data_dir_argument(p)
     p.add_argument("--quiet", action="store_true", help="no progress (bar or lines)")
     p.add_argument("--json", action="store_true", help="also print result.json")
     p.set_defaults(func=cmd_train)

@@ -5,7 +5,7 @@ about a tenth of a budget is padding or left unfilled).  Its time needs a throug
 one of (first found wins):
 
 1. ``--device-flops F``: given by the user;
-2. ``--device NAME``: a known device's peak dense FLOP/s (bf16, or fp32 where it has no bf16) x an MFU;
+2. ``--gpu NAME``: a known GPU's peak dense FLOP/s (bf16, or fp32 where it has no bf16) x an MFU;
 3. a measurement by ``tsweep bench-device`` on the device itself, stored as JSON in the data directory
    (``device-bench.json``; a shared data directory carries it from a GPU node to the planner);
 4. for the CPU profiles (cpu, cpu-large-batch, smoke) only, this project's own measurement on a 2-core
@@ -58,7 +58,7 @@ def device_peak(name: str, precision: str = "bf16") -> tuple[str, float, str]:
     """(full name, peak FLOP/s, precision used) of a known device."""
     key = name.lower()
     if key not in KNOWN_DEVICES:
-        raise ConfigError(f"--device {name!r} is unknown: allowed {', '.join(KNOWN_DEVICES)} (or give --device-flops)")
+        raise ConfigError(f"--gpu {name!r} is unknown: allowed {', '.join(KNOWN_DEVICES)} (or give --device-flops)")
     full, bf16, fp32 = KNOWN_DEVICES[key]
     if precision == "bf16" and bf16 is not None:
         return full, bf16, "bf16"
@@ -173,7 +173,7 @@ def resolve_throughput(
 def no_source_message(profile: str) -> str:
     return (
         f"no time estimate: profile {profile!r} is meant for GPUs and no throughput was given. Run"
-        f" `tsweep bench-device --profile {profile}` on the GPU, or pass --device-flops F or --device NAME"
+        f" `tsweep bench-device --profile {profile}` on the GPU, or pass --device-flops F or --gpu NAME"
         f" ({', '.join(KNOWN_DEVICES)}; MFU {DEFAULT_MFU} unless --mfu)"
     )
 

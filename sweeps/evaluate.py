@@ -139,9 +139,12 @@ def check_sweep_writes(sweep_dir: Path, state: dict, todo: list, name: str) -> N
         check_writes(sweep_dir, trial_workdir(sweep_dir, tid), name)
 
 
-def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[str] = None) -> pd.DataFrame:
+def finished_trials(
+    sweep_dir: Path, rows: Optional[list[str]], where: Optional[str] = None, flag: str = "--rows"
+) -> pd.DataFrame:
     """The finished trials (of ``rows``) of the local sweep directory (or pulled view) ``sweep_dir``, refused in
-    one line when there are none; messages name the sweep as ``where`` (default ``sweep_dir``)."""
+    one line when there are none; messages name the sweep as ``where`` (default ``sweep_dir``) and the rows as
+    given with ``flag`` (evaluate's --rows, translate's --row)."""
     where = where or str(sweep_dir)
     read_sweep_state(sweep_dir)  # a missing or unreadable sweep.json: one line
     trials = Path(sweep_dir) / "trials"
@@ -154,7 +157,7 @@ def finished_trials(sweep_dir: Path, rows: Optional[list[str]], where: Optional[
         unknown = [r for r in rows if r not in set(df["row"])]
         if unknown:
             allowed = ", ".join(dict.fromkeys(df["row"]))
-            raise UserError(f"--rows {','.join(unknown)}: not in sweep {where!r}; allowed {allowed}")
+            raise UserError(f"{flag} {','.join(unknown)}: not in sweep {where!r}; allowed {allowed}")
         df = df[df["row"].isin(rows)]
     fin = df[df["status"] == Status.FINISHED.value]
     if sweep_task(fin) == "lm":

@@ -76,9 +76,9 @@ def plans(out: Path) -> None:
             (out / "plan" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
             text = _cli(["plan", str(rel), "--profile", profile, "--data-dir", str(WORK / "data")])
             (out / "plan" / f"{name}.txt").write_text(_TIMING.sub("planned in X s", text))
-        for argv in (["params", "--spec", str(rel)], ["params", "--spec", str(rel), "--profile", "cpu"],
-                     ["estimate", "--spec", str(rel)]):  # fmt: skip
-            (out / "cli" / f"{'_'.join(argv[:1] + argv[3:])}_{rel.parent.name}_{spec_path.stem}.txt").write_text(
+        # the spec positional (issue 46 item 4: --spec is a deprecated spelling); the files keep their names
+        for argv in (["params", str(rel)], ["params", str(rel), "--profile", "cpu"], ["estimate", str(rel)]):
+            (out / "cli" / f"{'_'.join(argv[:1] + argv[2:])}_{rel.parent.name}_{spec_path.stem}.txt").write_text(
                 _cli(argv)
             )
     for argv in (["knobs"], ["knobs", "--markdown"], ["params"], ["params", "--set", "norm_type=rmsnorm"]):

@@ -69,11 +69,11 @@ def test_device_flops_wins_over_a_stored_measurement(tmp_path, capsys):
 
 
 def test_known_device_times_mfu(tmp_path, capsys):
-    code, out = run_plan(capsys, TABLE3, "--profile", "gpu", "--device", "h100", "--data-dir", str(tmp_path))
+    code, out = run_plan(capsys, TABLE3, "--profile", "gpu", "--gpu", "h100", "--data-dir", str(tmp_path))
     assert code == 0, out
     assert base_line(out).split()[-2] == estimate.duration(base_row_seconds("gpu", 989e12 * 0.35)) == "52min"
     assert "NVIDIA H100 SXM peak dense bf16 9.89e+14 FLOP/s x assumed MFU 0.35" in out
-    code, out = run_plan(capsys, TABLE3, "--profile", "gpu", "--device", "p100", "--mfu", "0.5")
+    code, out = run_plan(capsys, TABLE3, "--profile", "gpu", "--gpu", "p100", "--mfu", "0.5")
     assert "P100" in out and "fp32 1.06e+13 FLOP/s x assumed MFU 0.5" in out
 
 
@@ -89,9 +89,9 @@ def test_a_gpu_profile_without_a_source_gets_no_cpu_days(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--device", "tpu9"], "--device 'tpu9' is unknown: allowed h100"),
+        (["--gpu", "tpu9"], "--gpu 'tpu9' is unknown: allowed h100"),
         (["--device-flops", "-1"], "--device-flops -1.0 is invalid"),
-        (["--device", "h100", "--mfu", "2"], "--mfu 2.0 is invalid"),
+        (["--gpu", "h100", "--mfu", "2"], "--mfu 2.0 is invalid"),
     ],
 )
 def test_bad_throughput_arguments_are_one_line(tmp_path, capsys, args, message):
@@ -110,7 +110,7 @@ def test_workers_multiply_a_trials_throughput(tmp_path, capsys):
     doc.update(resources={"cpus": 4, "gpus": 1, "workers": 8}, seeds=[1], max_concurrent=1)
     spec = tmp_path / "t3-8x.yaml"
     spec.write_text(yaml.safe_dump(doc))
-    code, out = run_plan(capsys, str(spec), "--profile", "gpu-8x", "--device", "h100", "--data-dir", str(tmp_path))
+    code, out = run_plan(capsys, str(spec), "--profile", "gpu-8x", "--gpu", "h100", "--data-dir", str(tmp_path))
     assert code == 0, out
     seconds = base_row_seconds("gpu-8x", 8 * 989e12 * 0.35)
     assert base_line(out).split()[-2] == estimate.duration(seconds) == "7min"
