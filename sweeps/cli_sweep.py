@@ -17,6 +17,7 @@ def _fmt(x, spec=".2f"):
 
 def cmd_plan(args) -> int:
     from transformer_core.data import default_data_dir
+    from transformer_core.knobs import PLAN_COLUMNS
     from transformer_core.run_config import make_run_config
 
     from . import estimate
@@ -45,15 +46,19 @@ def cmd_plan(args) -> int:
     for label, why in get_profile(args.profile).exclude.items():
         if label in labels:  # only rows this spec has
             print(f"  row {label} left out at this profile: {why}")
+    configs = [make_run_config(t.values, spec.base.get("preset", "base")) for t in trials]
+    # the knob columns are the knob table's Table 3 columns (knobs.PLAN_COLUMNS), in run units
+    flat = [cfg.flat() for cfg in configs]
+    columns = [(k, k.width or 1 + max([len(k.name)] + [len(k.format(f[k.name])) for f in flat])) for k in PLAN_COLUMNS]
+    knob_head = "".join(f"{k.name:>{w}}" for k, w in columns)
     head = (
-        f"{'group':<6}{'row':<6}{'seed':>5}{'N':>3}{'d_model':>8}{'d_ff':>6}{'h':>4}{'d_k':>5}{'d_v':>5}"
-        f"{'P_drop':>7}{'eps_ls':>7}{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
+        f"{'group':<6}{'row':<6}{'seed':>5}{knob_head}"
+        f"{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
     )
     print(head)
     total_flops, seconds = 0.0, []
-    for t in trials:
-        cfg = make_run_config(t.values, spec.base.get("preset", "base"))
-        m, tr = cfg.model, cfg.train
+    for t, cfg, values in zip(trials, configs, flat):
+        tr = cfg.train
         params, flops = estimate.trial_flops(cfg)
         shown = MISSING
         if source:
@@ -62,8 +67,8 @@ def cmd_plan(args) -> int:
             shown = estimate.duration(est)
         total_flops += flops
         print(
-            f"{t.group:<6}{t.row:<6}{t.seed:>5}{m.N:>3}{m.d_model:>8}{m.d_ff:>6}{m.h:>4}{m.d_k:>5}{m.d_v:>5}"
-            f"{m.P_drop:>7.2f}{tr.eps_ls:>7.2f}{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
+            f"{t.group:<6}{t.row:<6}{t.seed:>5}{''.join(f'{k.format(values[k.name]):>{w}}' for k, w in columns)}"
+            f"{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
             f"{params / 1e6:>8.2f}M{flops:>10.2e}{shown:>11}  {t.trial_id}"
         )
     print(f"total {total_flops:.2e} training FLOPs (6 x params x tokens)")

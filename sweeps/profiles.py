@@ -11,8 +11,9 @@ from typing import Optional
 
 import yaml
 
+from transformer_core.config import ModelConfig
 from transformer_core.errors import ConfigError
-from transformer_core.knobs import DEPTH_KNOBS, WIDTH_KNOBS  # the knob table says what scales
+from transformer_core.knobs import DEPTH_KNOBS, EVEN_WHEN, WIDTH_KNOBS  # the knob table says what scales
 
 
 @dataclass(frozen=True)
@@ -37,10 +38,9 @@ class Profile:
         for k in WIDTH_KNOBS:
             if k in out:
                 out[k] = max(1, int(round(out[k] * self.width)))
-        if "d_model" in out and out.get("positional", "sinusoidal") == "sinusoidal" and out["d_model"] % 2:
-            out["d_model"] += 1
-        if out.get("positional") == "rope" and out.get("d_k", 2) % 2:  # rope rotates pairs of d_k
-            out["d_k"] += 1
+        for k, (other, value) in EVEN_WHEN.items():  # e.g. sinusoids pair d_model's dimensions, rope pairs d_k's
+            if k in out and out.get(other, getattr(ModelConfig, other)) == value and out[k] % 2:
+                out[k] += 1
         for k in DEPTH_KNOBS:
             if out.get(k) is not None:
                 out[k] = max(1, math.ceil(out[k] / self.depth_divisor))

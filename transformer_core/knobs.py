@@ -5,8 +5,10 @@ Each knob says where it lives (``model`` / ``recipe`` / ``data`` / ``run``; ``sp
 (``width``, ``depth``, ``steps`` or ``none``: taken as written), whether it is one of the
 paper's Table 3 columns, its report label and format, and one line of help.
 
-Spec validation, the profile's scaling, ``--set`` help, the report's knob columns (every knob
-that varies across rows) and docs/knobs.md (``tsweep knobs --markdown``) all read it.
+Spec validation, the profile's scaling and its even-width rule (EVEN_WHEN), ``--set`` help, the run-only
+knobs and the later fields the config hash leaves out at their default (RUN_ONLY, HASHED_UNLESS_DEFAULT),
+`tsweep plan`'s knob columns (PLAN_COLUMNS), the report's knob columns (every knob that varies across rows)
+and docs/knobs.md (``tsweep knobs --markdown``) all read it.
 Adding a knob: a dataclass field in config.py / run_config.py plus one line here.
 """
 
@@ -26,6 +28,12 @@ class Knob:
     fmt: str  # format spec for report cells ("" = str())
     help: str
     paper: bool = False  # a column of the paper's Table 3
+    # added after trials were first hashed: left out of the config hash (RunConfig.content_hash) while at its
+    # default, so that the ids of earlier trials stay as they were
+    later: bool = False
+    # (knob, value): a profile rounds this (width) knob up to an even number where that knob has that value
+    even_when: tuple = ()
+    width: int = 0  # its column's width in `tsweep plan` (Table 3 columns; 0: its name's or its values' width + 1)
 
     def format(self, value) -> str:
         if is_missing(value):
@@ -38,14 +46,36 @@ class Knob:
 _K = Knob
 KNOBS: tuple[Knob, ...] = (
     # the paper's Table 3 columns (model architecture, in the paper's notation)
-    _K("N", "model", "depth", "N", "d", "layers of each stack (task lm: decoder layers)", True),
-    _K("d_model", "model", "width", "d_model", "d", "model (embedding) width", True),
-    _K("d_ff", "model", "width", "d_ff", "d", "inner width of the position-wise feed-forward layer", True),
-    _K("h", "model", "none", "h", "d", "attention heads", True),
-    _K("d_k", "model", "width", "d_k", "d", "query/key size per head (independent of d_model / h)", True),
-    _K("d_v", "model", "width", "d_v", "d", "value size per head (independent of d_k)", True),
-    _K("P_drop", "model", "none", "P_drop", ".2f", "residual and embedding dropout", True),
-    _K("eps_ls", "recipe", "none", "ε_ls", ".2f", "label smoothing (a recipe field that Table 3 varies)", True),
+    _K("N", "model", "depth", "N", "d", "layers of each stack (task lm: decoder layers)", True, width=3),
+    _K(
+        "d_model",
+        "model",
+        "width",
+        "d_model",
+        "d",
+        "model (embedding) width",
+        True,
+        even_when=("positional", "sinusoidal"),
+        width=8,
+    ),
+    _K("d_ff", "model", "width", "d_ff", "d", "inner width of the position-wise feed-forward layer", True, width=6),
+    _K("h", "model", "none", "h", "d", "attention heads", True, width=4),
+    _K(
+        "d_k",
+        "model",
+        "width",
+        "d_k",
+        "d",
+        "query/key size per head (independent of d_model / h)",
+        True,
+        even_when=("positional", "rope"),
+        width=5,
+    ),
+    _K("d_v", "model", "width", "d_v", "d", "value size per head (independent of d_k)", True, width=5),
+    _K("P_drop", "model", "none", "P_drop", ".2f", "residual and embedding dropout", True, width=7),
+    _K(
+        "eps_ls", "recipe", "none", "ε_ls", ".2f", "label smoothing (a recipe field that Table 3 varies)", True, width=7
+    ),
     _K("positional", "model", "none", "pos", "", "positions: sinusoidal, learned, rope, alibi or none", True),
     _K("train_steps", "spec", "steps", "train steps", "d", "training steps in the paper's units (scaled)", True),
     # model knobs beyond the paper's table
@@ -57,8 +87,16 @@ KNOBS: tuple[Knob, ...] = (
     _K("relu_dropout", "model", "none", "relu drop", ".2f", "dropout inside the feed-forward layer"),
     _K("norm", "model", "none", "norm", "", "layer norm placement: post (the paper's) or pre"),
     _K("scale_attention", "model", "none", "scaled", "", "divide attention logits by sqrt(d_k)"),
-    _K("norm_type", "model", "none", "norm type", "", "layernorm (the paper's) or rmsnorm"),
-    _K("activation", "model", "none", "act", "", "FFN: relu (paper), gelu or swiglu (3 matrices of round(2/3 d_ff))"),
+    _K("norm_type", "model", "none", "norm type", "", "layernorm (the paper's) or rmsnorm", later=True),
+    _K(
+        "activation",
+        "model",
+        "none",
+        "act",
+        "",
+        "FFN: relu (paper), gelu or swiglu (3 matrices of round(2/3 d_ff))",
+        later=True,
+    ),
     # the training recipe (run units, taken as written)
     _K("steps", "recipe", "none", "steps", "d", "optimiser steps actually run (set by train_steps x the profile)"),
     _K("tokens_per_batch", "recipe", "none", "tok/batch", "d", "target (and source) tokens per micro-batch"),
@@ -80,9 +118,25 @@ KNOBS: tuple[Knob, ...] = (
     _K("beam", "recipe", "none", "beam", "d", "beam size"),
     _K("alpha", "recipe", "none", "α", ".2f", "length penalty"),
     _K("max_extra", "recipe", "none", "max extra", "d", "decode at most source length + this many tokens"),
-    _K("beam_stop", "recipe", "none", "beam stop", "", "exact: search as if to the length limit; length: stop sooner"),
+    _K(
+        "beam_stop",
+        "recipe",
+        "none",
+        "beam stop",
+        "",
+        "exact: search as if to the length limit; length: stop sooner",
+        later=True,
+    ),
     # data
-    _K("task", "data", "none", "task", "", "translation (encoder-decoder) or lm (decoder-only language model)"),
+    _K(
+        "task",
+        "data",
+        "none",
+        "task",
+        "",
+        "translation (encoder-decoder) or lm (decoder-only language model)",
+        later=True,
+    ),
     _K("corpus", "data", "none", "corpus", "", "corpus recipe (tsweep data list) or files:SRC,TGT"),
     _K("vocab", "data", "none", "vocab", "d", "shared sentencepiece BPE vocabulary size"),
     _K("direction", "data", "none", "direction", "", "translation direction, e.g. de-en (lm: the language)"),
@@ -130,6 +184,14 @@ DEPTH_KNOBS = names(scaling="depth")
 # recipe knobs taken as written; never data or run-only fields
 ROW_KNOBS = names(where="model") + names(where="spec") + tuple(n for n in names(where="recipe") if n != "steps")
 SCALED_BY_PROFILE = names(where="model") + ("eps_ls", "train_steps")
+# never part of a result's identity: outside the config hash (RunConfig.content_hash)
+RUN_ONLY = frozenset(names(where="run"))
+# left out of the config hash while at their default (they came after the first trials were hashed)
+HASHED_UNLESS_DEFAULT = tuple(k.name for k in KNOBS if k.later)
+# width knobs a profile rounds up to even where another knob has a value: {knob: (other knob, value)}
+EVEN_WHEN = {k.name: k.even_when for k in KNOBS if k.even_when}
+# `tsweep plan`'s knob columns: the paper's Table 3 columns in run units (train_steps is the plan's steps column)
+PLAN_COLUMNS = tuple(k for k in KNOBS if k.paper and k.where != "spec")
 
 
 def markdown_table() -> str:

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import knobs
 from .config import MODEL_KEYS, ModelConfig, _check_choice, _check_int, _fail, model_config
 from .errors import ConfigError
 
@@ -133,12 +134,20 @@ class DataConfig:
             _fail("corpus", self.corpus, "a recipe name (see 'tsweep data list')")
 
 
-RUN_ONLY = frozenset(
-    {"device", "precision", "threads", "log_every", "data_dir", "compile", "fused_adam", "fast_dropout", "loss_kernel"}
-)
+RUN_ONLY = knobs.RUN_ONLY  # the knob table's run-only knobs (where: run)
 TRAIN_KEYS = tuple(f.name for f in dataclasses.fields(TrainConfig))
 DATA_KEYS = tuple(f.name for f in dataclasses.fields(DataConfig))
 ALL_KEYS = MODEL_KEYS + TRAIN_KEYS + DATA_KEYS
+
+
+def _field_defaults() -> dict:
+    """Every config field's dataclass default (not a preset's), by name."""
+    return {
+        f.name: f.default
+        for cls in (ModelConfig, TrainConfig, DataConfig)
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING
+    }
 
 
 @dataclass(frozen=True)
@@ -160,11 +169,10 @@ class RunConfig:
 
     def content_hash(self) -> str:
         content = {k: v for k, v in self.flat().items() if k not in RUN_ONLY}
-        if content["task"] == "translation":  # the default before there was a task key: ids stay as they were
-            del content["task"]
-        for key, cls in (("norm_type", ModelConfig), ("activation", ModelConfig), ("beam_stop", TrainConfig)):
-            # fields added after trials were first hashed: at their default, ids stay as they were
-            if key in content and content[key] == getattr(cls, key):
+        defaults = _field_defaults()
+        for key in knobs.HASHED_UNLESS_DEFAULT:
+            # fields added after trials were first hashed (the knob table's `later`): at their default, ids stay
+            if key in content and content[key] == defaults[key]:
                 del content[key]
         return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:12]
 
