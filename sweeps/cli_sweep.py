@@ -38,7 +38,7 @@ def cmd_plan(args) -> int:
     devices = estimate.devices_per_trial(spec.resources)
     print(
         f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
-        f" ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus['name']}"
+        f" ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus.name}"
     )
     if spec.search:  # the table shows the base configuration; the search runs this many trials of it
         print(f"  a search: {search_size(spec)}")
@@ -93,12 +93,12 @@ def cmd_plan(args) -> int:
 
 def search_size(spec) -> str:
     """'5 samples x 2 seeds + 2 confirmed x 3 fresh seeds = 16 trials': what a search spec runs in all."""
-    n, seeds = spec.search["samples"], len(spec.seeds)
+    n, seeds = spec.search.samples, len(spec.seeds)
     text, total = f"{n:,} samples x {seeds:,} seeds", n * seeds
-    confirm = spec.search.get("confirm")
+    confirm = spec.search.confirm
     if confirm:
-        text += f" + {confirm['top']:,} confirmed x {confirm['seeds']:,} fresh seeds"
-        total += confirm["top"] * confirm["seeds"]
+        text += f" + {confirm.top:,} confirmed x {confirm.seeds:,} fresh seeds"
+        total += confirm.top * confirm.seeds
     return f"{text} = {total:,} trials"
 
 
@@ -194,9 +194,9 @@ def _check_search(spec, out, resume: bool, address=None, num_cpus=None) -> None:
     if len(spec.seeds) > 1 and not address:  # each sample's seeds run together: the local Ray must hold them
         import os
 
-        need, have = len(spec.seeds) * spec.resources["cpus"], num_cpus or os.cpu_count() or 1
+        need, have = len(spec.seeds) * spec.resources.cpus, num_cpus or os.cpu_count() or 1
         if need > have + 1e-9:
-            raise UserError(f"seeds: {len(spec.seeds)} seeds x resources.cpus {spec.resources['cpus']} = {need:g} "
+            raise UserError(f"seeds: {len(spec.seeds)} seeds x resources.cpus {spec.resources.cpus} = {need:g} "
                             f"CPUs per sample, but the local Ray has {have:g}: give fewer seeds or cpus, or more "
                             "--num-cpus")  # fmt: skip
     warm = False

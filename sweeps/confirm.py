@@ -25,7 +25,7 @@ ROUND = "confirm"
 
 
 def fresh_seeds(spec: Spec) -> list[int]:
-    n = spec.search["confirm"]["seeds"]
+    n = spec.search.confirm.seeds
     return list(range(max(spec.seeds) + 1, max(spec.seeds) + 1 + n))
 
 
@@ -44,12 +44,12 @@ def best_samples(spec: Spec, sweep_dir, state: dict) -> list[dict]:
         return []
     configs = configurations(searched, objectives(state)).dropna(subset=["rank"]).sort_values("rank", kind="stable")
     sampled = searched.drop_duplicates("sample").set_index("sample")["sampled"]
-    return [sampled[s] for s in configs["sample"].head(spec.search["confirm"]["top"])]
+    return [sampled[s] for s in configs["sample"].head(spec.search.confirm.top)]
 
 
 def confirm_trials(spec: Spec, profile_name: str, sweep_dir, state: dict) -> list[Trial]:
     """The confirmation round's trials: the best configurations at the fresh seeds (none without confirm)."""
-    if not (spec.search or {}).get("confirm"):
+    if not (spec.search and spec.search.confirm):
         return []
     profile, seeds = get_profile(profile_name), fresh_seeds(spec)
     return [t for s in best_samples(spec, sweep_dir, state) for t in sample_trials(spec, profile, s, seeds, "confirm")]

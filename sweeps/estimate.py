@@ -22,9 +22,12 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from transformer_core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from .spec import Resources
 
 BENCH_FILE = "device-bench.json"
 DEFAULT_MFU = 0.35  # of peak dense bf16: what well-tuned Transformer training of this size commonly sustains
@@ -189,11 +192,11 @@ def trial_flops(cfg) -> tuple[int, float]:
     return params, 6.0 * params * tokens
 
 
-def devices_per_trial(resources: dict) -> float:
+def devices_per_trial(resources: Resources) -> float:
     """Devices one trial computes on: its workers, each with a whole GPU or a share of one."""
-    gpus = float(resources.get("gpus", 0) or 0)
+    gpus = float(resources.gpus or 0)
     share = gpus if 0 < gpus < 1 else 1.0
-    return max(1, int(resources.get("workers", 1) or 1)) * share
+    return max(1, int(resources.workers or 1)) * share
 
 
 # Evaluation on top of training: a quarter where beam-search BLEU runs at every evaluation; where it runs only

@@ -157,7 +157,7 @@ def measure(values: dict, side_by_side: int, seconds: float = SECONDS, warmup: i
 
 def side_by_side(spec) -> int:
     """How many trials of ``spec`` run at once on this machine: its max_concurrent, at most the CPUs' share."""
-    cpus = max(1, int(spec.resources.get("cpus", 1) or 1))
+    cpus = max(1, int(spec.resources.cpus or 1))
     return max(1, min(spec.max_concurrent, (os.cpu_count() or 1) // cpus))
 
 

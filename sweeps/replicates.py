@@ -119,7 +119,7 @@ TOKEN_CPU = 0.01  # the trial's own share of its placement group: it only waits 
 
 def seed_cpus(spec: Spec) -> float:
     """CPUs of one seed task: the spec's, less its part of the trial's token (N seeds hold N x cpus in all)."""
-    return spec.resources["cpus"] - TOKEN_CPU / len(spec.seeds)
+    return spec.resources.cpus - TOKEN_CPU / len(spec.seeds)
 
 
 def sample_resources(spec: Spec):
@@ -127,17 +127,17 @@ def sample_resources(spec: Spec):
     itself and one bundle per seed task (Tune schedules the trial's child tasks into it), or None with one seed."""
     if not spec.search or len(spec.seeds) < 2:
         return None
-    if spec.resources["workers"] > 1:
+    if spec.resources.workers > 1:
         raise UserError("seeds: a search with several seeds runs each seed as a task of one worker; "
                         "resources.workers > 1 (data-parallel trials) is allowed with one seed only")  # fmt: skip
     import ray
     from ray.tune import PlacementGroupFactory
 
-    need, have = len(spec.seeds) * spec.resources["cpus"], ray.cluster_resources().get("CPU", 0)
+    need, have = len(spec.seeds) * spec.resources.cpus, ray.cluster_resources().get("CPU", 0)
     if need > have + 1e-9:  # the placement group could never be placed: Tune would wait for ever
         raise UserError(
-            f"seeds: {len(spec.seeds)} seeds x resources.cpus {spec.resources['cpus']} = {need:g} "
+            f"seeds: {len(spec.seeds)} seeds x resources.cpus {spec.resources.cpus} = {need:g} "
             f"CPUs per sample, but Ray has {have:g}: give fewer seeds or cpus, or more --num-cpus"
         )
-    seed = {"CPU": seed_cpus(spec), **({"GPU": spec.resources["gpus"]} if spec.resources["gpus"] else {})}
+    seed = {"CPU": seed_cpus(spec), **({"GPU": spec.resources.gpus} if spec.resources.gpus else {})}
     return PlacementGroupFactory([{"CPU": TOKEN_CPU}] + [seed] * len(spec.seeds))

@@ -159,7 +159,7 @@ class SweepContext:
         else:
             trials = self.planned()
         results = [r for r in (self.result(t.trial_id, t.config_hash) for t in trials) if r]
-        return results, self.spec.search["samples"] if self.spec.search else len(trials)
+        return results, self.spec.search.samples if self.spec.search else len(trials)
 
     def finished_count(self) -> tuple[int, int]:
         """(trials with a finished or diverged result, trials planned)."""
@@ -289,7 +289,7 @@ def _start_tracking(ctx: SweepContext, state: dict) -> None:
     try:  # the parent run in MLflow's UI: what the sweep is, from which commit
         params = {"spec": spec.source, "profile": ctx.profile_name, "spec_name": spec.name,
                   "max_concurrent": spec.max_concurrent, "seeds": ",".join(str(s) for s in spec.seeds),
-                  "corpus": spec.corpus.get("name")}  # fmt: skip
+                  "corpus": spec.corpus.name}  # fmt: skip
         tags = {
             "commit": git_commit(Path(__file__).parent),
             "profile_rules": json.dumps(get_profile(ctx.profile_name).rules()),
@@ -315,7 +315,7 @@ def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
         "status": "running",
         "metric": spec.metric,
         "mode": spec.mode,
-        "objectives": (spec.search or {}).get("objectives"),  # a search with two: the report's Pareto front
+        "objectives": spec.search.objectives if spec.search else None,  # a search with two: the report's Pareto front
         "report": report_record(ctx, state),  # title, description, claims and paper rows the report shows
         "rounds": state.get("rounds", []),
         "trials": [tid for tid in state.get("trials", []) if "config_hash" in state["plan"].get(tid, {})],
@@ -372,7 +372,7 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
         else:
             todo.append(t)
     if summary or (search and search.done):
-        echo(f"{len(summary or search.done)} of {len(trials) if not search else ctx.spec.search['samples']} trials "
+        echo(f"{len(summary or search.done)} of {len(trials) if not search else ctx.spec.search.samples} trials "
              "already have a result: not run again")  # fmt: skip
     cut = out_of_time = False
     if todo or (search and search.samples):
@@ -415,7 +415,7 @@ def _without_result(ctx: SweepContext, todo: list[Trial], summary: dict, search,
     sampled = search_trials(ctx.spec, ctx.profile_name, ctx.sweep_dir)
     ended = {tid for tid, t in sampled.items() if _ended(ctx, t, ctx.summary.get(tid), errors_end)}
     errors = sum(1 for tid, e in summary.items() if errors_end and e.get("error") and tid not in sampled)
-    return max(0, ctx.spec.search["samples"] - len(ended) - errors)  # errors: trials that never reported
+    return max(0, ctx.spec.search.samples - len(ended) - errors)  # errors: trials that never reported
 
 
 def close_sweep(ctx: SweepContext, status: str) -> None:

@@ -55,7 +55,7 @@ def space_distributions(spec: Spec) -> dict:
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
     out = {}
-    for key, d in spec.search["space"].items():
+    for key, d in spec.search.space.items():
         if d["type"] == "choice":
             out[key] = CategoricalDistribution(d["values"])
         elif d["type"] == "int":
@@ -134,7 +134,7 @@ def open_study(spec: Spec, sweep_dir: Path):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    modes = [o["mode"] for o in spec.search.get("objectives") or [{"mode": spec.mode}]]  # two: multi-objective
+    modes = [o["mode"] for o in spec.search.objectives or [{"mode": spec.mode}]]  # two: multi-objective
     return optuna.create_study(
         storage=storage_url(sweep_dir),
         study_name=spec.name,
@@ -145,7 +145,7 @@ def open_study(spec: Spec, sweep_dir: Path):
 
 def sampled_trial(spec: Spec, profile_name: str, params: dict) -> Optional[Trial]:
     """The sweep trial of a study trial's knobs (None where they are not a point of this spec's space)."""
-    keys = tuple(spec.search["space"])
+    keys = tuple(spec.search.space)
     if set(params) != set(keys):
         return None
     try:
@@ -171,18 +171,18 @@ def plan_search(spec: Spec, profile_name: str, sweep_dir: Path, result: Callable
         if trial is None:  # not a point of this space, or an earlier sweep's (warm start): nothing to run
             continue
         tid = trial.trial_id
-        seeds = sample_trials(spec, get_profile(profile_name), {k: params[k] for k in spec.search["space"]})
+        seeds = sample_trials(spec, get_profile(profile_name), {k: params[k] for k in spec.search.space})
         if t.state == TrialState.WAITING:  # enqueued by an earlier run, never asked: it is asked first
             queued.add(tid)
         elif all(result(x.trial_id, x.config_hash) for x in seeds) or (summary.get(tid) or {}).get("stopped_early"):
             done.add(tid)
         else:
-            todo.setdefault(tid, {k: params[k] for k in spec.search["space"]})
+            todo.setdefault(tid, {k: params[k] for k in spec.search.space})
         if t.state == TrialState.RUNNING:  # its driver stopped without telling the study
             study.tell(t.number, state=TrialState.FAIL)
-    left = max(0, spec.search["samples"] - len(done))
+    left = max(0, spec.search.samples - len(done))
     points = [p for tid, p in todo.items() if tid not in done and tid not in queued][: max(0, left - len(queued))]
-    return SearchPlan(left, spec.search["seed"] + len(trials), points, done, len(queued - done))
+    return SearchPlan(left, spec.search.seed + len(trials), points, done, len(queued - done))
 
 
 def search_trials(spec: Spec, profile_name: str, sweep_dir: Path) -> dict[str, Trial]:

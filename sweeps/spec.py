@@ -124,16 +124,55 @@ class Trial:
         return cls(r.group, r.row, r.seed, r.paper, r.values, r.config_hash, profile)
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What one trial asks of the cluster (the spec's resources: section)."""
+
+    cpus: float = 1
+    gpus: float = 0
+    workers: int = 1
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """The spec's corpus: section: the corpus's name, its vocabulary size and direction where the spec gives them."""
+
+    name: str = "bible-en-de"
+    vocab: Optional[int] = None  # None: the profile's, else 8000
+    direction: Optional[str] = None  # translation: A-B; task lm: the language modelled
+
+
+@dataclass(frozen=True)
+class Confirm:
+    """search.confirm: the best `top` configurations re-run with `seeds` fresh seeds after the search."""
+
+    top: int = 2
+    seeds: int = 3
+
+
+@dataclass(frozen=True)
+class Search:
+    """The spec's search: section, validated.  space: knob -> its distribution ({type, low, high} or
+    {type: choice, values}); objectives: two {metric, mode} (a Pareto front), else None (the spec's metric)."""
+
+    samples: int
+    space: dict[str, dict[str, Any]]
+    seed: int = 0
+    confirm: Optional[Confirm] = None
+    objectives: Optional[list[dict[str, str]]] = None
+    warm_start: Optional[str] = None  # the directory of an earlier search sweep
+
+
 @dataclass
 class Spec:
     name: str
     base: dict
-    corpus: dict
+    corpus: Corpus
     seeds: list
     rows: list[Row]
-    search: Optional[dict] = None
+    search: Optional[Search] = None
     scheduler: dict = field(default_factory=lambda: {"type": "none"})
-    resources: dict = field(default_factory=lambda: {"cpus": 1, "gpus": 0})
+    resources: Resources = field(default_factory=Resources)
     max_concurrent: int = 2
     metric: str = "dev_bleu"
     mode: str = "max"
@@ -181,10 +220,10 @@ def expand_row(
         **profile.train,
         **spec.train,
         **run_knobs,
-        "corpus": spec.corpus["name"],
-        "vocab": profile.data.get("vocab", spec.corpus.get("vocab", 8000)),
+        "corpus": spec.corpus.name,
+        "vocab": profile.data.get("vocab", 8000 if spec.corpus.vocab is None else spec.corpus.vocab),
         **({"task": spec.task} if spec.task != "translation" else {}),  # translation trials keep their values
-        **({"direction": spec.corpus["direction"]} if "direction" in spec.corpus else {}),
+        **({"direction": spec.corpus.direction} if spec.corpus.direction is not None else {}),
     }
     if rescale:
         for key in ("steps", "warmup", "eval_every"):
@@ -301,7 +340,7 @@ def _parse_rows(raw, base_label: str = "base") -> list[Row]:
     return rows
 
 
-def _parse_search(raw, metrics: tuple = METRICS) -> Optional[dict]:
+def _parse_search(raw, metrics: tuple = METRICS) -> Optional[Search]:
     if raw is None:
         return None
     raw = _mapping(raw, "search", ("samples", "space", "seed", "confirm", "objectives", "warm_start"))
@@ -327,7 +366,7 @@ def _parse_search(raw, metrics: tuple = METRICS) -> Optional[dict]:
             if dist["type"] == "loguniform" and lo <= 0:
                 raise SpecError(f"{path}.low: {lo} is invalid for loguniform; allowed a number > 0")
     seed = _number(raw.get("seed", 0), "search.seed", 0, integer=True, hi=MAX_SEED)  # the sampler's RNG takes 32 bits
-    return {"samples": samples, "space": space, "seed": seed, **_search_options(raw, metrics)}
+    return Search(samples, space, seed, **_search_options(raw, metrics))
 
 
 COSTS = ("params", "wall_seconds", "train_flops")  # a second objective may be a cost (minimised)
@@ -336,13 +375,13 @@ COSTS = ("params", "wall_seconds", "train_flops")  # a second objective may be a
 def _search_options(raw: dict, metrics: tuple) -> dict:
     """search.confirm {top, seeds}: the best configurations re-run with fresh seeds after the search;
     search.objectives {metric: mode, ...}: two objectives (a Pareto front); search.warm_start: an earlier sweep."""
-    out = {}
+    out: dict[str, Any] = {}
     if raw.get("confirm") is not None:
         c = _mapping(raw["confirm"], "search.confirm", ("top", "seeds"))
-        out["confirm"] = {
-            "top": _number(c.get("top", 2), "search.confirm.top", 1, integer=True, hi=1000),
-            "seeds": _number(c.get("seeds", 3), "search.confirm.seeds", 1, integer=True, hi=1000),
-        }
+        out["confirm"] = Confirm(
+            top=_number(c.get("top", 2), "search.confirm.top", 1, integer=True, hi=1000),
+            seeds=_number(c.get("seeds", 3), "search.confirm.seeds", 1, integer=True, hi=1000),
+        )
     if raw.get("objectives") is not None:
         objs = _mapping(raw["objectives"], "search.objectives", metrics + COSTS)
         if len(objs) != 2 or any(m not in ("max", "min") for m in objs.values()):
@@ -410,11 +449,13 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     seeds, adaptive = _parse_seeds(doc.get("seeds", [1]))
     if adaptive and doc.get("search") is not None:
         raise SpecError("seeds: adaptive seeds ({min, max}) judge claims across rows; a search has none: give a list")
-    resources = _mapping(doc.get("resources"), "resources", ("cpus", "gpus", "workers"))
-    resources = {"cpus": 1, "gpus": 0, "workers": 1, **resources}
-    _number(resources["cpus"], "resources.cpus", 0.01)
-    _number(resources["gpus"], "resources.gpus", 0)
-    _number(resources["workers"], "resources.workers", 1, integer=True)
+    raw_resources = {"cpus": 1, "gpus": 0, "workers": 1,
+                     **_mapping(doc.get("resources"), "resources", ("cpus", "gpus", "workers"))}  # fmt: skip
+    resources = Resources(
+        cpus=_number(raw_resources["cpus"], "resources.cpus", 0.01),
+        gpus=_number(raw_resources["gpus"], "resources.gpus", 0),
+        workers=_number(raw_resources["workers"], "resources.workers", 1, integer=True),
+    )
     task = doc.get("task", "translation")
     if task not in TASKS:
         raise SpecError(f"task: {task!r} is invalid; allowed {', '.join(TASKS)}")
@@ -459,7 +500,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     spec = Spec(
         name=name,
         base=base,
-        corpus={"name": "bible-en-de", **corpus},
+        corpus=Corpus(**{"name": "bible-en-de", **corpus}),
         seeds=seeds,
         rows=rows,
         search=_parse_search(doc.get("search"), metrics),

@@ -57,7 +57,7 @@ def trial_function(
     from ray import tune
 
     # two objectives: no scheduler, and Tune wants every objective in every report: the final result only
-    progress = not (spec and (spec.search or {}).get("objectives"))
+    progress = not (spec and spec.search and spec.search.objectives)
     if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
         sampled = {k: config[k] for k in search_keys}
         records = sample_records(spec, profile, sampled, payloads[0])
@@ -77,7 +77,7 @@ def trial_function(
         result = run_trial(trial, report=(lambda m: tune.report({**m, "tsweep_trial": trial.id})) if progress else None)
         metrics = _final_metrics(result)
         if spec is not None:  # a reused worker: what it holds after the trial, and whether to replace it
-            metrics.update(after_trial(spec.max_concurrent, spec.resources["cpus"]))
+            metrics.update(after_trial(spec.max_concurrent, spec.resources.cpus))
         run = _mlflow_run(trial)
         if run:
             metrics["mlflow_run_id"] = run
@@ -151,10 +151,10 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
 
     spec = ctx.spec
     payloads = [ctx.payload(t) for t in trials]
-    search_keys = tuple(spec.search["space"]) if spec.search else ()
-    workers, gpus = spec.resources["workers"], spec.resources["gpus"]
+    search_keys = tuple(spec.search.space) if spec.search else ()
+    workers, gpus = spec.resources.workers, spec.resources.gpus
     # a data-parallel trial holds no resources itself: its Ray Train workers take one CPU (or GPU) each
-    resources = {"cpu": spec.resources["cpus"], "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
+    resources = {"cpu": spec.resources.cpus, "gpu": gpus} if workers == 1 else {"cpu": 0.01, "gpu": 0}
     resources = sample_resources(spec) or resources  # a search with several seeds: one bundle per seed
     trainable = tune.with_resources(
         tune.with_parameters(
@@ -230,7 +230,7 @@ def param_space(spec: Spec, payloads: list) -> dict:
     from ray import tune
 
     if spec.search:
-        return {k: _search_domain(d) for k, d in spec.search["space"].items()}
+        return {k: _search_domain(d) for k, d in spec.search.space.items()}
     return {"trial_index": tune.grid_search(list(range(len(payloads))))}
 
 
@@ -246,7 +246,7 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
-        objectives = spec.search.get("objectives")  # two: Optuna's multi-objective TPE, a Pareto front
+        objectives = spec.search.objectives  # two: Optuna's multi-objective TPE, a Pareto front
         search_alg = _labelled(OptunaSearch)(
             metric=[o["metric"] for o in objectives] if objectives else spec.metric,
             mode=[o["mode"] for o in objectives] if objectives else spec.mode,
@@ -258,8 +258,8 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
     return TuneConfig(
         trial_name_creator=_trial_namer(payloads),
         trial_dirname_creator=_trial_namer(payloads),
-        metric=None if (spec.search or {}).get("objectives") else spec.metric,  # the searcher's own list
-        mode=None if (spec.search or {}).get("objectives") else spec.mode,
+        metric=None if spec.search and spec.search.objectives else spec.metric,  # the searcher's own list
+        mode=None if spec.search and spec.search.objectives else spec.mode,
         scheduler=asha(spec.scheduler) if spec.scheduler["type"] == "asha" else None,
         search_alg=search_alg,
         num_samples=search.samples if spec.search else 1,
@@ -322,7 +322,7 @@ def reuse_actors(spec: Spec, payloads: list) -> bool:
     value = os.environ.get("TSWEEP_REUSE_ACTORS", "1")
     if value not in ("0", "1"):
         raise UserError(f"TSWEEP_REUSE_ACTORS={value!r} is invalid: allowed 1 (default) or 0")
-    children = spec.resources["workers"] > 1 or bool(spec.search and len(spec.seeds) > 1)
+    children = spec.resources.workers > 1 or bool(spec.search and len(spec.seeds) > 1)
     compiled = any(p.values.get("compile") == "on" for p in payloads)
     wanted = value == "1" and not children and not compiled
     # a kept worker is replaced when its memory after a trial passes its bound (worker_memory.py); where this

@@ -28,7 +28,7 @@ ATTR = WARM_START  # the study trials taken from an earlier sweep
 
 def _objectives(spec_or_state) -> list[tuple[str, str]]:
     if isinstance(spec_or_state, Spec):
-        objs = spec_or_state.search.get("objectives") or [{"metric": spec_or_state.metric, "mode": spec_or_state.mode}]
+        objs = spec_or_state.search.objectives or [{"metric": spec_or_state.metric, "mode": spec_or_state.mode}]
     else:
         objs = spec_or_state.get("objectives") or [
             {"metric": spec_or_state.get("metric"), "mode": spec_or_state.get("mode")}
@@ -97,7 +97,7 @@ def warm_start(spec: Spec, study, source: str | Path) -> int:
 def check_source(spec: Spec) -> None:
     """Before anything runs: the spec's ``search.warm_start`` is an earlier search sweep this one can start from
     (one line where it is not)."""
-    source = (spec.search or {}).get("warm_start")
+    source = spec.search.warm_start if spec.search else None
     if source:
         with earlier_study(source, spec):
             pass
@@ -105,7 +105,7 @@ def check_source(spec: Spec) -> None:
 
 def start_from_earlier(spec: Spec, sweep_dir: Path, echo=print) -> None:
     """Before a search's first Tune run: its study seeded from ``search.warm_start`` when the spec names one."""
-    source = (spec.search or {}).get("warm_start")
+    source = spec.search.warm_start if spec.search else None
     if source:
         added = warm_start(spec, open_study(spec, sweep_dir), source)
         if added:

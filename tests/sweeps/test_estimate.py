@@ -14,7 +14,7 @@ import yaml
 from sweeps import estimate
 from sweeps.cli import main as tsweep
 from sweeps.profiles import get_profile
-from sweeps.spec import load_spec, plan
+from sweeps.spec import Resources, load_spec, plan
 from tests.helpers import ROOT
 from transformer_core.run_config import make_run_config
 
@@ -138,8 +138,8 @@ def test_makespan_and_devices_per_trial():
         and estimate.makespan([6, 1, 1, 1], 2) == 6
         and estimate.makespan([1, 1], 8) == 1
     )
-    assert estimate.devices_per_trial({"gpus": 0.5, "workers": 1}) == 0.5
-    assert estimate.devices_per_trial({"gpus": 1, "workers": 8}) == 8
+    assert estimate.devices_per_trial(Resources(gpus=0.5, workers=1)) == 0.5
+    assert estimate.devices_per_trial(Resources(gpus=1, workers=8)) == 8
     assert estimate.match_device("NVIDIA H100 80GB HBM3") == "h100" and estimate.match_device("NVIDIA L40S") == "l40s"
 
 

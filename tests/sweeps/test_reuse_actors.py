@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from sweeps.spec import load_spec, plan
+from sweeps.spec import Search, load_spec, plan
 from sweeps.trial import run_trial
 from sweeps.tune_adapter import reuse_actors
 from tests.helpers import SMOKE
@@ -39,8 +39,8 @@ def test_reuse_is_on_for_eager_trials_in_the_workers_own_thread_unless_switched_
     monkeypatch.delenv("TSWEEP_REUSE_ACTORS", raising=False)
     assert reuse_actors(spec, payloads) is True
     # children a kept worker would leave running: data-parallel workers, a search's seed tasks
-    assert reuse_actors(replace(spec, resources={**spec.resources, "workers": 2}), payloads) is False
-    search = replace(spec, search={"space": {"P_drop": {"type": "uniform", "low": 0.0, "high": 0.3}}})
+    assert reuse_actors(replace(spec, resources=replace(spec.resources, workers=2)), payloads) is False
+    search = replace(spec, search=Search(4, {"P_drop": {"type": "uniform", "low": 0.0, "high": 0.3}}))
     assert reuse_actors(search, payloads) is False and reuse_actors(replace(search, seeds=[1]), payloads) is True
     compiled = [replace(p, values={**p.values, "compile": "on"}) for p in payloads]
     assert reuse_actors(spec, compiled) is False  # torch's compiled code would carry over

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sweeps.spec import SpecError, parse_spec
+from sweeps.spec import Confirm, SpecError, parse_spec
 
 SPACE = {"lr_scale": {"type": "uniform", "low": 0.1, "high": 1.0}}
 
@@ -15,8 +15,8 @@ def test_search_options_are_parsed():
     assert parse_spec({**_search(), "seeds": 3}).seeds == [1, 2, 3]
     s = parse_spec(_search(confirm={"top": 2, "seeds": 4}, objectives={"dev_bleu": "max", "params": "min"},
                            warm_start="sweep_runs/earlier"))  # fmt: skip
-    assert s.search["confirm"] == {"top": 2, "seeds": 4} and s.search["warm_start"] == "sweep_runs/earlier"
-    assert s.search["objectives"] == [{"metric": "dev_bleu", "mode": "max"}, {"metric": "params", "mode": "min"}]
+    assert s.search.confirm == Confirm(top=2, seeds=4) and s.search.warm_start == "sweep_runs/earlier"
+    assert s.search.objectives == [{"metric": "dev_bleu", "mode": "max"}, {"metric": "params", "mode": "min"}]
     assert (s.metric, s.mode) == ("dev_bleu", "max")
     s = parse_spec(_search(objectives={"dev_ppl": "min", "wall_seconds": "min"}))
     assert (s.metric, s.mode) == ("dev_ppl", "min")  # the first objective is the search's metric

@@ -39,7 +39,7 @@ def test_calibration_spec_plans_at_smoke_and_touches_only_the_base_row():
     from sweeps.spec import plan
 
     spec = load_spec(ROOT / "sweeps" / "specs" / "calibrate-cpu.yaml")
-    assert [r.label for r in spec.rows] == ["base"] and set(spec.search["space"]) == {
+    assert [r.label for r in spec.rows] == ["base"] and set(spec.search.space) == {
         "schedule",
         "lr_scale",
         "warmup",
