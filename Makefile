@@ -33,9 +33,10 @@ demo: venv
 	if test -f $(DEMO_DIR)/sweep.json; then $(VENV)/bin/tsweep report $(DEMO_DIR) || exit $$?; \
 	echo "report: $(DEMO_DIR)/report/report.html (and report.md, table.csv, table.tex)"; fi; exit $$status
 
-# Lint, then the default selection (pyproject's addopts) in two parts: unit tests, then tests/e2e/ (real sweeps); CI runs this
+# Lint, type-check sweeps/ and analysis/ (pyproject's [tool.mypy]), then the default selection (pyproject's addopts) in two parts: unit tests, then tests/e2e/ (real sweeps); CI runs this
 test: venv
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -n 2 -m "$(UNIT_MARKERS)"
 	$(PY) -m pytest -q -m "$(E2E_MARKERS)"
 

@@ -144,7 +144,8 @@ def _trial_ids(sweep_dir: Path, state: dict, plan: dict) -> list[str]:
     name (a copied trial directory, a stray folder)."""
     ids, seen, stray = [], set(), []
     trials = (sweep_dir / "trials").resolve()
-    for tid in state.get("trials") if isinstance(state.get("trials"), list) else []:
+    listed = state.get("trials")
+    for tid in listed if isinstance(listed, list) else []:
         if not isinstance(tid, str) or not SAFE_NAME.match(tid):
             log.warning("sweep.json lists the trial id %s, not a plain name: left out", ascii(tid))
         elif tid not in seen:
@@ -233,7 +234,8 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
         if raw and not isinstance(raw, Corrupt) and record is None:
             corrupt = corrupt or [rundir.TRIAL]
         attempts, started = _attempts(wd / rundir.ATTEMPTS)
-        entry = summary.get(tid) if isinstance(summary.get(tid), dict) else {}
+        got = summary.get(tid)
+        entry = got if isinstance(got, dict) else {}
         err = printable(entry["error"]) if entry.get("error") else None
         status = f"corrupt: {corrupt[0]}" if corrupt else result.get("status")
         if not status:  # stopped early only where the scheduler said so; started, no result, driver gone: interrupted

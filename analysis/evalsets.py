@@ -23,6 +23,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -150,7 +151,8 @@ def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> t
     noise = {k: pooled_noise(v) for k, v in values.items()}
     shown, numbers = [], []
     for row in row_order(df):
-        text, num = {"row": row}, {"row": row}
+        text: dict[str, str] = {"row": row}
+        num: dict[str, Any] = {"row": row}
         for (s, m), per_row in values.items():
             mean, half, n = noise[(s, m)].mean_ci(per_row.get(row, np.array([])), row)
             text[f"{METRICS[m][0]} {s}"] = _fmt(mean, half)
@@ -174,7 +176,7 @@ def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
                 readings.append(reading(name, metric))
                 margins[reading(name, metric)] = m
         if readings:
-            out.append(replace(c, readings=tuple(readings), margin=margins))
+            out.append(replace(c, readings=tuple(readings), margin=tuple(margins.items())))
     return out
 
 
@@ -234,7 +236,7 @@ def evaluation_sets(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: 
     if sweep_dir is not None:
         df = df.assign(workdir=[str(Path(sweep_dir) / w) if not Path(w).is_absolute() else w for w in df["workdir"]])
     full, names, records = with_set_columns(df)
-    sets = [("dev", ("chrf",)), ("test", ("chrf",))] + [
+    sets: list[tuple[str, tuple[str, ...]]] = [("dev", ("chrf",)), ("test", ("chrf",))] + [
         (n, ("bleu", "chrf")) for n in names
     ]  # the main table has dev and test BLEU
     shown, numbers = column_group(full, sets)

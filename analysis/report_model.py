@@ -119,7 +119,7 @@ def report_shape(state: dict, where: str) -> ReportShape:
     amended = rec.get("amended", []) if isinstance(rec, dict) else None
     ok = isinstance(amended, list) and all(isinstance(a, dict) and isinstance(a.get("claims"), list) and
                                             isinstance(a.get("trials"), int) for a in amended)  # fmt: skip
-    if bad or not ok:
+    if bad or not ok or amended is None:  # (ok: a list)
         raise UserError(f"sweep.json in {where} records the report's title, description, paper rows or amendments in "
                         "the wrong shape (edited by hand?): restore it from a copy, or resume the sweep with its spec "
                         "to record them again")  # fmt: skip

@@ -200,7 +200,7 @@ def importance(configs: pd.DataFrame, objective: Objective, distributions: dict 
                 note = ""
             except Exception as exc:  # an evaluator refusing these samples is a finding, not a crash
                 full, note = {}, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            boots = {p: [] for p in params}
+            boots: dict[str, list[float]] = {p: [] for p in params}
             for k in range(resamples if full else 0):
                 pick = scored.iloc[rng.integers(0, len(scored), len(scored))]
                 try:

@@ -244,7 +244,7 @@ def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None
 
 def write_search_csv(model: SearchReportModel, out: Path) -> None:
     """trials.csv, configurations.csv, expected-best.csv and importance.csv (none before a configuration starts)."""
-    if not len(model.configs):
+    if not len(model.configs) or model.evp is None or model.importance is None:  # set together (build_search)
         return
     trials_display(model.trials, model.params, model.objectives).to_csv(out / "trials.csv", index=False)
     model.configs.drop(columns=["started"]).to_csv(out / "configurations.csv", index=False)
@@ -269,8 +269,9 @@ def search_markdown(model: SearchReportModel) -> list[str]:
         said = [x for line in confirmation_lines(model.confirm, o) for x in (line, "")]
         md += ["## Confirmation with fresh seeds", "", *said,
                markdown_table(model.confirm.attrs["display"]), ""]  # fmt: skip
-    imp = model.importance
-    md += ["## Would more samples help?", "", _evp_line(model.evp, o), "", EVP_NOTE, "",
+    imp, evp = model.importance, model.evp
+    assert imp is not None and evp is not None  # set with the configurations (build_search)
+    md += ["## Would more samples help?", "", _evp_line(evp, o), "", EVP_NOTE, "",
            "## Parameter importance", "", IMPORTANCE_NOTE, "",
            markdown_table(importance_display(imp)) if len(imp) else "Not computed: it needs three or more "
            "configurations with a score and a parameter that took two or more values.", "",

@@ -24,7 +24,7 @@ def paired_bootstrap(base_hyps: list[str], row_hyps: list[str], refs: list[str],
         [("base", base_hyps), ("row", row_hyps)], {"BLEU": BLEU()}, [refs], test_type="bs", n_samples=samples
     )
     _, scores = test()
-    return float(scores["BLEU"][1].p_value)
+    return float(scores["BLEU"][1].p_value)  # type: ignore[union-attr,arg-type]  # sacrebleu types it str | Result
 
 
 def combine_pvalues(pvalues: list[float]) -> float | None:

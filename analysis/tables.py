@@ -27,7 +27,7 @@ from .verdicts import Judgement, Outcome, Rule, Verdict, seed_values, sweep_kind
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
 LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU
 LM_READINGS = ("dev_bpb", "test_bpb")  # the table's readings of a language-model sweep beyond NOISE_READINGS
-LM_DROPPED = ("bleu_dev", "bleu_dev_ci", "bleu_test", "bleu_test_ci", "delta_bleu", "p_sentence_test")
+LM_DROPPED: tuple[str, ...] = ("bleu_dev", "bleu_dev_ci", "bleu_test", "bleu_test_ci", "delta_bleu", "p_sentence_test")
 LM_DROPPED += ("paper_bleu_dev", "paper_delta_bleu")
 
 

@@ -9,7 +9,9 @@ only at the end); there the BLEU reading is "not measured" and the cross-entropy
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -72,7 +74,7 @@ def points(df: pd.DataFrame) -> dict[float, pd.DataFrame]:
     return out
 
 
-def trajectories(df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = (),
+def trajectories(df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: Sequence[str] = (),
                  pts: dict[float, pd.DataFrame] | None = None):  # fmt: skip
     """(final Judgement, {(claim, reading): [(fraction, ClaimResult)]}, {(row, reading): [(fraction, Comparison)]})
     with the final point last; every point is judged with the same rule (its own family).  ``pts`` is
@@ -115,7 +117,7 @@ def _comparisons(x) -> list[Comparison]:
     return [x] if isinstance(x, Comparison) else list(x.comparisons)
 
 
-def trajectory_text(path: list[tuple[float, object]]) -> str:
+def trajectory_text(path: list[tuple[float, Any]]) -> str:
     """The verdict at each point: "1/3 within noise → 2/3 agrees → 1 agrees"."""
     verdicts = [(f, getattr(r, "verdict", r)) for f, r in path]
     return " → ".join(f"{frac_label(f)} {'·' if v == Verdict.NOT_MEASURED else v.short}" for f, v in verdicts)

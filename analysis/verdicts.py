@@ -28,6 +28,7 @@ The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/ver
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -459,7 +460,7 @@ class Judgement:
     family: int = 0  # comparisons the procedure was applied to (with a p)
 
 
-def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = (),
+def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), versus_rows: Sequence[str] = (),
           diverged: dict | None = None, base: str = "base", versus_readings=None) -> Judgement:  # fmt: skip
     """Every claim on every reading it has, and each of ``versus_rows`` against base on every reading in
     ``values`` ({reading: {row: seed values}}; ``versus_readings``, where given, of them), decided together
@@ -482,12 +483,14 @@ def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), ver
     return Judgement(results, versus, sum(math.isfinite(c.threshold) for c in family))
 
 
-def _versus(values: dict, noise: Noise, rows: list[str], reading: str, rule: Rule, base: str) -> list[Comparison]:
+def _versus(values: dict, noise: Noise, rows: Sequence[str], reading: str, rule: Rule, base: str) -> list[Comparison]:
     """Each row against base, two-sided (nothing predicted a direction): AGREES means better, CONTRADICTS worse."""
     return [compare(values, noise, r, ">", base, reading, rule=rule) for r in rows if r != base]
 
 
-def judge_table(df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: list[str] = ()) -> Judgement:
+def judge_table(
+    df: pd.DataFrame, claims: list[Claim], rule: Rule = Rule(), versus_rows: Sequence[str] = ()
+) -> Judgement:
     """``judge`` on a collected frame: finished seeds per row and reading; diverged seeds counted."""
     claims = as_claims(claims)
     readings = list(dict.fromkeys([r for c in claims for r in c.readings] + (
@@ -592,6 +595,7 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
     se, dof = standard_error(projected, c.a, then[0], c.b, then[1])
     level = raw_level(c)  # the family's threshold over best-of candidates x looks, as the verdict
     if c.relation == "~":
+        assert c.margin is not None  # a '~' comparison is made with its margin (compare)
         shown = abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin  # equal within the margin
         return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
     return abs(c.diff) > critical(c, dof, *then) * se

@@ -26,7 +26,7 @@ import signal
 import time
 from typing import Callable, Optional
 
-from analysis.claims import CLAIMS
+from analysis.claims import CLAIMS, Claim
 from analysis.collect import collect
 from analysis.verdicts import Rule, undecided_rows
 
@@ -82,6 +82,8 @@ def _round_seconds(ctx: SweepContext, n: int) -> float:
 def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[str], None] = print) -> str:
     """Run the minimum seeds, then rounds until decided, at max, or out of budget; returns why it stopped."""
     spec = ctx.spec
+    if spec.adaptive is None:
+        raise TypeError(f"spec {spec.name!r} has fixed seeds: no adaptive rounds")
     ad = ctx.state.setdefault("adaptive", {**spec.adaptive, "looks": looks(spec.adaptive), "rounds": []})
     ad.setdefault("spent_seconds", 0.0)
     # the stop record is the current session's: none until it ends ("not recorded" if it is killed first, which
@@ -91,11 +93,13 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
     ctx.write_state()
     started, spent0 = time.time(), ad["spent_seconds"]
     left = None if budget is None else budget - spent0
-    if left is not None and left <= 0:
+    if budget is not None and budget - spent0 <= 0:
         return _budget_spent(ctx, budget, "before the minimum seeds were complete")
     try:  # the minimum (and a resumed round), stopped where the budget runs out
         run_trials(ctx, dispatch_order(ctx, left, echo), round_name="round-0", echo=echo, time_budget=left)
     except BudgetSpent:
+        if budget is None:  # raised only under a time budget
+            raise
         return _budget_spent(ctx, budget, "during the minimum seeds")
     finally:  # an interrupted or failed session's time counts too (written when the sweep closes)
         ad["spent_seconds"] = spent0 + time.time() - started
@@ -118,7 +122,7 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
 
 def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, round_seconds: Callable,
                 budget: Optional[float], spent: Callable[[], float], echo: Callable[[str], None] = print,
-                claims: list[dict] = CLAIMS) -> str:  # fmt: skip
+                claims: list[Claim] = CLAIMS) -> str:  # fmt: skip
     """The rounds after the minimum seeds: judge (frame() is the sweep's trials), add one seed to each row whose
     verdict one more seed could decide (next_for(why) gives the trials, run(trials, k) runs round k), until the
     data decide, max is reached or the next round would exceed the budget.  Records why in ad["stop"] (data,

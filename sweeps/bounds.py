@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -152,7 +152,7 @@ def planned_trials(doc: dict) -> tuple[int, str]:
     return n_rows * n_seeds, f"{n_rows:,} rows x {n_seeds:,} {what}"
 
 
-def _int(x) -> bool:
+def _int(x) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool) and x > 0
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def _pick(candidates: list[str], claims: dict, cost: dict, done: set, per_claim:
 
     Ranked by cost per completed claim (``per_claim``) or by cost, then by the claims completed (more
     first), then by the claims' order in ``claims`` (the paper's)."""
-    best = None
+    best: Optional[tuple[tuple[float, int, int], str, list[str]]] = None
     for i, c in enumerate(candidates):
         rows = _missing(claims[c], done)
         seconds = sum(cost[r] for r in rows)
@@ -46,6 +47,8 @@ def _pick(candidates: list[str], claims: dict, cost: dict, done: set, per_claim:
         key = (seconds / len(with_it) if per_claim else seconds, -len(with_it), i)
         if best is None or key < best[0]:
             best = (key, c, with_it)
+    if best is None:
+        raise ValueError("no claim to pick from")
     return best[1], best[2]
 
 
@@ -63,7 +66,7 @@ def order_claims(claims: dict[str, list[str]], cost: dict[str, float]) -> list[S
         _, group = _pick(todo, claims, cost, done, per_claim=True)
         while group:  # inside the chosen group, the claims it completes smallest first
             c, with_it = _pick(group, claims, cost, done, per_claim=False)
-            rows = sorted(_missing(claims[c], done), key=position.get)
+            rows = sorted(_missing(claims[c], done), key=lambda r: position[r])  # every row is in cost
             steps.append(Step(tuple(with_it), tuple(rows), sum(cost[r] for r in rows)))
             done.update(rows)
             group = [d for d in group if d not in with_it]

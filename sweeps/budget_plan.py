@@ -169,7 +169,7 @@ def budget_source(spec: Spec, profile: str, trials: list[Trial], data_dir, devic
         return estimate.resolve_throughput(profile, device_flops, device, mfu, data_dir)
     base = next((t for t in trials if t.row == "base"), trials[0] if trials else None)
     here = base is not None and (torch.cuda.is_available() or bool(base.values.get("threads")))
-    found = step_throughput(spec, profile, base.values, data_dir, remeasure=remeasure) if here else None
+    found = step_throughput(spec, profile, base.values, data_dir, remeasure=remeasure) if base and here else None
     return found or estimate.resolve_throughput(profile, data_dir=data_dir)
 
 

@@ -24,7 +24,8 @@ class HelpFormatter(argparse.HelpFormatter):
     lines (lists, e.g. the profiles) as written; other lines are filled to the terminal's width as usual."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
-        out, words = [], []
+        out: list[str] = []
+        words: list[str] = []
 
         def flush():
             if words:

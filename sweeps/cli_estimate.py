@@ -19,7 +19,10 @@ def cmd_estimate(args) -> int:
 
     full, peak, precision = device_peak(args.gpu)
     per_device = peak * args.mfu
-    spec = load_spec(spec_path(args))
+    path = spec_path(args)
+    if path is None:  # the command's default is Table 3's spec
+        raise TypeError("tsweep estimate: no spec and no default")
+    spec = load_spec(path)
     print(f"{spec.name}, one seed of every row; {full}: {peak:.3g} FLOP/s dense {precision} x MFU {args.mfu:g} =")
     print(f"{per_device:.3g} FLOP/s per GPU; trial time = FLOPs / FLOP/s x 1.25 + 5 s per evaluation\n")
     n = args.gpus

@@ -58,12 +58,11 @@ def _params_rows(args) -> tuple[str, list[tuple]]:
     else:
         from analysis.paper import load_table3, row_overrides
 
-        for row in load_table3():
-            preset = "big" if row["row"] == "big" else "base"
-            cfg = make_run_config({**row_overrides(row), **sets}, preset).model
-            rows.append(
-                (row["row"], cfg, model_config("base"), args.vocab or 37000, row["params_millions"], "translation")
-            )
+        for paper_row in load_table3():
+            preset = "big" if paper_row["row"] == "big" else "base"
+            cfg = make_run_config({**row_overrides(paper_row), **sets}, preset).model
+            rows.append((paper_row["row"], cfg, model_config("base"), args.vocab or 37000,
+                         paper_row["params_millions"], "translation"))  # fmt: skip
         title = "Table 3"
     if sets:
         title += " with " + " ".join(f"{k}={v}" for k, v in sets.items())

@@ -336,8 +336,8 @@ def _print_status(sweep_dir) -> int:
     for _, r in df.iterrows():
         total = r["steps"]  # a number where trial.json is sound
         steps = (
-            f"{r['step']}/{int(total)}"
-            if isinstance(total, numbers.Real) and 0 < total < 1e18  # not NaN (no trial.json yet), not infinite
+            f"{r['step']}/{int(total)}"  # type: ignore[call-overload]  # typeshed does not model numbers.Real
+            if isinstance(total, numbers.Real) and 0 < total < 1e18  # type: ignore[operator]  # (nor here)
             else str(r["step"])
         )
         reason = r["reason"] if isinstance(r["reason"], str) else (r["error"] or "")

@@ -19,13 +19,21 @@ from analysis.search_report import objectives
 
 from .profiles import get_profile
 from .search_state import fits, space_distributions
-from .spec import Spec, Trial, sample_trials
+from .spec import Confirm, Spec, Trial, sample_trials
 
 ROUND = "confirm"
 
 
+def _confirm(spec: Spec) -> Confirm:
+    """search.confirm, for the code of the confirmation round (which runs only where the spec has one)."""
+    confirm = spec.searched().confirm
+    if confirm is None:
+        raise TypeError(f"spec {spec.name!r} has no search.confirm")
+    return confirm
+
+
 def fresh_seeds(spec: Spec) -> list[int]:
-    n = spec.search.confirm.seeds
+    n = _confirm(spec).seeds
     return list(range(max(spec.seeds) + 1, max(spec.seeds) + 1 + n))
 
 
@@ -44,7 +52,7 @@ def best_samples(spec: Spec, sweep_dir, state: dict) -> list[dict]:
         return []
     configs = configurations(searched, objectives(state)).dropna(subset=["rank"]).sort_values("rank", kind="stable")
     sampled = searched.drop_duplicates("sample").set_index("sample")["sampled"]
-    return [sampled[s] for s in configs["sample"].head(spec.search.confirm.top)]
+    return [sampled[s] for s in configs["sample"].head(_confirm(spec).top)]
 
 
 def confirm_trials(spec: Spec, profile_name: str, sweep_dir, state: dict) -> list[Trial]:

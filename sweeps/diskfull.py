@@ -13,7 +13,7 @@ from typing import Optional
 from transformer_core.rundir import DiskFullError
 
 
-def _causes(exc: BaseException):
+def _causes(exc: Optional[BaseException]):
     """``exc`` and what it wraps: ``__cause__``/``__context__``, and ``cause`` of a Ray task error."""
     seen = set()
     while isinstance(exc, BaseException) and id(exc) not in seen:

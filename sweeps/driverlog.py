@@ -29,7 +29,7 @@ class DriverLog:
         self.tmp: Optional[Path] = None
         self.where: Optional[Path] = None
         self._saved: Optional[int] = None
-        self._handler: Optional[logging.Handler] = None
+        self._handler: Optional[logging.StreamHandler] = None
 
     def start(self) -> "DriverLog":
         fd, name = tempfile.mkstemp(prefix="tsweep-driver-", suffix=".log")
@@ -49,7 +49,7 @@ class DriverLog:
     def stop(self, sweep_dir: Optional[Path]) -> Optional[Path]:
         """Point fd 2 back at the terminal; move the messages into ``sweep_dir/driver.log`` (if it is a
         local sweep directory that can take them).  Returns the file that holds them (None: nothing written)."""
-        if self._saved is None:
+        if self._saved is None or self.tmp is None or self._handler is None:  # not started: all three set together
             return self.where
         sys.stderr.flush()
         os.dup2(self._saved, 2)
@@ -66,6 +66,7 @@ class DriverLog:
         return self.where
 
     def _append(self, target: Path) -> None:
+        assert self.tmp is not None  # called by stop, after start
         """The messages appended to ``target``: a regular file of the sweep, never through a link (a driver.log
         planted as a link to a file elsewhere keeps its target as it was, and the messages stay in the temporary
         file, which the last line names)."""

@@ -274,8 +274,8 @@ def _lock_local(local: Path, where: str) -> SweepLock:
 def _evaluate_sweep(store, local: Path, fin: pd.DataFrame, es: EvalSet, state: dict, device, data_dir,
                     cpus_per_task: int, fan: dict) -> pd.DataFrame:  # fmt: skip
     """The evaluate_sweep's table, once the sweep and the set are found usable (and a local sweep locked)."""
-    records = {tid: done_evaluation(wd, es) for tid, wd in zip(fin["trial_id"], fin["workdir"])}
-    records = {tid: {**r, "status": "skipped"} for tid, r in records.items() if r}
+    found = {tid: done_evaluation(wd, es) for tid, wd in zip(fin["trial_id"], fin["workdir"])}
+    records: dict[str, dict] = {tid: {**r, "status": "skipped"} for tid, r in found.items() if r}
     todo = [(tid, wd) for tid, wd in zip(fin["trial_id"], fin["workdir"]) if tid not in records]
     if todo and store:
         records.update(_evaluate_at_uri(store, local, state, todo, es, device, data_dir, fan))

@@ -54,7 +54,7 @@ def _json(path: Path) -> dict:
 
 
 def _lines(path: Path) -> list[dict]:
-    out = []
+    out: list[dict] = []
     try:
         text = read_text(path, METRICS_BYTES)
     except (OSError, ValueError):
@@ -93,16 +93,19 @@ def snapshot(sweep_dir: Path) -> list[TrialState]:
     from analysis.collect import printable
 
     state = _json(sweep_dir / "sweep.json")
-    plan = state.get("plan") if isinstance(state.get("plan"), dict) else {}
+    recorded = state.get("plan")
+    plan = recorded if isinstance(recorded, dict) else {}
     ids = [t for t in state.get("trials") or [] if isinstance(t, str) and SAFE_NAME.match(t)]
     extra = _search_samples(sweep_dir, set(ids)) if (sweep_dir / "trials").is_dir() else {}
     plan = {**plan, **extra}
     out = []
     for tid in ids + list(extra):
-        p, wd = plan.get(tid) if isinstance(plan.get(tid), dict) else {}, sweep_dir / "trials" / tid
+        planned = plan.get(tid)
+        p, wd = planned if isinstance(planned, dict) else {}, sweep_dir / "trials" / tid
         name = f"{p.get('row', tid)} s{p.get('seed', '?')}"
         t = TrialState(tid, printable(name), Status.PENDING.value)  # terminal escapes from disk written as \xNN
-        values = p.get("values") if isinstance(p.get("values"), dict) else {}
+        planned_values = p.get("values")
+        values = planned_values if isinstance(planned_values, dict) else {}
         t.steps = _int(values.get("steps"), 0)
         attempts = _lines(wd / rundir.ATTEMPTS)
         t.attempts, t.started = len(attempts), (attempts[0].get("time") if attempts else None)
@@ -222,7 +225,8 @@ class LiveView:
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
         self.refresh = refresh or (lambda: self.sweep_dir)
-        self.started, self.seen = time.time(), {}
+        self.started = time.time()
+        self.seen: dict = {}
         self.bars: list[tqdm] = []
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None

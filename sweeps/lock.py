@@ -77,7 +77,11 @@ class SweepLock:
     @classmethod
     def acquire(cls, where: str, sweep_dir: Optional[Path] = None, store=None) -> "SweepLock":
         """Lock ``sweep_dir`` (a local path) or the sweep at ``store`` (a URI); ``where`` names it in messages."""
-        return cls._acquire_remote(where, store) if store is not None else cls._acquire_local(where, Path(sweep_dir))
+        if store is not None:
+            return cls._acquire_remote(where, store)
+        if sweep_dir is None:
+            raise TypeError("SweepLock.acquire: give sweep_dir (a local sweep) or store (a URI)")
+        return cls._acquire_local(where, Path(sweep_dir))
 
     @classmethod
     def _acquire_local(cls, where: str, sweep_dir: Path) -> "SweepLock":

@@ -172,7 +172,7 @@ def step_throughput(
     key, parts = machine_key(values, profile, n)
     record = read_machine_measurements(data_dir).get(key) if data_dir and not remeasure else None
     fresh = record is None
-    if fresh:
+    if record is None:
         if not measure_if_missing:
             return None
         log.info("measuring the base row's step time on this machine (%d trial(s) side by side)", n)

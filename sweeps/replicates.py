@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -42,12 +42,13 @@ def mean_report(reports: list[dict]) -> dict:
 def mean_final(finals: list[dict]) -> dict:
     """The sample's final metrics from its seeds' (tune_adapter._final_metrics of each): the mean of every number,
     the seed sd of each, status finished when any seed finished (the means are over what the seeds scored)."""
-    out = {"done": True, "seeds": len(finals)}
+    out: dict[str, Any] = {"done": True, "seeds": len(finals)}
     for key in finals[0]:
         vals = [f.get(key) for f in finals]
-        if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-            out[key] = float(np.mean(vals))
-            finite = [float(v) for v in vals if math.isfinite(v)]
+        nums = [v for v in vals if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if len(nums) == len(vals):
+            out[key] = float(np.mean(nums))
+            finite = [float(v) for v in nums if math.isfinite(v)]
             out[f"{key}_seed_sd"] = float(np.std(finite, ddof=1)) if len(finite) > 1 else float("nan")
     statuses = [f.get("status") for f in finals]
     out["status"] = "finished" if "finished" in statuses else statuses[0]
@@ -60,7 +61,9 @@ class StepMeans:
     once each, in step order."""
 
     def __init__(self, seeds: int):
-        self.seeds, self.by_step, self.done = seeds, {}, set()
+        self.seeds = seeds
+        self.by_step: dict[Any, dict[int, dict]] = {}  # step -> seed index -> its report
+        self.done: set = set()
 
     def add(self, index: int, report: dict) -> None:
         self.by_step.setdefault(report.get("step"), {})[index] = report

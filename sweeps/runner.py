@@ -28,7 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from transformer_core.errors import UserError
 from transformer_core.rundir import RESULT, TrialRecord, done_result, finished_result, write_json
@@ -185,7 +185,7 @@ def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
 
     if ray.is_initialized():
         return
-    kwargs = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    kwargs: dict[str, Any] = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     try:
         if address:
             ray.init(address=address, **kwargs)
@@ -371,8 +371,9 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
             summary[t.trial_id] = {"error": None, "status": done["status"], "dev_bleu": done.get("dev_bleu")}
         else:
             todo.append(t)
-    if summary or (search and search.done):
-        echo(f"{len(summary or search.done)} of {len(trials) if not search else ctx.spec.search.samples} trials "
+    already = summary or (search.done if search else {})
+    if already:
+        echo(f"{len(already)} of {len(trials) if not search else ctx.spec.searched().samples} trials "
              "already have a result: not run again")  # fmt: skip
     cut = out_of_time = False
     if todo or (search and search.samples):
@@ -415,7 +416,7 @@ def _without_result(ctx: SweepContext, todo: list[Trial], summary: dict, search,
     sampled = search_trials(ctx.spec, ctx.profile_name, ctx.sweep_dir)
     ended = {tid for tid, t in sampled.items() if _ended(ctx, t, ctx.summary.get(tid), errors_end)}
     errors = sum(1 for tid, e in summary.items() if errors_end and e.get("error") and tid not in sampled)
-    return max(0, ctx.spec.search.samples - len(ended) - errors)  # errors: trials that never reported
+    return max(0, ctx.spec.searched().samples - len(ended) - errors)  # errors: trials that never reported
 
 
 def close_sweep(ctx: SweepContext, status: str) -> None:

@@ -52,10 +52,10 @@ def storage_url(sweep_dir: Path) -> str:
 def space_distributions(spec: Spec) -> dict:
     """The spec's search space as the Optuna distributions OptunaSearch gives the study (tune_adapter's
     domains, converted as OptunaSearch converts them), without importing Ray."""
-    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-    out = {}
-    for key, d in spec.search.space.items():
+    out: dict[str, BaseDistribution] = {}
+    for key, d in spec.searched().space.items():
         if d["type"] == "choice":
             out[key] = CategoricalDistribution(d["values"])
         elif d["type"] == "int":
@@ -90,7 +90,8 @@ def space_changes(spec: Spec, study) -> list[str]:
     [5, 10] -> choice [5, 20]``); a point enqueued for a resume that lies outside the space is one too."""
     from optuna.trial import TrialState
 
-    space, before, outside = space_distributions(spec), {}, []
+    space, outside = space_distributions(spec), []
+    before: dict[str, object] = {}
     for t in study.get_trials(deepcopy=False):
         if t.state == TrialState.WAITING:
             params = dict(t.system_attrs.get("fixed_params") or {})
@@ -134,7 +135,7 @@ def open_study(spec: Spec, sweep_dir: Path):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    modes = [o["mode"] for o in spec.search.objectives or [{"mode": spec.mode}]]  # two: multi-objective
+    modes = [o["mode"] for o in spec.searched().objectives or [{"mode": spec.mode}]]  # two: multi-objective
     return optuna.create_study(
         storage=storage_url(sweep_dir),
         study_name=spec.name,
@@ -145,7 +146,7 @@ def open_study(spec: Spec, sweep_dir: Path):
 
 def sampled_trial(spec: Spec, profile_name: str, params: dict) -> Optional[Trial]:
     """The sweep trial of a study trial's knobs (None where they are not a point of this spec's space)."""
-    keys = tuple(spec.search.space)
+    keys = tuple(spec.searched().space)
     if set(params) != set(keys):
         return None
     try:
@@ -164,25 +165,27 @@ def plan_search(spec: Spec, profile_name: str, sweep_dir: Path, result: Callable
     check_study(spec, sweep_dir)  # no Tune run writes it now: a study file of this sweep and this space
     study = open_study(spec, sweep_dir)
     trials = study.get_trials(deepcopy=False)
-    done, todo, queued = set(), {}, set()
+    done: set[str] = set()
+    todo: dict[str, dict] = {}
+    queued: set[str] = set()
     for t in trials:
         params = t.params if t.state != TrialState.WAITING else dict(t.system_attrs.get("fixed_params") or {})
         trial = None if t.user_attrs.get(WARM_START) else sampled_trial(spec, profile_name, params)
         if trial is None:  # not a point of this space, or an earlier sweep's (warm start): nothing to run
             continue
         tid = trial.trial_id
-        seeds = sample_trials(spec, get_profile(profile_name), {k: params[k] for k in spec.search.space})
+        seeds = sample_trials(spec, get_profile(profile_name), {k: params[k] for k in spec.searched().space})
         if t.state == TrialState.WAITING:  # enqueued by an earlier run, never asked: it is asked first
             queued.add(tid)
         elif all(result(x.trial_id, x.config_hash) for x in seeds) or (summary.get(tid) or {}).get("stopped_early"):
             done.add(tid)
         else:
-            todo.setdefault(tid, {k: params[k] for k in spec.search.space})
+            todo.setdefault(tid, {k: params[k] for k in spec.searched().space})
         if t.state == TrialState.RUNNING:  # its driver stopped without telling the study
             study.tell(t.number, state=TrialState.FAIL)
-    left = max(0, spec.search.samples - len(done))
+    left = max(0, spec.searched().samples - len(done))
     points = [p for tid, p in todo.items() if tid not in done and tid not in queued][: max(0, left - len(queued))]
-    return SearchPlan(left, spec.search.seed + len(trials), points, done, len(queued - done))
+    return SearchPlan(left, spec.searched().seed + len(trials), points, done, len(queued - done))
 
 
 def search_trials(spec: Spec, profile_name: str, sweep_dir: Path) -> dict[str, Trial]:

@@ -101,7 +101,7 @@ class Row:
 
 @dataclass(frozen=True)
 class Trial:
-    group: str
+    group: Optional[str]  # None only as read back from a record that has none (TrialRecord.group)
     row: str
     seed: int
     paper: dict  # the row's knobs in the paper's units
@@ -193,6 +193,12 @@ class Spec:
         return {"title": self.title, "description": self.description, "paper": dict(self.paper),
                 "claims": [claim_document(c) for c in self.claims]}  # fmt: skip
 
+    def searched(self) -> Search:
+        """The search section, for code that runs only for a search spec (a programming error otherwise)."""
+        if self.search is None:
+            raise TypeError(f"spec {self.name!r} has no search section")
+        return self.search
+
     def row(self, label: str) -> Row:
         return next(r for r in self.rows if r.label == label)
 
@@ -229,7 +235,7 @@ def expand_row(
         for key in ("steps", "warmup", "eval_every"):
             if isinstance(values.get(key), int):
                 values[key] = max(1, round(values[key] * rescale))
-    trials = []
+    trials: list[Trial] = []
     for seed in spec.seeds if seeds is None else seeds:
         v = {**values, "seed": seed}
         try:

@@ -176,7 +176,7 @@ def check_out_dir(path: Path, where: str) -> None:
                             "it")  # fmt: skip
 
 
-def check_inside(sweep_dir: Path, path: Path) -> Path:
+def check_inside(sweep_dir: str | Path, path: Path) -> Path:
     """``path`` resolved, refused unless it lies inside ``sweep_dir``."""
     resolved = Path(path).resolve()
     if not resolved.is_relative_to(Path(sweep_dir).resolve()):

@@ -115,7 +115,7 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
 
 def _faults(workdir: Path) -> list[str]:
     """The reasons in the trial's faults.jsonl (each failed worker the driver saw), oldest first."""
-    out = []
+    out: list[str] = []
     try:
         lines = (workdir / FAULTS).read_text(errors="replace").splitlines()
     except OSError:

@@ -13,7 +13,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from transformer_core.errors import UserError
 from transformer_core.rundir import FAULTS, SAFE_NAME, TrialRecord, check_name
@@ -27,6 +27,9 @@ from .spec import Spec
 from .storage import is_uri
 from .trial import read_result, run_trial
 from .worker_memory import after_trial, bounded_reuse_installed
+
+if TYPE_CHECKING:
+    from ray.tune import Callback
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -181,7 +184,7 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
             storage_path=ctx.location,
             verbose=1 if ctx.verbose else 0,
             failure_config=FailureConfig(max_failures=2),
-            callbacks=[EchoCallback(echo if ctx.verbose else None, total, ctx.sync, faults=faults)],
+            callbacks=[echo_callback(echo if ctx.verbose else None, total, ctx.sync, faults=faults)],
         ),
     )
     ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": total})
@@ -199,7 +202,7 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
             view.stop()
         if handler is not None:
             signal.signal(signal.SIGINT, handler)  # Tune leaves its own handler installed
-    stopped = getattr(tune_config.scheduler, "stopped_early", set())
+    stopped: set[str] = getattr(tune_config.scheduler, "stopped_early", set())
     return summarise(grid, payloads, frozenset(stopped))
 
 
@@ -246,6 +249,9 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
+        if search is None:
+            raise TypeError("a search spec's round samples what its SearchPlan says: give search")
+
         objectives = spec.search.objectives  # two: Optuna's multi-objective TPE, a Pareto front
         search_alg = _labelled(OptunaSearch)(
             metric=[o["metric"] for o in objectives] if objectives else spec.metric,
@@ -262,7 +268,7 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         mode=None if spec.search and spec.search.objectives else spec.mode,
         scheduler=asha(spec.scheduler) if spec.scheduler["type"] == "asha" else None,
         search_alg=search_alg,
-        num_samples=search.samples if spec.search else 1,
+        num_samples=search.samples if spec.search and search else 1,
         max_concurrent_trials=spec.max_concurrent,
         time_budget_s=max(time_budget, 1e-3) if time_budget is not None else None,
         reuse_actors=reuse_actors(spec, payloads),
@@ -352,7 +358,7 @@ def asha(s: dict):
 
 def _trial_namer(payloads: list) -> Callable:
     """Tune's name for a trial: its row and seed (A1-s1), not _trainable_xxxxx."""
-    names = {i: f"{p.row}-s{p.seed}" for i, p in enumerate(payloads)}
+    names: dict[object, str] = {i: f"{p.row}-s{p.seed}" for i, p in enumerate(payloads)}
     return lambda trial: names.get((trial.config or {}).get("trial_index")) or f"search-{trial.trial_id}"
 
 
@@ -433,41 +439,39 @@ class FaultLog:
             pass
 
 
-class EchoCallback:
+def echo_callback(echo, total, sync=lambda: 0, faults: Optional[FaultLog] = None) -> Callback:
     """One line per trial that ends, beside Tune's own status table; a failed worker's line (FaultLog); the
     driver's signals reach Tune here."""
+    from ray.tune import Callback
 
-    def __new__(cls, echo, total, sync=lambda: 0, faults: Optional[FaultLog] = None):
-        from ray.tune import Callback
+    class Echo(Callback):
+        ended = 0
 
-        class Echo(Callback):
-            ended = 0
+        def on_step_begin(self, iteration, trials, **info):
+            INTERRUPTS.stop_tune()  # a SIGINT or SIGTERM came: Tune's graceful stop, from its own loop
 
-            def on_step_begin(self, iteration, trials, **info):
-                INTERRUPTS.stop_tune()  # a SIGINT or SIGTERM came: Tune's graceful stop, from its own loop
+        def on_trial_complete(self, iteration, trials, trial, **info):
+            m = trial.last_result or {}
+            self.ended += 1
+            sync()
+            if echo is None:  # the live view prints trial events
+                return
+            echo(
+                f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
+                + (
+                    f"dev_bpb={m['dev_bpb']:.3f}"
+                    if m.get("dev_bpb") is not None
+                    else f"dev_bleu={m.get('dev_bleu', float('nan')):.2f}"
+                )  # fmt: skip
+                + f" step={m.get('step')}"
+            )
 
-            def on_trial_complete(self, iteration, trials, trial, **info):
-                m = trial.last_result or {}
-                self.ended += 1
-                sync()
-                if echo is None:  # the live view prints trial events
-                    return
-                echo(
-                    f"[{self.ended}/{total}] {m.get('tsweep_trial', trial.trial_id)}: {m.get('status', 'stopped')} "
-                    + (
-                        f"dev_bpb={m['dev_bpb']:.3f}"
-                        if m.get("dev_bpb") is not None
-                        else f"dev_bleu={m.get('dev_bleu', float('nan')):.2f}"
-                    )  # fmt: skip
-                    + f" step={m.get('step')}"
-                )
+        def on_trial_recover(self, iteration, trials, trial, **info):
+            if faults is not None:
+                faults.record(trial, retried=True)
 
-            def on_trial_recover(self, iteration, trials, trial, **info):
-                if faults is not None:
-                    faults.record(trial, retried=True)
+        def on_trial_error(self, iteration, trials, trial, **info):
+            if faults is not None:
+                faults.record(trial, retried=False)
 
-            def on_trial_error(self, iteration, trials, trial, **info):
-                if faults is not None:
-                    faults.record(trial, retried=False)
-
-        return Echo()
+    return Echo()

@@ -28,7 +28,7 @@ ATTR = WARM_START  # the study trials taken from an earlier sweep
 
 def _objectives(spec_or_state) -> list[tuple[str, str]]:
     if isinstance(spec_or_state, Spec):
-        objs = spec_or_state.search.objectives or [{"metric": spec_or_state.metric, "mode": spec_or_state.mode}]
+        objs = spec_or_state.searched().objectives or [{"metric": spec_or_state.metric, "mode": spec_or_state.mode}]
     else:
         objs = spec_or_state.get("objectives") or [
             {"metric": spec_or_state.get("metric"), "mode": spec_or_state.get("mode")}

@@ -80,7 +80,7 @@ def bounded_reuse_installed() -> bool:
         return original(self, trial)
 
     maybe_cache._tsweep_bounded = True  # type: ignore[attr-defined]
-    TuneController._maybe_cache_trial_actor = maybe_cache
+    TuneController._maybe_cache_trial_actor = maybe_cache  # type: ignore[method-assign]  # the patch itself
     return True
 
 
