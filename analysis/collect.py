@@ -10,9 +10,8 @@ from typing import Optional
 
 import pandas as pd
 
-from transformer_core import rundir
+from transformer_core import knobs, rundir
 from transformer_core.errors import UserError
-from transformer_core.knobs import KNOBS, SCALED_BY_PROFILE
 from transformer_core.rundir import SAFE_NAME, Status
 
 from .files import METRICS_BYTES, read_text
@@ -21,8 +20,17 @@ from .samples import CONFIRM_GROUP, SEARCH_GROUP, sample_label
 
 log = logging.getLogger(__name__)
 
-PAPER_KNOBS = SCALED_BY_PROFILE  # recorded in the paper's units by the spec (trial.json "paper")
-RUN_KNOBS = tuple(k.name for k in KNOBS if k.where != "spec" and k.name != "seed")  # as run ("values")
+
+def paper_knobs() -> tuple[str, ...]:
+    """Recorded in the paper's units by the spec (trial.json "paper"); the knob table as it is now."""
+    return knobs.scaled_by_profile()
+
+
+def run_knobs() -> tuple[str, ...]:
+    """As run (trial.json "values"); the knob table as it is now."""
+    return tuple(k.name for k in knobs.KNOBS if k.where != "spec" and k.name != "seed")
+
+
 RESULT_KEYS = (  # what is read of result.json, in the frame's column order (every registered metric among them)
     "dev_bleu",
     "dev_ppl",
@@ -60,11 +68,15 @@ NUMBERS = frozenset((*BY_NAME, "params", "target_tokens", "train_flops", "wall_s
                      "eval_fraction", "session_seconds", "peak_rss_gb", "peak_cuda_gb"))  # fmt: skip
 TEXTS = frozenset(("device", "precision", "compile", "loss_kernel", "corpus_fingerprint", "sacrebleu_signature",
                    "torch_version", "reason", "schedule", "chrf_signature"))  # fmt: skip
-# the frame's columns, also when the sweep has no trial yet
-COLUMNS = tuple(
-    dict.fromkeys(("trial_id", "group", "row", "seed", "sample", "sampled", "started", "profile", "status", "workdir",
-                   "attempts", "step", "error", *(f"paper_{k}" for k in PAPER_KNOBS), *RUN_KNOBS, *RESULT_KEYS))
-)  # fmt: skip
+
+
+def columns() -> tuple[str, ...]:
+    """The frame's columns, also when the sweep has no trial yet."""
+    head = ("trial_id", "group", "row", "seed", "sample", "sampled", "started", "profile", "status", "workdir",
+            "attempts", "step", "error")  # fmt: skip
+    return tuple(dict.fromkeys((*head, *(f"paper_{k}" for k in paper_knobs()), *run_knobs(), *RESULT_KEYS)))
+
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
@@ -222,6 +234,7 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
     plan = state.get("plan") or {}
     summary = _read_json(sweep_dir / "tune_summary.json")
     records = []
+    in_paper_units, in_run_units = paper_knobs(), run_knobs()
     for tid in _trial_ids(sweep_dir, state, plan):
         wd = sweep_dir / "trials" / tid
         raw, result = _read_json(wd / rundir.TRIAL), _result(_read_json(wd / rundir.RESULT))
@@ -267,14 +280,14 @@ def collect(sweep_dir: str | Path) -> pd.DataFrame:
             "step": result.get("steps", step),
             "error": err,
         }
-        rec.update({f"paper_{k}": trial.paper.get(k) if _scalar(trial.paper.get(k)) else None for k in PAPER_KNOBS})
-        rec.update({k: trial.values.get(k) if _scalar(trial.values.get(k)) else None for k in RUN_KNOBS})
+        rec.update({f"paper_{k}": trial.paper.get(k) if _scalar(trial.paper.get(k)) else None for k in in_paper_units})
+        rec.update({k: trial.values.get(k) if _scalar(trial.values.get(k)) else None for k in in_run_units})
         rec.update({k: result.get(k) for k in RESULT_KEYS})
         if not result:  # metrics so far
             rec.update(dev_bleu=last_eval.get("dev_bleu"), dev_ppl=last_eval.get("dev_ppl"))
             rec.update(dev_bpb=last_eval.get("dev_bpb"))
         records.append(rec)
-    return pd.DataFrame.from_records(records, columns=COLUMNS)
+    return pd.DataFrame.from_records(records, columns=columns())
 
 
 def _name(group) -> Optional[str]:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from transformer_core.errors import UserError
 from transformer_core.formatting import MISSING, is_missing, number
-from transformer_core.knobs import BY_NAME
+from transformer_core.knobs import knob
 from transformer_core.rundir import Status
 
 from .claims import BLEU_ONLY, CLAIMS, Claim, budget_unreached, recorded_claims
@@ -270,7 +270,7 @@ def display_table(t: pd.DataFrame) -> pd.DataFrame:
         rows.append(
             {
                 "row": r["row"],
-                **{BY_NAME[k].label: BY_NAME[k].format(r[k]) for k in knobs},
+                **{knob(k).label: knob(k).format(r[k]) for k in knobs},
                 "PPL dev (ours)": cell(r["ppl_dev"]),
                 "ln PPL ± CI": _ci(r["ce_dev"], r["ce_dev_ci"], 3),
                 "Δ ln PPL": "" if base else cell(r["delta_ce"], 3, signed=True),

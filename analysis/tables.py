@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from transformer_core.knobs import KNOBS, PAPER_COLUMNS
+from transformer_core import knobs as knob_table
 from transformer_core.rundir import Status
 
 from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for
@@ -61,8 +61,8 @@ def significance(df: pd.DataFrame, row: str, other: str, split: str = "test", sa
 
 def knob_columns(df: pd.DataFrame) -> list[str]:
     """The paper's Table 3 columns, then every other knob of the table that varies across rows."""
-    cols = [k for k in PAPER_COLUMNS if f"paper_{k}" in df]
-    for k in KNOBS:
+    cols = [k for k in knob_table.names(paper=True) if f"paper_{k}" in df]  # the table as it is now
+    for k in knob_table.KNOBS:
         if k.name in cols or k.where in ("run",) or k.name in ("seed", "steps", "corpus"):
             continue
         col = f"paper_{k.name}" if f"paper_{k.name}" in df else k.name

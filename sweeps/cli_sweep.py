@@ -17,7 +17,7 @@ def _fmt(x, spec=".2f"):
 
 def cmd_plan(args) -> int:
     from transformer_core.data import default_data_dir
-    from transformer_core.knobs import PLAN_COLUMNS
+    from transformer_core.knobs import plan_columns
     from transformer_core.run_config import make_run_config
 
     from . import estimate
@@ -47,9 +47,10 @@ def cmd_plan(args) -> int:
         if label in labels:  # only rows this spec has
             print(f"  row {label} left out at this profile: {why}")
     configs = [make_run_config(t.values, spec.base.get("preset", "base")) for t in trials]
-    # the knob columns are the knob table's Table 3 columns (knobs.PLAN_COLUMNS), in run units
+    # the knob columns are the knob table's Table 3 columns (knobs.plan_columns()), in run units
     flat = [cfg.flat() for cfg in configs]
-    columns = [(k, k.width or 1 + max([len(k.name)] + [len(k.format(f[k.name])) for f in flat])) for k in PLAN_COLUMNS]
+    columns = [(k, k.width or 1 + max([len(k.name)] + [len(k.format(f[k.name])) for f in flat]))
+               for k in plan_columns()]  # fmt: skip
     knob_head = "".join(f"{k.name:>{w}}" for k, w in columns)
     head = (
         f"{'group':<6}{'row':<6}{'seed':>5}{knob_head}"

@@ -57,10 +57,28 @@ TOP_KEYS = (
     "paper",
     "claims",
 )
-PAPER_KNOBS = knobs.SCALED_BY_PROFILE  # in the paper's units, scaled by the profile (the knob table says which)
-RUN_KNOBS = tuple(k for k in knobs.ROW_KNOBS if k not in PAPER_KNOBS)  # taken as written (run units)
-ROW_KNOBS = PAPER_KNOBS + RUN_KNOBS
-BASE_KEYS = ("preset",) + ROW_KNOBS
+
+
+# The knobs a spec may set, read from the knob table when a spec is read (a row added to it is a knob here too)
+def paper_keys() -> tuple[str, ...]:
+    """In the paper's units, scaled by the profile (the knob table says which)."""
+    return knobs.scaled_by_profile()
+
+
+def run_keys() -> tuple[str, ...]:
+    """Taken as written (run units)."""
+    return tuple(k for k in knobs.row_knobs() if k not in paper_keys())
+
+
+def row_keys() -> tuple[str, ...]:
+    """What a row (and search.space) may set."""
+    return paper_keys() + run_keys()
+
+
+def base_keys() -> tuple[str, ...]:
+    return ("preset",) + row_keys()
+
+
 METRICS = task_objectives("translation")  # what a spec may optimise (analysis.metrics); task lm: objectives("lm")
 SEARCH_TYPES = ("uniform", "loguniform", "int", "choice")
 SCHEDULERS = ("none", "asha")
@@ -216,8 +234,9 @@ def expand_row(
     base = dict(spec.base)
     preset = base.pop("preset", "base")
     knobs = {**base, **row.overrides}
-    run_knobs = {k: v for k, v in knobs.items() if k in RUN_KNOBS}
-    paper = paper_values(preset, {k: v for k, v in knobs.items() if k in PAPER_KNOBS})
+    in_run_units, in_paper_units = run_keys(), paper_keys()
+    run_knobs = {k: v for k, v in knobs.items() if k in in_run_units}
+    paper = paper_values(preset, {k: v for k, v in knobs.items() if k in in_paper_units})
     model_knobs = {k: paper[k] for k in MODEL_KEYS}
     values = {
         **profile.scale_model(model_knobs),
@@ -333,7 +352,7 @@ def _parse_rows(raw, base_label: str = "base") -> list[Row]:
             )
         for i, item in enumerate(items):
             path = f"rows.{group}[{i}]"
-            item = _mapping(item, path, ("label",) + ROW_KNOBS)
+            item = _mapping(item, path, ("label",) + row_keys())
             label = str(item.get("label", f"{group}{i + 1}"))
             _safe_name(label, f"{path}.label")
             if label in labels:
@@ -341,7 +360,7 @@ def _parse_rows(raw, base_label: str = "base") -> list[Row]:
             labels.add(label)
             knobs = {k: v for k, v in item.items() if k != "label"}
             if not knobs:
-                raise SpecError(f"{path}: a row needs at least one knob override ({', '.join(ROW_KNOBS)})")
+                raise SpecError(f"{path}: a row needs at least one knob override ({', '.join(row_keys())})")
             rows.append(Row(str(group), label, knobs))
     return rows
 
@@ -351,7 +370,7 @@ def _parse_search(raw, metrics: tuple = METRICS) -> Optional[Search]:
         return None
     raw = _mapping(raw, "search", ("samples", "space", "seed", "confirm", "objectives", "warm_start"))
     samples = _number(raw.get("samples", 4), "search.samples", 1, integer=True)
-    space = _mapping(raw.get("space"), "search.space", ROW_KNOBS)  # paper units for paper knobs, as in rows
+    space = _mapping(raw.get("space"), "search.space", row_keys())  # paper units for paper knobs, as in rows
     if not space:
         raise SpecError(
             "search.space: give at least one knob to search, e.g. lr_scale: {type: loguniform, low: 0.5, high: 2}"
@@ -426,7 +445,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     check_plan_size(doc)  # before any row is expanded
     name = doc.get("name")
     _safe_name(name, "name")
-    base = _mapping(doc.get("base") or {"preset": "base"}, "base", BASE_KEYS)
+    base = _mapping(doc.get("base") or {"preset": "base"}, "base", base_keys())
     if base.get("preset", "base") not in ("base", "big"):
         raise SpecError(f"base.preset: {base.get('preset')!r} is invalid; allowed base, big")
     corpus = doc.get("corpus", {"name": "bible-en-de"})

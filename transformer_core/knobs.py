@@ -159,11 +159,14 @@ KNOBS: tuple[Knob, ...] = (
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )
 
-BY_NAME: dict[str, Knob] = {k.name: k for k in KNOBS}
+_BY_NAME: list = [None, {}]  # (the table it was built from, {name: knob})
 
 
 def knob(name: str) -> Knob:
-    return BY_NAME[name]
+    """The knob of that name in the table as it is now (a row added after import is found too)."""
+    if _BY_NAME[0] is not KNOBS:
+        _BY_NAME[:] = [KNOBS, {k.name: k for k in KNOBS}]
+    return _BY_NAME[1][name]
 
 
 def names(where: str | None = None, scaling: str | None = None, paper: bool | None = None) -> tuple[str, ...]:
@@ -180,18 +183,34 @@ def names(where: str | None = None, scaling: str | None = None, paper: bool | No
 PAPER_COLUMNS = names(paper=True)  # the paper's Table 3 columns
 WIDTH_KNOBS = names(scaling="width")
 DEPTH_KNOBS = names(scaling="depth")
-# knobs a spec row may set: model knobs and train_steps in the paper's units (scaled by the profile),
-# recipe knobs taken as written; never data or run-only fields
-ROW_KNOBS = names(where="model") + names(where="spec") + tuple(n for n in names(where="recipe") if n != "steps")
-SCALED_BY_PROFILE = names(where="model") + ("eps_ls", "train_steps")
+
+
+def row_knobs() -> tuple[str, ...]:
+    """The knobs a spec row may set: model knobs and train_steps in the paper's units (scaled by the profile),
+    recipe knobs taken as written; never data or run-only fields.  Read from the table as it is now."""
+    return names(where="model") + names(where="spec") + tuple(n for n in names(where="recipe") if n != "steps")
+
+
+def scaled_by_profile() -> tuple[str, ...]:
+    """The knobs a spec gives in the paper's units and a profile scales (the table as it is now)."""
+    return names(where="model") + ("eps_ls", "train_steps")
+
+
+def plan_columns() -> tuple[Knob, ...]:
+    """`tsweep plan`'s knob columns: the paper's Table 3 columns in run units (train_steps is the plan's steps
+    column), from the table as it is now."""
+    return tuple(k for k in KNOBS if k.paper and k.where != "spec")
+
+
+ROW_KNOBS = row_knobs()  # the lists above as the table is at import, for readers that need no later row
+SCALED_BY_PROFILE = scaled_by_profile()
 # never part of a result's identity: outside the config hash (RunConfig.content_hash)
 RUN_ONLY = frozenset(names(where="run"))
 # left out of the config hash while at their default (they came after the first trials were hashed)
 HASHED_UNLESS_DEFAULT = tuple(k.name for k in KNOBS if k.later)
 # width knobs a profile rounds up to even where another knob has a value: {knob: (other knob, value)}
 EVEN_WHEN = {k.name: k.even_when for k in KNOBS if k.even_when}
-# `tsweep plan`'s knob columns: the paper's Table 3 columns in run units (train_steps is the plan's steps column)
-PLAN_COLUMNS = tuple(k for k in KNOBS if k.paper and k.where != "spec")
+PLAN_COLUMNS = plan_columns()
 
 
 def markdown_table() -> str:

@@ -215,8 +215,9 @@ def _coerce(key: str, value: Any, template: Any) -> Any:
 
 def make_run_config(values: dict, preset: str = "base") -> RunConfig:
     """Build a RunConfig from flat keys over a preset; every error names the key and what is allowed."""
+    train_keys = tuple(f.name for f in dataclasses.fields(TrainConfig))  # the fields as they are now
     for key in values:
-        if key not in ALL_KEYS:
+        if key not in ALL_KEYS and key not in train_keys:
             raise ConfigError(unknown_key_message(key))
     defaults = {
         **dataclasses.asdict(model_config(preset)),
@@ -226,7 +227,7 @@ def make_run_config(values: dict, preset: str = "base") -> RunConfig:
     vals = {k: _coerce(k, v, defaults[k]) for k, v in values.items()}
     try:
         model = model_config(preset, **{k: v for k, v in vals.items() if k in MODEL_KEYS})
-        train = TrainConfig(**{k: v for k, v in vals.items() if k in TRAIN_KEYS})
+        train = TrainConfig(**{k: v for k, v in vals.items() if k in train_keys})
         data = DataConfig(**{k: v for k, v in vals.items() if k in DATA_KEYS})
     except TypeError as exc:
         raise ConfigError(str(exc)) from None

@@ -1,9 +1,14 @@
 """The knob table is the one source (issue 46 item 1): the run-only knobs, the config hash's later fields, the
-profile's even-width rule and `tsweep plan`'s knob columns are drawn from transformer_core/knobs.py."""
+profile's even-width rule, `tsweep plan`'s knob columns, the knobs a spec row may set and the report's knob
+columns are drawn from transformer_core/knobs.py (the last three when they are read, so a row added to the table
+reaches them)."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+
+import pytest
 
 from sweeps import profiles
 from sweeps.cli import main as tsweep
@@ -48,10 +53,60 @@ def test_the_plans_knob_columns_are_the_tables_table3_columns(capsys, monkeypatc
     head = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("group"))
     assert head.split()[3:13] == names + ["steps"]
     # a column added to the table reaches the plan with no edit of cli_sweep.py
-    extra = dataclasses.replace(knobs.knob("norm_type"), paper=True)
-    monkeypatch.setattr(knobs, "PLAN_COLUMNS", (*knobs.PLAN_COLUMNS, extra))
+    table = tuple(dataclasses.replace(k, paper=True) if k.name == "norm_type" else k for k in knobs.KNOBS)
+    monkeypatch.setattr(knobs, "KNOBS", table)
+    widened = [k.name for k in knobs.plan_columns()]
+    assert set(widened) == set(names) | {"norm_type"}
     assert tsweep(["plan", QUICK, "--profile", "smoke"]) == 0
     lines = capsys.readouterr().out.splitlines()
     head = next(line for line in lines if line.startswith("group"))
-    assert head.split()[3:14] == names + ["norm_type", "steps"]
-    assert next(line for line in lines if line.startswith("base")).split()[12] == "layernorm"
+    assert head.split()[3:14] == widened + ["steps"]
+    at = 3 + widened.index("norm_type")
+    assert next(line for line in lines if line.startswith("base")).split()[at] == "layernorm"
+
+
+def test_a_knob_added_to_the_table_reaches_spec_plan_and_report(tmp_path, monkeypatch, capsys):
+    """docs/extending.md's example, checked: a knob that needs no model code is a row of the table (and its
+    dataclass field); with no other edit a spec row may set it, `tsweep plan` shows it as a Table 3 column and
+    the report's knob columns have it where it varies."""
+    from analysis.collect import collect
+    from analysis.tables import knob_columns
+    from sweeps.spec import SpecError, load_spec, plan, row_keys
+
+    @dataclasses.dataclass(frozen=True)
+    class TrainWithClip(run_config.TrainConfig):
+        clip_norm: float = 0.0  # the throwaway knob's dataclass field
+
+    clip = knobs.Knob("clip_norm", "recipe", "none", "clip", "g", "gradient clipping (a test's throwaway knob)", True)
+    monkeypatch.setattr(run_config, "TrainConfig", TrainWithClip)
+    monkeypatch.setattr(knobs, "KNOBS", (*knobs.KNOBS, clip))
+
+    assert "clip_norm" in row_keys() and knobs.knob("clip_norm") is clip
+    spec_file = tmp_path / "clip.yaml"
+    text = "name: clip\ncorpus: bible-en-de\nseeds: [1]\nrows:\n  C:\n    - {label: C1, clip_norm: 1.5}\n"
+    spec_file.write_text(text.replace("clip_norm", "clip_nrm"), encoding="utf-8")
+    with pytest.raises(SpecError, match="did you mean 'clip_norm'"):
+        load_spec(spec_file)
+    spec_file.write_text(text, encoding="utf-8")
+    spec = load_spec(spec_file)
+    trials = plan(spec, "smoke")
+    assert [t.values.get("clip_norm") for t in trials] == [None, 1.5]
+    assert tsweep(["plan", str(spec_file), "--profile", "smoke"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = next(line for line in lines if line.startswith("group")).split()
+    at = head.index("clip_norm")
+    assert head[at + 1] == "steps"  # the last of the Table 3 columns, before the plan's own
+    assert next(line for line in lines if line.startswith("C ")).split()[at] == "1.5"
+    assert next(line for line in lines if line.startswith("base ")).split()[at] == "0"
+
+    sweep = tmp_path / "sweep"
+    records = {t.trial_id: t.record(sweep).to_json() for t in trials}
+    (sweep / "trials").mkdir(parents=True)
+    (sweep / "sweep.json").write_text(json.dumps({"name": "clip", "trials": list(records), "plan": records}))
+    for tid, rec in records.items():
+        (sweep / "trials" / tid).mkdir()
+        (sweep / "trials" / tid / "trial.json").write_text(json.dumps(rec))
+    df = collect(sweep)
+    by_row = df.set_index("row")["clip_norm"]
+    assert by_row.isna()["base"] and by_row["C1"] == 1.5  # unset where the row does not set it
+    assert "clip_norm" in knob_columns(df)
