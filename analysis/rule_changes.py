@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .claims import CLAIMS, Claim
 from .evalsets import report_rule
 from .tables import judge_report
 from .trajectory import points, regime
@@ -57,7 +58,8 @@ def steps(adaptive: dict | None, looks_taken: int) -> list[Step]:
     ]  # fmt: skip
 
 
-def compare(df: pd.DataFrame, adaptive: dict | None, looks_taken: int, sweep_dir=None) -> pd.DataFrame:
+def compare(df: pd.DataFrame, adaptive: dict | None, looks_taken: int, sweep_dir=None,
+            claims: list[Claim] = CLAIMS) -> pd.DataFrame:  # fmt: skip
     """One line per claim-reading: its verdict under each step's rule (⚠ where unstable), whether the first and
     the last differ, and the steps where the verdict changed.  ``sweep_dir``: where the trials' evaluation sets
     are read from for the last step's family (without it, dev's claims and the rows against base)."""
@@ -66,10 +68,10 @@ def compare(df: pd.DataFrame, adaptive: dict | None, looks_taken: int, sweep_dir
     plan = steps(adaptive, looks_taken)
     judged = []
     for s in plan:
-        rule = report_rule(df, sweep_dir, s.rule) if s.name == "now" and sweep_dir is not None else s.rule
-        claims = judge_report(df, rule, reg=reg, pts=pts)[0]
+        rule = report_rule(df, sweep_dir, s.rule, claims) if s.name == "now" and sweep_dir is not None else s.rule
+        table = judge_report(df, rule, reg=reg, pts=pts, claims=claims)[0]
         judged.append({(r["claim"], r["reading"]): r["verdict"] + (" ⚠" if r["unstable"] else "")
-                       for _, r in claims.iterrows()})  # fmt: skip
+                       for _, r in table.iterrows()})  # fmt: skip
     lines = []
     for key in judged[0]:
         verdicts = [j.get(key, "") for j in judged]
@@ -104,11 +106,14 @@ def markdown(table: pd.DataFrame, plan: list[Step]) -> str:
 def write(sweep_dir: str | Path, out_dir: str | Path) -> tuple[Path, pd.DataFrame]:
     """Judge a local sweep directory under each step's rule; rule_changes.md in ``out_dir`` and the table."""
     from .collect import collect
+    from .report_model import report_shape
 
     sweep_dir, out_dir = Path(sweep_dir), Path(out_dir)
-    adaptive = json.loads((sweep_dir / "sweep.json").read_text()).get("adaptive")
+    state = json.loads((sweep_dir / "sweep.json").read_text())
+    adaptive = state.get("adaptive")
     looks = charged_looks(adaptive)
-    table = compare(collect(sweep_dir), adaptive, looks, sweep_dir)
+    stated = list(report_shape(state, repr(str(sweep_dir))).claims)  # the claims the sweep's spec stated
+    table = compare(collect(sweep_dir), adaptive, looks, sweep_dir, stated)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "rule_changes.md"
     path.write_text(markdown(table, steps(adaptive, looks)))

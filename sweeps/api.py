@@ -24,7 +24,7 @@ import pandas as pd
 
 from analysis.collect import collect
 from analysis.files import read_text
-from analysis.report_model import seed_table
+from analysis.report_model import report_shape, seed_table
 from analysis.search import configurations
 from analysis.search_report import is_search_sweep, objectives
 from analysis.search_verdicts import confirmation_table
@@ -83,7 +83,7 @@ class Sweep:
 
     @cached_property
     def verdicts(self) -> pd.DataFrame:
-        """An ablation: the paper's claims judged (one line per claim and reading), as in the report.  A search:
+        """An ablation: the claims its spec stated judged (one line per claim and reading), as in the report.  A search:
         the confirmation of its best configurations with fresh seeds where it ran one, else the configurations
         ranked by the first objective (the search's own, optimistic, verdict)."""
         if self.kind == "search":
@@ -100,7 +100,8 @@ class Sweep:
 
     @cached_property
     def _judged(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        return judge_report(self.trials, Rule(looks=charged_looks(self.state.get("adaptive"))))
+        stated = list(report_shape(self.state, repr(str(self.path))).claims)  # the claims its spec stated
+        return judge_report(self.trials, Rule(looks=charged_looks(self.state.get("adaptive"))), claims=stated)
 
 
 def load_sweep(location: str | Path) -> Sweep:

@@ -213,3 +213,17 @@ def test_the_readmes_annotated_spec_is_a_valid_spec_with_a_claim():
     block = text[text.index("## A spec, annotated") :].split("```yaml\n", 1)[1].split("```", 1)[0]
     spec = parse_spec(yaml.safe_load(block))
     assert [c.id for c in spec.claims] == ["D-ls-helps-bleu"] and spec.paper["D3"] == "D3"
+
+
+def test_the_notebook_api_and_compare_rules_judge_the_specs_claims(tmp_path):
+    from analysis.rule_changes import write
+    from sweeps.api import load_sweep
+
+    claim = parse_claims([{"id": "nodrop-worse", "compare": "D1 < base", "readings": ["dev_ce"]}], ["base", "D1"])
+    root = _sweep_with(tmp_path, {"title": "", "description": "", "paper": {},
+                                  "claims": [claim_document(c) for c in claim]})  # fmt: skip
+    assert list(load_sweep(root).verdicts["claim"]) == ["nodrop-worse"]
+    _, table = write(root, tmp_path / "out")
+    assert list(table["claim"]) == ["nodrop-worse"]
+    legacy = _sweep_with(tmp_path / "legacy", None)
+    assert "A-one-head" in set(load_sweep(legacy).verdicts["claim"])
