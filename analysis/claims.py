@@ -10,14 +10,13 @@ except for label smoothing, which moves perplexity by design and is judged on th
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
-from transformer_core.errors import UserError
+from transformer_core.errors import UserError, did_you_mean
 
 from .metrics import DEFAULT_READINGS, QUALITY, TASK_READINGS
 
@@ -93,11 +92,6 @@ _COMPARISON = re.compile(r"^\s*([^\s<>~]+)\s*([<>~])\s*([^<>~]+?)\s*$")
 TABLE3_SPEC = Path(__file__).resolve().parents[1] / "sweeps" / "specs" / "table3.yaml"
 
 
-def _near(value, allowed) -> str:
-    near = difflib.get_close_matches(str(value), [str(a) for a in allowed], n=1)
-    return f" (did you mean {near[0]!r}?)" if near else ""
-
-
 def _comparison(text, path: str, rows: list[str]) -> tuple[str, str, str]:
     """``A < B``, ``A > B``, ``A ~ B`` or ``A < best of R1, R2, ...`` (quality: ``<`` A is worse than B) as the
     engine's (a, relation, b), every row checked against the spec's rows."""
@@ -110,7 +104,7 @@ def _comparison(text, path: str, rows: list[str]) -> tuple[str, str, str]:
     names = [n.strip() for n in best.group(1).split(",")] if best else [right]
     for name in (a, *names):
         if name not in rows:
-            raise UserError(f"{path}: row {name!r} is not a row of this spec{_near(name, rows)}; "
+            raise UserError(f"{path}: row {name!r} is not a row of this spec{did_you_mean(name, rows)}; "
                             f"allowed {', '.join(rows)}")  # fmt: skip
     if best and (len(set(names)) < 2 or len(set(names)) != len(names)):
         raise UserError(f"{path}: 'best of' needs two or more different rows, got {', '.join(names)}")
@@ -141,7 +135,7 @@ def _margin(raw, path: str, readings: tuple[str, ...], equal: bool):
     allowed = (*readings, "chrf") if "dev_bleu" in readings else readings  # chrF: test and named sets' equivalence
     for key in raw:
         if key not in allowed:
-            raise UserError(f"{path}: {key!r} is not a reading of this claim{_near(key, allowed)}; "
+            raise UserError(f"{path}: {key!r} is not a reading of this claim{did_you_mean(key, allowed)}; "
                             f"allowed {', '.join(allowed)}")  # fmt: skip
     missing = [r for r in readings if r not in raw]
     if missing:
@@ -155,7 +149,8 @@ def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> C
         raise UserError(f"{path}: expected a mapping of {', '.join(CLAIM_KEYS)}, got {type(raw).__name__}")
     for key in raw:
         if key not in CLAIM_KEYS:
-            raise UserError(f"{path}: unknown key {key!r}{_near(key, CLAIM_KEYS)}; allowed {', '.join(CLAIM_KEYS)}")
+            hint = did_you_mean(key, CLAIM_KEYS)
+            raise UserError(f"{path}: unknown key {key!r}{hint}; allowed {', '.join(CLAIM_KEYS)}")
     cid = raw.get("id")
     if not isinstance(cid, str) or not _ID.match(cid):
         raise UserError(f"{path}.id: {cid!r} is invalid; allowed a name of letters, digits and . _ + - "
@@ -174,14 +169,14 @@ def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> C
     for r in readings:
         if r not in allowed:
             at = " with task lm" if task == "lm" else ""
-            raise UserError(f"{path}.readings: {r!r} is not a reading{at}{_near(r, allowed)}; "
+            raise UserError(f"{path}.readings: {r!r} is not a reading{at}{did_you_mean(r, allowed)}; "
                             f"allowed {', '.join(allowed)}")  # fmt: skip
     if len(set(readings)) != len(readings):
         raise UserError(f"{path}.readings: {readings} repeats a reading")
     kind = raw.get("kind", "other")
     if kind not in KINDS:
         caveat = " and ".join(UNDERTRAINED_KINDS)
-        raise UserError(f"{path}.kind: {kind!r} is invalid{_near(kind, KINDS)}; allowed {', '.join(KINDS)} "
+        raise UserError(f"{path}.kind: {kind!r} is invalid{did_you_mean(kind, KINDS)}; allowed {', '.join(KINDS)} "
                         f"({caveat} claims carry the undertrained-regime caveat)")  # fmt: skip
     equal = any(rel == "~" for _, rel, _ in comps)
     margin = _margin(raw.get("margin"), f"{path}.margin", tuple(readings), equal)
@@ -204,8 +199,9 @@ def parse_claims(raw, rows: list[str], task: str = "translation", path: str = "c
     if isinstance(raw, str):
         if raw not in NAMED_CLAIMS:
             named = ", ".join(f"{k} ({v})" for k, v in NAMED_CLAIMS.items())
-            raise UserError(f"{path}: {raw!r} is not a named set of claims{_near(raw, NAMED_CLAIMS)}; allowed a list "
-                            f"of claims or {named}")  # fmt: skip
+            hint = did_you_mean(raw, NAMED_CLAIMS)
+            raise UserError(f"{path}: {raw!r} is not a named set of claims{hint}; allowed a list of claims or "
+                            f"{named}")  # fmt: skip
         return list(CLAIMS)
     if not isinstance(raw, list):
         raise UserError(f"{path}: expected a list of claims (each with id and compare) or the name table3, got "

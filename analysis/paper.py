@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import difflib
 from importlib import resources
 
 from transformer_core.config import PAPER_RECIPE
@@ -51,7 +50,7 @@ PAPERS = {"table3": "Table 3 of the paper: rows labelled as its rows (base, A1 .
 def parse_paper(raw, rows: list[str], path: str = "paper") -> dict[str, str]:
     """A spec's ``paper:`` as {our row: the paper's Table 3 row}: ``table3`` maps each row whose label is a row
     of the paper's table to it; a mapping names them one by one.  None (the default): no paper columns."""
-    from transformer_core.errors import UserError
+    from transformer_core.errors import UserError, did_you_mean
 
     if raw is None:
         return {}
@@ -66,7 +65,6 @@ def parse_paper(raw, rows: list[str], path: str = "paper") -> dict[str, str]:
     for ours, theirs in raw.items():
         for value, allowed, what in ((ours, rows, "a row of this spec"), (theirs, table, "a row of Table 3")):
             if value not in allowed:
-                near = difflib.get_close_matches(str(value), allowed, n=1)
-                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                hint = did_you_mean(value, allowed)
                 raise UserError(f"{path}: {value!r} is not {what}{hint}; allowed {', '.join(allowed)}")
     return {str(k): str(v) for k, v in raw.items()}

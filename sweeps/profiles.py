@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from dataclasses import dataclass, field
 from importlib import resources
@@ -12,7 +11,7 @@ from typing import Optional
 import yaml
 
 from transformer_core.config import ModelConfig
-from transformer_core.errors import ConfigError
+from transformer_core.errors import ConfigError, did_you_mean
 from transformer_core.knobs import DEPTH_KNOBS, EVEN_WHEN, WIDTH_KNOBS  # the knob table says what scales
 
 
@@ -95,8 +94,7 @@ def get_profile(name: str) -> Profile:
     aliases = profile_aliases()
     if name in aliases:
         return dataclasses.replace(profiles[aliases[name]], name=name)
-    near = difflib.get_close_matches(str(name), [*profiles, *aliases], n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    hint = did_you_mean(name, [*profiles, *aliases])
     raise ConfigError(f"unknown profile {name!r}{hint}: allowed {', '.join(profiles)}")
 
 

@@ -6,7 +6,6 @@ Every error is a SpecError whose message starts with the field path
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +20,7 @@ from transformer_core import knobs
 from transformer_core.config import MODEL_KEYS, paper_values
 from transformer_core.data.monolingual import lm_language
 from transformer_core.data.prepare import check_direction
-from transformer_core.errors import ConfigError, UserError
+from transformer_core.errors import ConfigError, UserError, did_you_mean
 from transformer_core.lm_task import check as check_lm
 from transformer_core.memory import check_memory
 from transformer_core.run_config import MAX_SEED, MAX_VOCAB, TASKS, TRAIN_KEYS, make_run_config
@@ -85,9 +84,7 @@ SCHEDULERS = ("none", "asha")
 
 
 def _unknown(path: str, key: str, allowed) -> SpecError:
-    near = difflib.get_close_matches(str(key), list(allowed), n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
-    return SpecError(f"{path}: unknown key {key!r}{hint}; allowed: {', '.join(allowed)}")
+    return SpecError(f"{path}: unknown key {key!r}{did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
 
 
 def _mapping(value, path: str, allowed) -> dict:
@@ -508,10 +505,10 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
             raise SpecError("scheduler: early stopping compares one metric; a search with two objectives runs none")
     rows = _parse_rows(doc.get("rows"))
     labels = [r.label for r in rows]
+    if doc.get("claims") is not None and doc.get("search") is not None:
+        raise SpecError("claims: a search samples its rows; claims compare a spec's named rows: give rows, "
+                        "or leave claims out")  # fmt: skip
     try:
-        if doc.get("claims") is not None and doc.get("search") is not None:
-            raise SpecError("claims: a search samples its rows; claims compare a spec's named rows: give rows, "
-                            "or leave claims out")  # fmt: skip
         claims = parse_claims(doc.get("claims"), labels, task)
         paper = parse_paper(doc.get("paper"), labels)
     except UserError as exc:

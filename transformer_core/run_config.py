@@ -8,7 +8,6 @@ run computes: it ignores run-only fields (where and how fast it runs).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -16,7 +15,7 @@ from typing import Any, Optional
 
 from . import knobs
 from .config import MODEL_KEYS, ModelConfig, _check_choice, _check_int, _fail, model_config
-from .errors import ConfigError
+from .errors import ConfigError, did_you_mean
 
 MAX_SEED = 2**32 - 1  # what every RNG a seed reaches takes: numpy's RandomState 32 bits, torch.manual_seed 64
 # Bounds of sizes that are typos, not plans: 40x the paper's 25K-token step per micro-batch, and a vocabulary the
@@ -182,9 +181,7 @@ class RunConfig:
 
 
 def unknown_key_message(key: str, valid=ALL_KEYS) -> str:
-    near = difflib.get_close_matches(key, valid, n=1)
-    hint = f" (did you mean {near[0]!r}?)" if near else ""
-    return f"unknown key {key!r}{hint}: valid keys are {', '.join(valid)}"
+    return f"unknown key {key!r}{did_you_mean(key, valid)}: valid keys are {', '.join(valid)}"
 
 
 def _coerce(key: str, value: Any, template: Any) -> Any:

@@ -9,10 +9,9 @@ from analysis.search_report import build_search, render_html, search_markdown, w
 SAMPLES = [{"lr_scale": lr, "warmup": w} for lr, w in [(0.5, 5), (1.0, 10), (2.0, 5), (4.0, 20)]]
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    root = tmp_path_factory.mktemp("search") / "sweep"
-    root.mkdir()
+def make_search_sweep(root):
+    """A search sweep of SAMPLES x two seeds at ``root``, BLEU peaking at lr_scale 1.5 (also the snapshot's)."""
+    root.mkdir(parents=True)
     (root / "sweep.json").write_text(json.dumps({"name": "s", "profile": "smoke", "metric": "dev_bleu",
                                                  "mode": "max", "trials": [], "plan": {}}))  # fmt: skip
     for i, sampled in enumerate(SAMPLES):
@@ -25,6 +24,11 @@ def sweep(tmp_path_factory):
             bleu = 20 - 3 * abs(sampled["lr_scale"] - 1.5) + 0.3 * seed
             (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": bleu, "wall_seconds": 1.0}))
     return root
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    return make_search_sweep(tmp_path_factory.mktemp("search") / "sweep")
 
 
 def test_the_files_are_the_model_drawn(sweep, tmp_path):

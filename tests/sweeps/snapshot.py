@@ -97,7 +97,7 @@ def reports(out: Path) -> None:
     from analysis.search_report import write_search_report
     from tests.analysis.test_analysis import FIXTURE, make_sweep
     from tests.analysis.test_report_family import _with_named_set
-    from tests.analysis.test_search_report_model import SAMPLES
+    from tests.analysis.test_search_report_model import make_search_sweep
 
     cases = {}
     sweep = make_sweep(WORK / "fixture")
@@ -125,19 +125,7 @@ def reports(out: Path) -> None:
     cases["one"] = lambda o: write_report(osweep, o, samples=100)
     nsweep = _with_named_set(make_sweep(WORK / "named"))
     cases["named"] = lambda o: write_report(nsweep, o, samples=20)
-    ssweep = WORK / "search"
-    ssweep.mkdir(parents=True)
-    (ssweep / "sweep.json").write_text(json.dumps({"name": "s", "profile": "smoke", "metric": "dev_bleu",
-                                                   "mode": "max", "trials": [], "plan": {}}))  # fmt: skip
-    for i, sampled in enumerate(SAMPLES):
-        for seed in (1, 2):
-            wd = ssweep / "trials" / f"t{i}-{seed}"
-            wd.mkdir(parents=True)
-            trial = {"id": wd.name, "group": "base", "row": "base", "seed": seed, "config_hash": wd.name,
-                     "values": {**sampled, "seed": seed}, "search": sampled}  # fmt: skip
-            (wd / "trial.json").write_text(json.dumps(trial))
-            bleu = 20 - 3 * abs(sampled["lr_scale"] - 1.5) + 0.3 * seed
-            (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": bleu, "wall_seconds": 1.0}))
+    ssweep = make_search_sweep(WORK / "search")
     cases["search"] = lambda o: write_search_report(ssweep, o, resamples=5)
     for name, write in cases.items():
         target = WORK / "reports" / name

@@ -10,9 +10,7 @@ nothing registers itself by being imported.
 
 from __future__ import annotations
 
-import difflib
-
-from ...errors import DataError
+from ...errors import DataError, did_you_mean
 from ..raw import Pairs, RawCorpus, Recipe
 from . import bible, debian, files, wmt
 from .bible import clean_verse
@@ -49,7 +47,6 @@ RECIPES: dict[str, Recipe] = list_recipes()
 
 def get_recipe(name: str) -> Recipe:
     if name not in RECIPES:
-        near = difflib.get_close_matches(str(name), sorted(RECIPES), n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        hint = did_you_mean(name, sorted(RECIPES))
         raise DataError(f"unknown corpus recipe {name!r}{hint}: known recipes are {', '.join(sorted(RECIPES))}")
     return RECIPES[name]
