@@ -26,6 +26,11 @@ WORK = Path("/tmp/one_source_snapshot_work")  # fixed, so that paths printed in 
 _TIMING = re.compile(r"planned in \d+\.\d+ s")
 
 
+def untimed(text: str) -> str:
+    """`tsweep plan`'s output with its wall-clock line masked: the one part that differs from run to run."""
+    return _TIMING.sub("planned in X s", text)
+
+
 def _cli(argv: list[str]) -> str:
     """``tsweep ARGV`` in process: its exit code, stdout and stderr as one text."""
     from sweeps.cli import main
@@ -75,7 +80,7 @@ def plans(out: Path) -> None:
                                 sort_keys=True, default=str) for t in trials]  # fmt: skip
             (out / "plan" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
             text = _cli(["plan", str(rel), "--profile", profile, "--data-dir", str(WORK / "data")])
-            (out / "plan" / f"{name}.txt").write_text(_TIMING.sub("planned in X s", text))
+            (out / "plan" / f"{name}.txt").write_text(untimed(text))
         # the spec positional (issue 46 item 4: --spec is a deprecated spelling); the files keep their names
         for argv in (["params", str(rel)], ["params", str(rel), "--profile", "cpu"], ["estimate", str(rel)]):
             (out / "cli" / f"{'_'.join(argv[:1] + argv[2:])}_{rel.parent.name}_{spec_path.stem}.txt").write_text(
