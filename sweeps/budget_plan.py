@@ -66,7 +66,7 @@ def left_fraction(df: pd.DataFrame, trials: list[Trial]) -> dict[str, float]:
 
 def sweep_claims(trials: list[Trial], claims: list[Claim] = CLAIMS) -> dict[str, list[str]]:
     """{claim: rows} of the claims (the spec's) that a sweep of these trials judges (those its task can judge)."""
-    task = trials[0].values.get("task", "translation") if trials else "translation"
+    task = str(trials[0].values.get("task", "translation")) if trials else "translation"
     return claim_rows(claims_for(task, claims)[0])
 
 

@@ -19,7 +19,7 @@ from analysis.search_report import objectives
 
 from .profiles import get_profile
 from .search_state import fits, space_distributions
-from .spec import Confirm, Spec, Trial, sample_trials
+from .spec import Confirm, Scheduler, Spec, Trial, sample_trials
 
 ROUND = "confirm"
 
@@ -72,5 +72,5 @@ def run_confirmation(ctx, run_trials, echo=print) -> dict:
     top = len({t.row for t in trials})
     echo(f"confirming the {top} best configurations with fresh seeds {fresh_seeds(ctx.spec)}: {len(trials)} trials")
     # a grid round of the same sweep (its state, plan and summary), every trial to its full budget: no scheduler
-    grid = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, search=None, scheduler={"type": "none"}))
+    grid = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, search=None, scheduler=Scheduler()))
     return run_trials(grid, trials, round_name=ROUND, echo=echo)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, cast
 
 from analysis.claims import Claim, claim_document, parse_claims
 from analysis.metrics import default_mode
@@ -21,6 +21,7 @@ from transformer_core.config import MODEL_KEYS, paper_values
 from transformer_core.data.monolingual import lm_language
 from transformer_core.data.prepare import check_direction
 from transformer_core.errors import ConfigError, UserError, did_you_mean
+from transformer_core.knobs import KnobValue, RunValues
 from transformer_core.lm_task import check as check_lm
 from transformer_core.memory import check_memory
 from transformer_core.run_config import MAX_SEED, MAX_VOCAB, TASKS, TRAIN_KEYS, make_run_config
@@ -107,11 +108,17 @@ def _number(value, path: str, lo=None, integer=False, hi=None) -> Any:
     return value
 
 
+# A row's knobs as the spec writes them (paper units for the knobs a profile scales, run units for the rest): read
+# only; a dict underneath, as YAML gave it (its order is the order the knobs reach the trial's values, and the spec
+# crosses Ray whole, so no read-only proxy, which would not pickle)
+Overrides = Mapping[str, KnobValue]
+
+
 @dataclass(frozen=True)
 class Row:
     group: str
     label: str
-    overrides: dict
+    overrides: Overrides
 
 
 @dataclass(frozen=True)
@@ -119,23 +126,23 @@ class Trial:
     group: Optional[str]  # None only as read back from a record that has none (TrialRecord.group)
     row: str
     seed: int
-    paper: dict  # the row's knobs in the paper's units
-    values: dict  # flat run keys at the profile's scale
+    paper: dict[str, KnobValue]  # the row's knobs in the paper's units
+    values: RunValues  # flat run keys at the profile's scale
     config_hash: str
-    profile: dict
+    profile: dict[str, Any]  # the profile's rules (Profile.rules: JSON, as sweep.json keeps them)
 
     @property
     def trial_id(self) -> str:
         return f"{self.row}-s{self.seed}-{self.config_hash[:8]}"
 
     def record(self, sweep_dir: str | Path = "", tracking: Optional[dict] = None, preset: str = "base",
-               search: Optional[dict] = None) -> TrialRecord:  # fmt: skip
+               search: Optional[dict[str, KnobValue]] = None) -> TrialRecord:  # fmt: skip
         """This trial as the payload a worker runs and keeps as trial.json (one definition: rundir)."""
         return TrialRecord(self.trial_id, self.group, self.row, self.seed, self.values, self.config_hash,
                            self.paper, self.profile, preset, str(sweep_dir), tracking, search)  # fmt: skip
 
     @classmethod
-    def from_record(cls, r: TrialRecord, profile: dict) -> "Trial":
+    def from_record(cls, r: TrialRecord, profile: dict[str, Any]) -> "Trial":
         return cls(r.group, r.row, r.seed, r.paper, r.values, r.config_hash, profile)
 
 
@@ -178,6 +185,19 @@ class Search:
     warm_start: Optional[str] = None  # the directory of an earlier search sweep
 
 
+@dataclass(frozen=True)
+class Scheduler:
+    """The spec's scheduler: section.  ``none``: every trial trains to its last step; ``asha``: Tune's
+    ASHAScheduler stops the worse trials at its rungs (``grace_period``, times ``reduction_factor`` each rung, up to
+    ``max_t``), counted in the trial's reports to Tune (one per evaluation).  The numbers keep the type the spec gave
+    them (an int stays an int), as Tune was given them before."""
+
+    type: str = "none"  # one of SCHEDULERS
+    grace_period: int = 1
+    reduction_factor: float = 2
+    max_t: int = 100
+
+
 @dataclass
 class Spec:
     name: str
@@ -186,7 +206,7 @@ class Spec:
     seeds: list
     rows: list[Row]
     search: Optional[Search] = None
-    scheduler: dict = field(default_factory=lambda: {"type": "none"})
+    scheduler: Scheduler = field(default_factory=Scheduler)
     resources: Resources = field(default_factory=Resources)
     max_concurrent: int = 2
     metric: str = "dev_bleu"
@@ -266,14 +286,14 @@ def expand_row(
     return trials
 
 
-def search_trial(spec: Spec, profile: Profile, sampled: dict) -> Trial:
+def search_trial(spec: Spec, profile: Profile, sampled: dict[str, KnobValue]) -> Trial:
     """A search suggestion (paper units for paper knobs, e.g. d_model or train_steps) as the base row with the
     sampled knobs, scaled by the profile exactly like a row of the spec; a row of its own (labelled by its
     sampled values: analysis.samples), its own config hash and trial id.  Its first seed (sample_trials: all)."""
     return sample_trials(spec, profile, sampled)[0]
 
 
-def sample_trials(spec: Spec, profile: Profile, sampled: dict, seeds: Optional[list] = None,
+def sample_trials(spec: Spec, profile: Profile, sampled: dict[str, KnobValue], seeds: Optional[list] = None,
                   group: str = SEARCH_GROUP) -> list[Trial]:  # fmt: skip
     """The trials of one search sample: one per seed of the spec (``seeds: N``), or per seed given (``group``
     confirm: a best configuration re-run with fresh seeds after the search)."""
@@ -286,7 +306,7 @@ def sample_trials(spec: Spec, profile: Profile, sampled: dict, seeds: Optional[l
         # shape, and under rsqrt the peak rate goes as warmup^-0.5 (search lr_scale beside it)
         unsampled = expand_row(spec, base, profile, spec.seeds[:1])[0]
         batch = make_run_config(unsampled.values).train.tokens_per_batch  # the profile's, else the default
-        rescale = float(batch) / float(sampled["tokens_per_batch"])
+        rescale = float(batch) / float(cast(float, sampled["tokens_per_batch"]))  # a number (search.space's check)
     return expand_row(spec, row, profile, spec.seeds if seeds is None else seeds, rescale=rescale)
 
 
@@ -421,9 +441,9 @@ def _search_options(raw: dict, metrics: tuple) -> dict:
     return out
 
 
-def _parse_scheduler(raw) -> dict:
+def _parse_scheduler(raw) -> Scheduler:
     if raw is None:
-        return {"type": "none"}
+        return Scheduler()
     if isinstance(raw, str):
         raw = {"type": raw}
     raw = _mapping(raw, "scheduler", ("type", "grace_period", "reduction_factor", "max_t"))
@@ -434,7 +454,7 @@ def _parse_scheduler(raw) -> dict:
             _number(raw[key], f"scheduler.{key}", lo, integer=True)
     if "reduction_factor" in raw:
         _number(raw["reduction_factor"], "scheduler.reduction_factor", 1.01)
-    return {"type": "none"} if raw["type"] == "none" else {"grace_period": 1, "reduction_factor": 2, **raw}
+    return Scheduler() if raw["type"] == "none" else Scheduler(**raw)
 
 
 def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:

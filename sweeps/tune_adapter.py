@@ -23,7 +23,7 @@ from .interrupts import INTERRUPTS
 from .live import LiveView
 from .replicates import run_replicates, sample_records, sample_resources, seed_cpus
 from .search_state import SearchPlan, storage_url
-from .spec import Spec
+from .spec import Scheduler, Spec
 from .storage import is_uri
 from .trial import read_result, run_trial
 from .worker_memory import after_trial, bounded_reuse_installed
@@ -266,7 +266,7 @@ def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optio
         trial_dirname_creator=_trial_namer(payloads),
         metric=None if spec.search and spec.search.objectives else spec.metric,  # the searcher's own list
         mode=None if spec.search and spec.search.objectives else spec.mode,
-        scheduler=asha(spec.scheduler) if spec.scheduler["type"] == "asha" else None,
+        scheduler=asha(spec.scheduler) if spec.scheduler.type == "asha" else None,
         search_alg=search_alg,
         num_samples=search.samples if spec.search and search else 1,
         max_concurrent_trials=spec.max_concurrent,
@@ -336,7 +336,7 @@ def reuse_actors(spec: Spec, payloads: list) -> bool:
     return wanted and bounded_reuse_installed()
 
 
-def asha(s: dict):
+def asha(s: Scheduler):
     """Tune's ASHAScheduler that keeps the sweep trial ids it stopped (``stopped_early``): a trial without a
     result is called stopped early only when the scheduler stopped it, never because it was interrupted."""
     from ray.tune.schedulers import ASHAScheduler, TrialScheduler
@@ -352,8 +352,8 @@ def asha(s: dict):
                 self.stopped_early.add(result["tsweep_trial"])
             return action
 
-    return RecordingASHA(time_attr="training_iteration", max_t=s.get("max_t", 100), grace_period=s["grace_period"],
-                         reduction_factor=s["reduction_factor"])  # fmt: skip
+    return RecordingASHA(time_attr="training_iteration", max_t=s.max_t, grace_period=s.grace_period,
+                         reduction_factor=s.reduction_factor)  # fmt: skip
 
 
 def _trial_namer(payloads: list) -> Callable:

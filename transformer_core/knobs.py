@@ -15,8 +15,17 @@ Adding a knob: a dataclass field in config.py / run_config.py plus one line here
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Union
 
 from .formatting import MISSING, is_missing
+
+# A knob's value as a spec, --set, trial.json or a Tune config gives it: a JSON scalar (null: the preset's default)
+KnobValue = Union[str, int, float, bool, None]
+# A run's values: knob name -> value, the flat keys make_run_config takes (a trial's ``values``, at the profile's
+# scale).  A dict, not a dataclass: it is written as it is into trial.json and sweep.json's plan and crosses Ray in
+# the trial's payload, and the knob table decides its keys (a knob added there is a key here, with no other edit);
+# its typed form is the RunConfig that make_run_config builds from it.
+RunValues = dict[str, KnobValue]
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import IO, Callable, Optional, TypeVar
 
 from .errors import UserError
+from .knobs import KnobValue, RunValues
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -239,14 +240,14 @@ class TrialRecord:
     group: Optional[str]
     row: str
     seed: int
-    values: dict  # flat run keys at the profile's scale
+    values: RunValues  # flat run keys at the profile's scale
     config_hash: str
-    paper: dict = field(default_factory=dict)  # the row's knobs in the paper's units
+    paper: dict[str, KnobValue] = field(default_factory=dict)  # the row's knobs in the paper's units
     profile: dict = field(default_factory=dict)  # the profile's rules (name, scaling, train, data, exclude)
     preset: str = "base"
     sweep_dir: str = ""
     tracking: Optional[dict] = None
-    search: Optional[dict] = None  # the sampled knobs, for a trial suggested by a search
+    search: Optional[dict[str, KnobValue]] = None  # the sampled knobs, for a trial suggested by a search
 
     def to_json(self) -> dict:
         """trial.json's content (no tracking: where the sweep's database is is not the trial's business)."""
