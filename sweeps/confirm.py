@@ -12,12 +12,14 @@ and the trials that already have a result are not run again.
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 from analysis.collect import collect
 from analysis.search import configurations, search_trials
 from analysis.search_report import objectives
 
 from .profiles import get_profile
+from .records import Summary
 from .search_state import fits, space_distributions
 from .spec import Confirm, Scheduler, Spec, Trial, sample_trials
 
@@ -63,7 +65,7 @@ def confirm_trials(spec: Spec, profile_name: str, sweep_dir, state: dict) -> lis
     return [t for s in best_samples(spec, sweep_dir, state) for t in sample_trials(spec, profile, s, seeds, "confirm")]
 
 
-def run_confirmation(ctx, run_trials, echo=print) -> dict:
+def run_confirmation(ctx, run_trials: Callable[..., Summary], echo: Callable[[str], None] = print) -> Summary:
     """The confirmation round of an open search sweep (runner.SweepContext), through the runner's ``run_trials``
     as a grid round; returns its summary (empty when the spec asks for none or nothing finished)."""
     trials = confirm_trials(ctx.spec, ctx.profile_name, ctx.sweep_dir, ctx.state)

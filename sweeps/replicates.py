@@ -17,9 +17,11 @@ from typing import Any, Callable
 import numpy as np
 
 from transformer_core.errors import UserError
+from transformer_core.knobs import KnobValue
 from transformer_core.rundir import TrialRecord
 
 from .profiles import get_profile
+from .records import TrialResult
 from .spec import Spec, sample_trials
 
 log = logging.getLogger(__name__)
@@ -77,14 +79,14 @@ class StepMeans:
         return out
 
 
-def _seed_task(record: TrialRecord, queue, index: int) -> dict:
+def _seed_task(record: TrialRecord, queue, index: int) -> TrialResult:
     from .trial import run_trial
 
     return run_trial(record, report=lambda m: queue.put((index, m)))
 
 
 def run_replicates(records: list[TrialRecord], cpus: float, gpus: float, report: Callable[[dict], None],
-                   final: Callable[[dict], dict]) -> dict:  # fmt: skip
+                   final: Callable[[TrialResult], dict[str, Any]]) -> dict[str, Any]:  # fmt: skip
     """Run the seeds ``records`` of one sample as Ray tasks (``cpus``/``gpus`` each, inside the trial's placement
     group), ``report`` the mean at each step every seed reached; returns the mean of ``final`` over the seeds."""
     import ray
@@ -111,7 +113,9 @@ def run_replicates(records: list[TrialRecord], cpus: float, gpus: float, report:
     return mean_final([final(r) for r in results])
 
 
-def sample_records(spec: Spec, profile_name: str, sampled: dict, first: TrialRecord) -> list[TrialRecord]:
+def sample_records(
+    spec: Spec, profile_name: str, sampled: dict[str, KnobValue], first: TrialRecord
+) -> list[TrialRecord]:
     """The trials of one sampled configuration, one per seed of the spec, as payloads like ``first``."""
     trials = sample_trials(spec, get_profile(profile_name), sampled)
     return [t.record(first.sweep_dir, first.tracking, first.preset, sampled) for t in trials]

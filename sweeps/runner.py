@@ -28,7 +28,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from transformer_core.errors import UserError
 from transformer_core.rundir import RESULT, TrialRecord, done_result, finished_result, write_json
@@ -37,7 +37,8 @@ from .diskfull import no_space, no_space_message
 from .interrupts import INTERRUPTS
 from .lock import SweepLock
 from .profiles import get_profile
-from .search_state import plan_search, search_trials
+from .records import RoundRecord, Summary, SummaryEntry, TrialResult
+from .search_state import SearchPlan, plan_search, search_trials
 from .spec import Spec, SpecError, Trial
 from .storage import Storage
 from .sweep_state import LOCK_NAME, check_state, locate, read_state
@@ -52,7 +53,7 @@ from .tracking import (
     stored_uri,
 )
 from .trial import trial_workdir
-from .tune_adapter import fit_round
+from .tune_adapter import Echo, TuningContext, fit_round
 from .warm_start import start_from_earlier
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,7 @@ class SweepContext:
     tracking: dict
     address: Optional[str] = None
     resume: bool = False
-    summary: dict = field(default_factory=dict)
+    summary: Summary = field(default_factory=dict)
     verbose: bool = False  # Ray Tune's own status tables instead of the live view
 
     @property
@@ -129,6 +130,16 @@ class SweepContext:
             self.write_state()
         return new
 
+    def tuning(self) -> TuningContext:
+        """What a round's Tune run takes of this sweep (tune_adapter.fit_round)."""
+        return TuningContext(self.spec, self.profile_name, self.location, self.sweep_dir, self.store, self.verbose,
+                             tuple(self.state["rounds"]), self.payload, self.start_round, self.sync)  # fmt: skip
+
+    def start_round(self, record: RoundRecord) -> None:
+        """A round begins: sweep.json's rounds say so (written at once)."""
+        self.state["rounds"].append(record)
+        self.write_state()
+
     def write_state(self) -> None:
         self.state["updated"] = time.time()
         write_json(self.sweep_dir / "sweep.json", self.state)
@@ -142,17 +153,18 @@ class SweepContext:
     def payload(self, t: Trial) -> TrialRecord:
         return t.record(self.location, self.tracking, self.preset)
 
-    def result(self, trial_id: str, config_hash: str) -> Optional[dict]:
+    def result(self, trial_id: str, config_hash: str) -> Optional[TrialResult]:
         """The trial's result if it finished or diverged (for this config), else None."""
         if not self.store:
-            return finished_result(trial_workdir(self.sweep_dir, trial_id), config_hash)
+            return cast(Optional[TrialResult], finished_result(trial_workdir(self.sweep_dir, trial_id), config_hash))
         rel = f"trials/{trial_id}/{RESULT}"
         try:
-            return done_result(json.loads(self.store.read_text(rel)), config_hash) if self.store.exists(rel) else None
+            done = done_result(json.loads(self.store.read_text(rel)), config_hash) if self.store.exists(rel) else None
+            return cast(Optional[TrialResult], done)
         except (OSError, ValueError):
             return None
 
-    def done_results(self) -> tuple[list[dict], int]:
+    def done_results(self) -> tuple[list[TrialResult], int]:
         """(the finished or diverged results of the sweep's own trials, trials planned)."""
         if self.spec.search:
             trials = list(search_trials(self.spec, self.profile_name, self.sweep_dir).values())
@@ -341,7 +353,7 @@ def report_record(ctx: SweepContext, state: dict) -> dict:
     return {**now, **({"amended": amended} if amended else {})}
 
 
-def _read_summary(sweep_dir: Path) -> dict:
+def _read_summary(sweep_dir: Path) -> Summary:
     try:
         summary = json.loads((sweep_dir / "tune_summary.json").read_text())
     except (OSError, ValueError):
@@ -349,8 +361,8 @@ def _read_summary(sweep_dir: Path) -> dict:
     return summary if isinstance(summary, dict) else {}
 
 
-def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NAME, echo=print,
-               time_budget: Optional[float] = None) -> dict:  # fmt: skip
+def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NAME, echo: Echo = print,
+               time_budget: Optional[float] = None) -> Summary:  # fmt: skip
     """One Ray Tune run over exactly ``trials`` (added to the plan); returns {trial_id: final state}.
 
     A trial whose result.json says finished or diverged is not dispatched.  For a search spec, ``trials``
@@ -364,7 +376,8 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
     search = plan_search(spec, ctx.profile_name, ctx.sweep_dir, ctx.result, ctx.summary) if spec.search else None
     if not ctx.spec.search:
         ctx.add_trials(trials)
-    summary, todo = {}, []
+    summary: Summary = {}
+    todo: list[Trial] = []
     for t in trials if not ctx.spec.search else []:
         done = ctx.result(t.trial_id, t.config_hash)
         if done:
@@ -379,7 +392,7 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
     if todo or (search and search.samples):
         started = time.time()
         try:
-            summary.update(fit_round(ctx, trials if search else todo, round_name, echo, time_budget, search))
+            summary.update(fit_round(ctx.tuning(), trials if search else todo, round_name, echo, time_budget, search))
         except KeyboardInterrupt:  # a second signal: stopped at once
             cut = True
         # Tune's time budget ends the trials it has started as TERMINATED, not unfinished: what decides is
@@ -401,14 +414,15 @@ def run_trials(ctx: SweepContext, trials: list[Trial], round_name: str = TUNE_NA
     return summary
 
 
-def _ended(ctx: SweepContext, trial: Trial, entry: Optional[dict], errors_end: bool = True) -> bool:
+def _ended(ctx: SweepContext, trial: Trial, entry: Optional[SummaryEntry], errors_end: bool = True) -> bool:
     """Whether a trial of a round ended: a finished or diverged result, the scheduler's stop, or an error."""
     entry = entry or {}
     done = ctx.result(trial.trial_id, trial.config_hash) or entry.get("stopped_early")
     return bool(done or (errors_end and entry.get("error")))
 
 
-def _without_result(ctx: SweepContext, todo: list[Trial], summary: dict, search, errors_end: bool = True) -> int:
+def _without_result(ctx: SweepContext, todo: list[Trial], summary: Summary, search: Optional[SearchPlan],
+                    errors_end: bool = True) -> int:  # fmt: skip
     """How many trials of the round ended without a result, a scheduler's stop or (``errors_end``) an error;
     Tune may call them terminated all the same: a worker stopped by a signal, a result.json lost."""
     if search is None:
@@ -513,7 +527,7 @@ def run_sweep(
     num_cpus: Optional[int] = None,
     echo: Callable[[str], None] = print,
     verbose: bool = False,
-) -> dict:
+) -> Summary:
     """Run (or resume) a sweep; returns {trial_id: final state}.  Raises SweepInterrupted when it was stopped
     (a signal) or a trial ended without a result."""
     ctx = open_sweep(spec, profile_name, sweep_dir, address, resume, num_cpus)

@@ -27,6 +27,7 @@ from analysis.study_file import StudyFileError, read_study
 from transformer_core.errors import UserError
 
 from .profiles import get_profile
+from .records import Summary, TrialResult
 from .spec import Spec, Trial, sample_trials, search_trial
 
 log = logging.getLogger(__name__)
@@ -156,8 +157,8 @@ def sampled_trial(spec: Spec, profile_name: str, params: dict) -> Optional[Trial
         return None
 
 
-def plan_search(spec: Spec, profile_name: str, sweep_dir: Path, result: Callable[[str, str], Optional[dict]],
-                summary: dict) -> SearchPlan:  # fmt: skip
+def plan_search(spec: Spec, profile_name: str, sweep_dir: Path, result: Callable[[str, str], Optional[TrialResult]],
+                summary: Summary) -> SearchPlan:  # fmt: skip
     """The next run of the search at ``sweep_dir``: ``result(trial_id, config_hash)`` says whether a trial is
     done, ``summary`` (tune_summary.json) which ones a scheduler stopped."""
     from optuna.trial import TrialState

@@ -1,4 +1,4 @@
-"""The thin adapter between a sweep and train_and_evaluate: plain dict in, result dict out.
+"""The thin adapter between a sweep and train_and_evaluate: a TrialRecord in, its result.json out (TrialResult).
 
 No Ray here: the runner wraps ``run_trial`` for Ray Tune, and tests or a
 debugger can call it directly.
@@ -11,7 +11,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, cast
 
 from analysis.metrics import eval_report
 from transformer_core.run_config import make_run_config
@@ -27,6 +27,7 @@ from transformer_core.rundir import (
     write_json,
 )
 
+from .records import TrialResult
 from .storage import open_storage
 from .sweep_state import check_inside
 
@@ -36,7 +37,7 @@ def trial_workdir(sweep_dir: str | Path, trial_id: str) -> Path:
     return check_inside(sweep_dir, Path(sweep_dir) / "trials" / check_name(trial_id, "trial id"))
 
 
-def read_result(trial: TrialRecord) -> dict:
+def read_result(trial: TrialRecord) -> TrialResult:
     """A trial's result.json, wherever the sweep lives."""
     store = open_storage(trial.sweep_dir)
     if store:
@@ -44,7 +45,7 @@ def read_result(trial: TrialRecord) -> dict:
     return json.loads((trial_workdir(trial.sweep_dir, trial.id) / RESULT).read_text())
 
 
-def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = None) -> dict:
+def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = None) -> TrialResult:
     """Run one trial of the sweep (a TrialRecord: the run keys, where the sweep lives, its MLflow parent).
 
     It writes the record as trial.json, trains (resuming from its own checkpoint), and returns result.json's
@@ -63,7 +64,7 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
     workdir.mkdir(parents=True, exist_ok=True)
     push = (lambda: store.push(workdir, remote)) if store and rank == 0 else (lambda: 0)
     config = make_run_config(trial.values, trial.preset)
-    done = finished_result(workdir, config.content_hash())
+    done = cast(Optional[TrialResult], finished_result(workdir, config.content_hash()))  # result.json, parsed
     if done:  # re-dispatched after it ended (a resume): its MLflow run stays as it ended
         if store:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -100,7 +101,7 @@ def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = Non
             if report and reported:
                 report(reported)
 
-    result = train_and_evaluate(config, workdir, tracker, progress)
+    result: TrialResult = train_and_evaluate(config, workdir, tracker, progress)
     faults = _faults(workdir)
     if faults and rank == 0 and result.get("status") in DONE:  # the driver's record of this trial's failed workers
         result = {**result, "faults": faults}

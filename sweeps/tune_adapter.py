@@ -12,19 +12,22 @@ import json
 import os
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from transformer_core.errors import UserError
+from transformer_core.knobs import KnobValue
 from transformer_core.rundir import FAULTS, SAFE_NAME, TrialRecord, check_name
 
 from .diskfull import out_of_memory, root_cause
 from .interrupts import INTERRUPTS
 from .live import LiveView
+from .records import RoundRecord, Summary, TrialResult
 from .replicates import run_replicates, sample_records, sample_resources, seed_cpus
 from .search_state import SearchPlan, storage_url
-from .spec import Scheduler, Spec
-from .storage import is_uri
+from .spec import Scheduler, Spec, Trial
+from .storage import Storage, is_uri
 from .trial import read_result, run_trial
 from .worker_memory import after_trial, bounded_reuse_installed
 
@@ -32,9 +35,32 @@ if TYPE_CHECKING:
     from ray.tune import Callback
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+Echo = Callable[[str], None]  # one line for the user (print, or the CLI's)
+# Tune's config of one trial: {"trial_index": i} in a grid round (param_space), the knobs Optuna sampled in a search
+# round.  A dict: Tune makes it from param_space and hands it to the trainable in the worker.
+TuneConfig = dict[str, KnobValue]
 
 
-def _final_metrics(result: dict) -> dict:
+@dataclass(frozen=True)
+class TuningContext:
+    """What one round's Tune run (``fit_round``) takes of the open sweep (runner.SweepContext.tuning()): the spec and
+    profile, where the sweep lives, the rounds sweep.json records, and three calls back into the sweep: the payload
+    of a trial, recording a round in sweep.json (before Tune starts) and pushing the driver's files to a URI.  It
+    changes nothing of the sweep itself but through those calls."""
+
+    spec: Spec
+    profile_name: str
+    location: str  # the sweep as the user named it (a local path or a URI): Tune's storage_path
+    sweep_dir: Path  # where this driver writes (the same path, or a scratch copy of a URI sweep)
+    store: Optional[Storage]  # a URI sweep's storage, None for a local path
+    verbose: bool  # Ray Tune's own status tables instead of the live view
+    rounds: tuple[RoundRecord, ...]  # sweep.json's rounds so far: their Tune directories are not used again
+    payload: Callable[[Trial], TrialRecord]  # what a worker runs of a trial
+    start_round: Callable[[RoundRecord], None]  # append the round to sweep.json's rounds and write it
+    sync: Callable[[], None]  # push the driver's small files to a URI sweep (nothing for a local path)
+
+
+def _final_metrics(result: TrialResult) -> dict[str, Any]:
     diverged = result.get("status") != "finished"
     if result.get("task") == "lm":  # a language model: perplexity and bits per byte, no BLEU
         scores = {k: float("inf") if diverged else result[k] for k in ("dev_ppl", "dev_bpb", "test_ppl", "test_bpb")}
@@ -53,15 +79,15 @@ def _final_metrics(result: dict) -> dict:
     }
 
 
-def trial_function(
-    config: dict, payloads: list, search_keys: tuple = (), workers: int = 1, gpus: float = 0, spec=None, profile=None
-):
+def trial_function(config: TuneConfig, payloads: list[TrialRecord], search_keys: tuple[str, ...] = (), workers: int = 1,
+                   gpus: float = 0, spec: Optional[Spec] = None, profile: Optional[str] = None) -> None:  # fmt: skip
     """Ray Tune function trainable: one trial, intermediate dev metrics reported for schedulers."""
     from ray import tune
 
     # two objectives: no scheduler, and Tune wants every objective in every report: the final result only
     progress = not (spec and spec.search and spec.search.objectives)
     if search_keys:  # a search suggestion: a trial of the base row with the sampled knobs, expanded like a row
+        assert spec is not None and profile is not None  # fit_round gives them with search keys
         sampled = {k: config[k] for k in search_keys}
         records = sample_records(spec, profile, sampled, payloads[0])
         trial = records[0]
@@ -73,7 +99,7 @@ def trial_function(
             tune.report({**final, **ids, **({"mlflow_run_id": ",".join(runs)} if runs else {})})
             return
     else:
-        trial = payloads[config["trial_index"]]
+        trial = payloads[cast(int, config["trial_index"])]
     if workers > 1:
         metrics = data_parallel(trial, workers, gpus)
     else:
@@ -106,7 +132,7 @@ def _ddp_worker(loop_config: dict) -> None:
     run_trial(dataclasses.replace(trial, tracking=None) if rank else trial)
 
 
-def data_parallel(trial: TrialRecord, workers: int, gpus: float) -> dict:
+def data_parallel(trial: TrialRecord, workers: int, gpus: float) -> dict[str, Any]:
     """Train one trial with Ray Train's TorchTrainer (DDP-style gradient sums; gloo on CPU, NCCL on GPU)."""
     from ray.train import RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
@@ -123,18 +149,18 @@ def data_parallel(trial: TrialRecord, workers: int, gpus: float) -> dict:
     return _final_metrics(read_result(trial))
 
 
-def _round_name(ctx, round_name: str) -> str:
+def _round_name(ctx: TuningContext, round_name: str) -> str:
     """A Tune experiment directory of its own for every run of a round (resumes re-plan, never restore):
     nothing Tune wrote before is read again."""
     check_name(round_name, "round name")
-    used = {r["tune"] for r in ctx.state["rounds"]}
+    used, store = {r["tune"] for r in ctx.rounds}, ctx.store
 
     def exists(name: str) -> bool:
-        if not ctx.store:
+        if not store:
             return (ctx.sweep_dir / name).exists()
         from pyarrow import fs
 
-        return ctx.store.fs.get_file_info(ctx.store.path(name)).type != fs.FileType.NotFound
+        return store.fs.get_file_info(store.path(name)).type != fs.FileType.NotFound
 
     k, name = 1, round_name
     while name in used or exists(name):
@@ -143,9 +169,9 @@ def _round_name(ctx, round_name: str) -> str:
     return name
 
 
-def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[float] = None,
-              search: Optional[SearchPlan] = None) -> dict:  # fmt: skip
-    """One round of an open sweep (runner.SweepContext): a fresh Tuner.fit over ``trials``, never
+def fit_round(ctx: TuningContext, trials: list[Trial], round_name: str, echo: Echo, time_budget: Optional[float] = None,
+              search: Optional[SearchPlan] = None) -> Summary:  # fmt: skip
+    """One round of an open sweep (runner.SweepContext.tuning()): a fresh Tuner.fit over ``trials``, never
     Tuner.restore (it would unpickle state from the sweep location); returns the summary of its trials."""
     import signal
 
@@ -187,8 +213,7 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
             callbacks=[echo_callback(echo if ctx.verbose else None, total, ctx.sync, faults=faults)],
         ),
     )
-    ctx.state["rounds"].append({"name": round_name, "tune": name, "started": time.time(), "trials": total})
-    ctx.write_state()
+    ctx.start_round({"name": round_name, "tune": name, "started": time.time(), "trials": total})
     # Tune's new output engine prints a config box and a TensorBoard hint even at verbose=0; the legacy
     # engine at verbose=0 prints nothing, and the live view speaks instead
     os.environ["RAY_AIR_NEW_OUTPUT"] = "1" if ctx.verbose else "0"
@@ -206,7 +231,7 @@ def fit_round(ctx, trials: list, round_name: str, echo, time_budget: Optional[fl
     return summarise(grid, payloads, frozenset(stopped))
 
 
-def _live_view(ctx, deadline: Optional[float] = None) -> LiveView:
+def _live_view(ctx: TuningContext, deadline: Optional[float] = None) -> LiveView:
     """The user's view of this round: rows and seeds from the sweep's files (a URI sweep: its pulled view)."""
     if ctx.store:
         return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, interval=15.0, refresh=ctx.store.view,
@@ -229,7 +254,7 @@ def _search_domain(dist: dict):
     return (tune.loguniform if kind == "loguniform" else tune.uniform)(dist["low"], dist["high"])
 
 
-def param_space(spec: Spec, payloads: list) -> dict:
+def param_space(spec: Spec, payloads: list[TrialRecord]) -> dict[str, Any]:
     from ray import tune
 
     if spec.search:
@@ -237,7 +262,7 @@ def param_space(spec: Spec, payloads: list) -> dict:
     return {"trial_index": tune.grid_search(list(range(len(payloads))))}
 
 
-def round_config(spec: Spec, sweep_dir: Path, payloads: list, time_budget: Optional[float] = None,
+def round_config(spec: Spec, sweep_dir: Path, payloads: list[TrialRecord], time_budget: Optional[float] = None,
                  search: Optional[SearchPlan] = None):  # fmt: skip
     """TuneConfig of one round; ``time_budget`` (seconds) stops every trial when it is spent (Tune's
     TimeoutStopper): a stopped trial keeps its checkpoints, so ``--resume`` continues it.  A search samples
@@ -313,7 +338,7 @@ def _user_attrs(result: dict) -> dict:
     return out
 
 
-def reuse_actors(spec: Spec, payloads: list) -> bool:
+def reuse_actors(spec: Spec, payloads: list[TrialRecord]) -> bool:
     """Whether a slot's worker process runs its next trial (Tune's ``reuse_actors``): on unless
     ``TSWEEP_REUSE_ACTORS=0``, for trials that train in the worker's own thread, eagerly.
 
@@ -356,15 +381,15 @@ def asha(s: Scheduler):
                          reduction_factor=s.reduction_factor)  # fmt: skip
 
 
-def _trial_namer(payloads: list) -> Callable:
+def _trial_namer(payloads: list[TrialRecord]) -> Callable:
     """Tune's name for a trial: its row and seed (A1-s1), not _trainable_xxxxx."""
     names: dict[object, str] = {i: f"{p.row}-s{p.seed}" for i, p in enumerate(payloads)}
     return lambda trial: names.get((trial.config or {}).get("trial_index")) or f"search-{trial.trial_id}"
 
 
-def summarise(grid, payloads: list, stopped_early: frozenset = frozenset()) -> dict:
+def summarise(grid, payloads: list[TrialRecord], stopped_early: frozenset = frozenset()) -> Summary:
     """{trial id: error, result status, dev BLEU, reports, config, stopped_early} of a Tune run's trials."""
-    out = {}
+    out: Summary = {}
     names = {f"{p.row}-s{p.seed}": p.id for p in payloads}  # _trial_namer's: a worker killed before it reported
     for r in grid:
         m, index = r.metrics or {}, (r.config or {}).get("trial_index")
@@ -401,7 +426,7 @@ class FaultLog:
     and kept in the trial's faults.jsonl, which sweeps/trial.py copies into result.json (``faults``) when the
     retried trial ends; Tune retries it from its checkpoint in a fresh worker (FailureConfig max_failures)."""
 
-    def __init__(self, sweep_dir: Optional[Path], payloads: list, say: Callable[[str], None]):
+    def __init__(self, sweep_dir: Optional[Path], payloads: list[TrialRecord], say: Echo):
         self.sweep_dir, self.payloads, self.say = sweep_dir, payloads, say
 
     def trial_id(self, trial) -> str:
@@ -439,7 +464,8 @@ class FaultLog:
             pass
 
 
-def echo_callback(echo, total, sync=lambda: 0, faults: Optional[FaultLog] = None) -> Callback:
+def echo_callback(echo: Optional[Echo], total: int, sync: Callable[[], object] = lambda: 0,
+                  faults: Optional[FaultLog] = None) -> Callback:  # fmt: skip
     """One line per trial that ends, beside Tune's own status table; a failed worker's line (FaultLog); the
     driver's signals reach Tune here."""
     from ray.tune import Callback

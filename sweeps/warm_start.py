@@ -14,7 +14,7 @@ import contextlib
 import json
 import logging
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from analysis.study_file import StudyFileError, read_study
 from transformer_core.errors import UserError
@@ -103,7 +103,7 @@ def check_source(spec: Spec) -> None:
             pass
 
 
-def start_from_earlier(spec: Spec, sweep_dir: Path, echo=print) -> None:
+def start_from_earlier(spec: Spec, sweep_dir: Path, echo: Callable[[str], None] = print) -> None:
     """Before a search's first Tune run: its study seeded from ``search.warm_start`` when the spec names one."""
     source = spec.search.warm_start if spec.search else None
     if source:
