@@ -3,7 +3,6 @@ coordinates, one slice per parameter, the Pareto front of two objectives.  Stati
 
 from __future__ import annotations
 
-import base64
 import io
 import math
 
@@ -21,10 +20,6 @@ def _png(fig) -> bytes:
     fig.savefig(buf, format="png", dpi=100, bbox_inches="tight")
     plt.close(fig)
     return buf.getvalue()
-
-
-def b64(png: bytes) -> str:
-    return base64.b64encode(png).decode()
 
 
 def _label(o: Objective) -> str:

@@ -1,5 +1,6 @@
 """The report of a search sweep: report.md (with its PNGs beside it) and a self-contained report.html, plus
-trials.csv, configurations.csv, expected-best.csv and importance.csv, drawn from one model (``build_search``).
+trials.csv, configurations.csv, expected-best.csv and importance.csv, drawn from one model (``build_search``); the
+two reports draw the same blocks (``search_blocks``, analysis.document), one as Markdown, one as HTML.
 
 Each sampled configuration is its own row (its seeds replicate it alone); the report shows every trial,
 each configuration's mean and seed sd, the best so far against samples and compute, the expected best of
@@ -22,8 +23,8 @@ from transformer_core.rundir import Status
 
 from . import search_plots as plots
 from .collect import collect, precisions
+from .document import Block, Figure, Heading, Paragraph, Table, html_blocks, markdown_lines
 from .html_report import STYLE
-from .markdown import markdown_table
 from .search import (
     Objective,
     best_so_far,
@@ -231,14 +232,14 @@ def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None
     out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
     write_search_csv(model, out)
-    md = search_markdown(model)
+    blocks = search_blocks(model)
     for name, png in model.figures.items():
         (out / name).write_bytes(png)
-    (out / "report.md").write_text("\n".join(md))
+    (out / "report.md").write_text("\n".join(markdown_lines(blocks)))
     live = interactive_plots(Path(sweep_dir) / "optuna.db", str(model.state.get("name")))
     if live and ship_script(out) is None:
         live = []  # no plotly.min.js to load: the static images only
-    (out / "report.html").write_text(render_html(md, model.figures, str(model.state.get("name")), live))
+    (out / "report.html").write_text(render_html(blocks, model.figures, str(model.state.get("name")), live))
     return out
 
 
@@ -252,57 +253,45 @@ def write_search_csv(model: SearchReportModel, out: Path) -> None:
     model.importance.to_csv(out / "importance.csv", index=False)
 
 
-def search_markdown(model: SearchReportModel) -> list[str]:
-    """report.md's lines (report.html is drawn from them)."""
+def search_blocks(model: SearchReportModel) -> list[Block]:
+    """What the report says, in order: report.md and report.html are these blocks drawn (analysis.document)."""
     state, configs, objs, o, params = model.state, model.configs, model.objectives, model.objective, model.params
-    md = [f"# Search report: {state.get('name')}", "", _facts(state, model.frame, configs, objs), ""]
+    out: list[Block] = [Heading(1, f"Search report: {state.get('name')}"),
+                        Paragraph(_facts(state, model.frame, configs, objs))]  # fmt: skip
     if not len(configs):
-        return md + ["No sampled configuration has started yet.", ""]
-    md += [_best_line(configs, o, params), "", "## Configurations (one row per sample, best first)", "",
-           "Each sampled configuration is a row: its seeds are replicates of it alone. Mean and seed sd over its "
-           "finished seeds; cost summed over its seeds (device-seconds of training and evaluation, training FLOPs).",
-           "", markdown_table(configs_display(configs, objs)), ""]  # fmt: skip
+        return out + [Paragraph("No sampled configuration has started yet.")]
+    out += [Paragraph(_best_line(configs, o, params)), Heading(2, "Configurations (one row per sample, best first)"),
+            Paragraph("Each sampled configuration is a row: its seeds are replicates of it alone. Mean and seed sd "
+                      "over its finished seeds; cost summed over its seeds (device-seconds of training and evaluation, "
+                      "training FLOPs)."),
+            Table(configs_display(configs, objs))]  # fmt: skip
     if model.front:
-        md += ["## Pareto front", "", f"Configurations no other beats on both {objs[0].metric} and "
-               f"{objs[1].metric}: {', '.join(model.front)}.", ""]  # fmt: skip
+        out += [Heading(2, "Pareto front"), Paragraph(f"Configurations no other beats on both {objs[0].metric} and "
+                                                      f"{objs[1].metric}: {', '.join(model.front)}.")]  # fmt: skip
     if model.confirm is not None:
-        said = [x for line in confirmation_lines(model.confirm, o) for x in (line, "")]
-        md += ["## Confirmation with fresh seeds", "", *said,
-               markdown_table(model.confirm.attrs["display"]), ""]  # fmt: skip
+        out += [Heading(2, "Confirmation with fresh seeds"), *map(Paragraph, confirmation_lines(model.confirm, o)),
+                Table(model.confirm.attrs["display"])]  # fmt: skip
     imp, evp = model.importance, model.evp
     assert imp is not None and evp is not None  # set with the configurations (build_search)
-    md += ["## Would more samples help?", "", _evp_line(evp, o), "", EVP_NOTE, "",
-           "## Parameter importance", "", IMPORTANCE_NOTE, "",
-           markdown_table(importance_display(imp)) if len(imp) else "Not computed: it needs three or more "
-           "configurations with a score and a parameter that took two or more values.", "",
-           "## Plots", "", *[f"### {title}\n\n![{title}]({name})\n" for title, name in model.sections],
-           "## Every trial", "", markdown_table(trials_display(model.trials, params, objs)), ""]  # fmt: skip
-    return md
+    out += [Heading(2, "Would more samples help?"), Paragraph(_evp_line(evp, o)), Paragraph(EVP_NOTE),
+            Heading(2, "Parameter importance"), Paragraph(IMPORTANCE_NOTE),
+            Table(importance_display(imp)) if len(imp) else Paragraph(
+                "Not computed: it needs three or more configurations with a score and a parameter that took two or "
+                "more values."),
+            Heading(2, "Plots"), *[b for t, name in model.sections for b in (Heading(3, t), Figure(t, name))],
+            Heading(2, "Every trial"), Table(trials_display(model.trials, params, objs))]  # fmt: skip
+    return out
 
 
-def render_html(md: list[str], figs: dict[str, bytes], title: str, live: list | None = None) -> str:
-    """report.md's blocks as HTML, images inline (base64), so the page works offline and alone; ``live``:
+def search_markdown(model: SearchReportModel) -> list[str]:
+    """report.md's lines."""
+    return markdown_lines(search_blocks(model))
+
+
+def render_html(blocks: list[Block], figs: dict[str, bytes], title: str, live: list | None = None) -> str:
+    """report.html: the report's blocks, images inline (base64), so the page works offline and alone; ``live``:
     [(title, div)] of interactive plots (search_interactive.py), drawn by the plotly.min.js beside the page."""
-    body = []
-    for block in "\n".join(md).split("\n\n"):
-        block = block.strip()
-        if not block:
-            continue
-        if block.startswith("#"):
-            level = len(block) - len(block.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(block[level:].strip())}</h{level}>")
-        elif block.startswith("!["):
-            alt, name = block[2:].split("](", 1)
-            name = name.rstrip(")")
-            if name in figs:
-                body.append(f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{plots.b64(figs[name])}">')
-        elif block.startswith("| "):
-            body.append(_html_table(block))
-        else:
-            text = html.escape(block)
-            while "**" in text:
-                text = text.replace("**", "<b>", 1).replace("**", "</b>", 1)
-            body.append(f"<p>{text}</p>")
+    body = html_blocks(blocks, figs)
     script = ""
     if live:  # explore the study: Optuna's plots, interactive; the images above are what report.md shows
         script = f'<script src="{SCRIPT}"></script>'
@@ -310,15 +299,3 @@ def render_html(md: list[str], figs: dict[str, bytes], title: str, live: list | 
         body += [f"<h3>{html.escape(t)}</h3>{div}" for t, div in live]
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
             f"<style>{STYLE}</style>{script}</head><body>{''.join(body)}</body></html>")  # fmt: skip
-
-
-def _html_table(block: str) -> str:
-    lines = [ln for ln in block.splitlines() if ln.startswith("|") and not ln.startswith("|---")]
-
-    def cells(line: str) -> list[str]:
-        parts = line.strip().strip("|").replace("\\|", "\0").split("|")
-        return [html.escape(p.strip().replace("\0", "|")) for p in parts]
-
-    head = "".join(f"<th>{c}</th>" for c in cells(lines[0]))
-    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in cells(ln)) + "</tr>" for ln in lines[1:])
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"

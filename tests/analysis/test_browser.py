@@ -104,6 +104,7 @@ def test_report_renders_without_errors_and_every_image_loads(tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make test-browser installs it)")
 def test_the_search_reports_interactive_plots_draw_offline(tmp_path):
+    from analysis.document import Heading
     from analysis.search_interactive import interactive_plots, ship_script
     from analysis.search_report import render_html
     from tests.analysis.test_search_interactive import _study
@@ -111,6 +112,6 @@ def test_the_search_reports_interactive_plots_draw_offline(tmp_path):
     live = interactive_plots(_study(tmp_path / "optuna.db", "s", ["minimize"]), "s")
     ship_script(tmp_path)  # plotly.min.js beside the page, loaded from a file URL: nothing fetched
     page = tmp_path / "report.html"
-    page.write_text(render_html(["# Search report: s", ""], {}, "s", live))
+    page.write_text(render_html([Heading(1, "Search report: s")], {}, "s", live))
     result = check_page(page, tmp_path / "report.png")
     assert result["errors"] == [] and result["plots"] >= len(live) == 4, result

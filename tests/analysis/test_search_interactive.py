@@ -2,6 +2,7 @@
 
 import optuna
 
+from analysis.document import Heading
 from analysis.search_interactive import SCRIPT, interactive_plots, ship_script
 from analysis.search_report import render_html
 
@@ -31,7 +32,7 @@ def test_one_objective_gets_history_parallel_coordinates_slices_and_importance(t
     assert all("Plotly.newPlot" in div and "dev_ppl" in div for _, div in live)
     assert db.read_bytes() == before  # read from a private copy
     assert ship_script(tmp_path).name == SCRIPT and (tmp_path / SCRIPT).stat().st_size > 1e6
-    page = render_html(["# Search report: s", ""], {}, "s", live)
+    page = render_html([Heading(1, "Search report: s")], {}, "s", live)
     assert f'<script src="{SCRIPT}"></script>' in page and page.count("Plotly.newPlot") == 4
 
 
@@ -39,4 +40,4 @@ def test_two_objectives_get_the_pareto_front_and_no_study_gets_nothing(tmp_path)
     live = interactive_plots(_study(tmp_path / "two.db", "t", ["minimize", "minimize"]), "t")
     assert [t for t, _ in live] == ["Pareto front (dev_ppl against params)"]
     assert interactive_plots(tmp_path / "missing.db", "t") == []
-    assert "<script" not in render_html(["# x"], {}, "x")  # no study: the page loads no script
+    assert "<script" not in render_html([Heading(1, "x")], {}, "x")  # no study: the page loads no script

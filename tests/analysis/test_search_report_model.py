@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from analysis.search_report import build_search, render_html, search_markdown, write_search_report
+from analysis.search_report import build_search, render_html, search_blocks, search_markdown, write_search_report
 
 SAMPLES = [{"lr_scale": lr, "warmup": w} for lr, w in [(0.5, 5), (1.0, 10), (2.0, 5), (4.0, 20)]]
 
@@ -36,9 +36,8 @@ def test_the_files_are_the_model_drawn(sweep, tmp_path):
     assert len(model.configs) == 4 and model.params == ["lr_scale", "warmup"] and model.confirm is None
     assert [name for _, name in model.sections] == list(model.figures)  # every figure has its section, in order
     out = write_search_report(sweep, tmp_path, resamples=5)
-    md = search_markdown(model)
-    assert (out / "report.md").read_text() == "\n".join(md)
-    assert (out / "report.html").read_text() == render_html(md, model.figures, "s")
+    assert (out / "report.md").read_text() == "\n".join(search_markdown(model))
+    assert (out / "report.html").read_text() == render_html(search_blocks(model), model.figures, "s")
     assert {p.name for p in out.glob("*.png")} == set(model.figures)
     csvs = {"trials.csv", "configurations.csv", "expected-best.csv", "importance.csv"}
     assert csvs <= {p.name for p in out.iterdir()}
