@@ -68,7 +68,7 @@ def _versus_block(vb: pd.DataFrame) -> list[str]:
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000,
-                 family: str = "report", method: str = "bh", evidence: str = "p") -> Path:  # fmt: skip
+                 family: str = "report", method: str = "bh", evidence: str | None = None) -> Path:  # fmt: skip
     """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report); ``family``, ``method``
     and ``evidence`` choose how verdicts are decided (analysis.verdicts.Rule)."""
     model = build(sweep_dir, samples, family, method, evidence)

@@ -29,7 +29,7 @@ from .plots import figures
 from .seed_noise import Noise, pooled_noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, points, regime
-from .verdicts import Rule, Verdict, charged_looks, seed_correlation, seed_values, unstable_counts, unstable_line
+from .verdicts import Rule, Verdict, seed_correlation, seed_values, sweep_rule, unstable_counts, unstable_line
 
 LEGEND = [
     ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
@@ -187,7 +187,7 @@ class ReportModel:
 
 
 def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh",
-          evidence: str = "p") -> ReportModel:  # fmt: skip
+          evidence: str | None = None) -> ReportModel:  # fmt: skip
     """Collect the sweep, judge it, and hold every number and table the report shows."""
     sweep_dir = Path(sweep_dir)
     df = collect(sweep_dir)
@@ -196,7 +196,7 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
                         "nothing to report; run or resume it with `tsweep run SPEC --out DIR --resume`")  # fmt: skip
     h = header(sweep_dir, df)
     shape, stated = h["shape"], list(h["shape"].claims)
-    rule = Rule(looks=charged_looks(h.get("adaptive")), family=family, method=method, evidence=evidence)
+    rule = sweep_rule(h.get("adaptive"), family, method, evidence)
     rule = report_rule(df, sweep_dir, rule, stated)
     lm = sweep_task(df) == "lm"
     noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}

@@ -39,7 +39,7 @@ from scipy import optimize, stats
 from transformer_core.rundir import Status
 
 from .claims import CLAIMS, Claim, as_claims
-from .evalues import DESIGN_DELTA, calibrated, critical_t, t_evalue, uncalibrated
+from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, uncalibrated
 from .metrics import LOG_COLUMNS, READINGS
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
 
@@ -155,8 +155,9 @@ class Rule:
                 f"base) at α = {self.alpha}{looks}")  # fmt: skip
 
     def _describe_e(self) -> str:
-        how = (f"e-values (the safe t-test designed for {DESIGN_DELTA:g} seed sd; '~' by a calibrator from its p, "
-               f"not anytime-valid), decided by {'e-BH' if self.method == 'bh' else 'Holm on 1/e'}")  # fmt: skip
+        how = (f"e-values (the safe t-test designed for {DESIGN_DELTA:g} seed sd, the smaller of the noise model's and "
+               f"the two rows' own spread's; '~' by a calibrator from its p, not anytime-valid), decided by "
+               f"{'e-BH' if self.method == 'bh' else 'Holm on 1/e'}")  # fmt: skip
         if self.family == "claim":
             return f"per claim: {how} over each claim-reading's comparisons at α = {self.alpha}, no looks charged"
         where = f": a comparison is decided where its e >= {1 / self.cutoff:.3g}" if self.cutoff else ""
@@ -192,6 +193,10 @@ class Comparison:
     na: int = 0
     nb: int = 0
     e: float = float("nan")  # the e-value (Rule.evidence "e"), divided by the best-of candidates
+    # Rule.evidence "e": the standard error and df from the two rows' own seeds alone (their pooled variance), the
+    # guard's (analysis/evalues.py: guarded_evalue); nan where the rows have no spread of their own
+    own_se: float = float("nan")
+    own_dof: float = float("nan")
     decided_on: str = "p"  # what the family's procedure decides it on: Rule.evidence ("p" or "e")
 
     def evidence(self) -> str:
@@ -246,6 +251,7 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
     if rule.evidence == "e":
+        c.own_se, c.own_dof = own_error(va, vb)
         c.e = _evalue(c, relation) / (1 if relation == "~" else factor)
     c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # the side; the family's procedure decides
     pct = f"{100 * (1 - (2 if relation == '~' else 1) * c.level):.1f}%"
@@ -261,13 +267,22 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
 
 
 def _evalue(c: Comparison, relation: str) -> float:
-    """The comparison's e-value before best-of: the safe t-test on its t and df (directional), Shafer's calibrator
-    on its p ('~', already multiplied by the candidates: analysis/evalues.py)."""
+    """The comparison's e-value before best-of: the smaller of the safe t-test on its t and df and on the two
+    rows' own t and df (directional: analysis/evalues.guarded_evalue), Shafer's calibrator on its p ('~', already
+    multiplied by the candidates: analysis/evalues.py)."""
     if relation == "~":
         return calibrated(c.p)
-    if c.se == 0:
-        return math.inf if c.diff else 1.0
-    return t_evalue(c.diff / c.se, c.dof, n_eff(c.na, c.nb))
+    return guarded_evalue(c.diff, c.se, c.dof, c.own_se, c.own_dof, n_eff(c.na, c.nb))
+
+
+def own_error(va: np.ndarray, vb: np.ndarray) -> tuple[float, float]:
+    """The standard error of mean(a) - mean(b) from the two rows' own seeds (their pooled variance) and its df,
+    na + nb - 2; (nan, 0) where neither row has two seeds."""
+    dof = len(va) + len(vb) - 2
+    if dof < 1:
+        return float("nan"), 0.0
+    s2 = (float(np.sum((va - va.mean()) ** 2)) + float(np.sum((vb - vb.mean()) ** 2))) / dof
+    return math.sqrt(s2 * (1 / len(va) + 1 / len(vb))), float(dof)
 
 
 def n_eff(na: int, nb: int) -> float:
@@ -375,9 +390,27 @@ def critical(c: Comparison, dof: float, na: int, nb: int) -> float:
     seeds on ``dof`` df: two-sided t at ``raw_level`` (p-values, and '~' on e-values through the calibrator), or
     where the safe t-test's e-value reaches factor / threshold (e-values)."""
     if c.decided_on == "e" and c.relation != "~":
-        threshold = c.threshold if math.isfinite(c.threshold) else c.level * c.factor
-        return critical_t(c.factor / min(threshold, c.level * c.factor), dof, n_eff(na, nb))
+        return critical_t(e_needed(c), dof, n_eff(na, nb))
     return float(stats.t.ppf(1 - raw_level(c) / 2, dof))
+
+
+def e_needed(c: Comparison) -> float:
+    """The raw e-value (before best-of) a comparison decided on e-values needs at the family's threshold."""
+    threshold = c.threshold if math.isfinite(c.threshold) else c.level * c.factor
+    return c.factor / min(threshold, c.level * c.factor)
+
+
+def guarded(c: Comparison) -> bool:
+    """Is the comparison's e-value the smaller of two (the noise model's and the rows' own: evalues.guarded_evalue)?"""
+    return c.decided_on == "e" and c.relation != "~"
+
+
+def own_projected(c: Comparison, na: int, nb: int) -> tuple[float, float]:
+    """The rows' own standard error and df (the guard's) with ``na``, ``nb`` seeds, their pooled spread as now."""
+    if not (c.own_dof >= 1 and math.isfinite(c.own_se)):
+        return float("nan"), 0.0
+    s2 = c.own_se**2 / (1 / c.na + 1 / c.nb)
+    return math.sqrt(s2 * (1 / na + 1 / nb)), float(na + nb - 2)
 
 
 def detectable(c: Comparison, power: float = 0.8) -> float:
@@ -386,21 +419,31 @@ def detectable(c: Comparison, power: float = 0.8) -> float:
     tested)."""
     if not (math.isfinite(c.se) and math.isfinite(c.threshold)):
         return float("nan")
-    crit = critical(c, c.dof, c.na, c.nb)
+    found = _detectable(critical(c, c.dof, c.na, c.nb), c.dof, c.se, power)
+    if guarded(c):  # the guard's test must pass too: at least the larger of the two
+        own_se, own_dof = own_projected(c, c.na, c.nb)
+        if not own_dof:
+            return float("inf")
+        found = max(found, _detectable(critical_t(e_needed(c), own_dof, n_eff(c.na, c.nb)), own_dof, own_se, power))
+    return found
+
+
+def _detectable(crit: float, dof: float, se: float, power: float) -> float:
+    """The true difference at which a t statistic on ``dof`` df with standard error ``se`` passes ``crit`` with
+    ``power`` (scipy's noncentral t: the estimated standard error's own noise counts, which matters at the small
+    levels of a large family)."""
     if not math.isfinite(crit):
         return float("inf")
 
-    # the noncentrality at which the t statistic passes crit with ``power`` (scipy's noncentral t: the
-    # estimated standard error's own noise counts, which matters at the small levels of a large family)
     def short(x: float) -> float:
-        return float(stats.nct.sf(crit, c.dof, x)) - power
+        return float(stats.nct.sf(crit, dof, x)) - power
 
     hi = crit + 10.0
     while short(hi) < 0 and hi < 1e6:  # few df: the power comes slowly
         hi *= 4
     if short(hi) < 0:
         return float("inf")
-    return float(optimize.brentq(short, 0.0, hi) * c.se)
+    return float(optimize.brentq(short, 0.0, hi) * se)
 
 
 # ---------------------------------------------------------------------------------------------- claims
@@ -598,7 +641,21 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
         assert c.margin is not None  # a '~' comparison is made with its margin (compare)
         shown = abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin  # equal within the margin
         return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
-    return abs(c.diff) > critical(c, dof, *then) * se
+    if not abs(c.diff) > critical(c, dof, *then) * se:
+        return False
+    if guarded(c):  # and the guard's own test, its spread as now, its df grown by the seeds added
+        own_se, own_dof = own_projected(c, *then)
+        return bool(own_dof) and abs(c.diff) > critical_t(e_needed(c), own_dof, n_eff(*then)) * own_se
+    return True
+
+
+def sweep_rule(adaptive: dict | None, family: str = "report", method: str = "bh", evidence: str | None = None) -> Rule:
+    """The rule a sweep is judged by, in its adaptive loop and its report: on the evidence its spec chose
+    (``seeds: {min, max, evidence: e}``, recorded in sweep.json's adaptive record; p where none) unless
+    ``evidence`` overrides it; on p-values every planned look is charged (charged_looks), on e-values none."""
+    evidence = evidence or (adaptive or {}).get("evidence", "p")
+    looks = charged_looks(adaptive) if evidence == "p" else 1
+    return Rule(looks=looks, family=family, method=method, evidence=evidence)
 
 
 def charged_looks(adaptive: dict | None) -> int:

@@ -322,6 +322,94 @@ def adaptive_null_e(rng, sweeps: int, budget_trials: float | None = None) -> dic
     return {"per_comparison": decided / total, "report": anyf / sweeps}
 
 
+def report_loop(rng, values: dict, lo: int, hi: int, evidence: str) -> dict:
+    """The real adaptive loop (sweeps.adaptive.seed_rounds with the real undecided_rows) over a whole simulated
+    report: ``values`` is the table drawn at ``hi`` seeds ({reading: {row: seeds}}); every row starts at ``lo``
+    and the loop, on dev's claims with the sweep's ``evidence`` (as a spec's ``seeds: {min, max, evidence}``),
+    adds a seed to each row one more could decide, until none or ``hi``.  Returns the table as the loop left it."""
+    import pandas as pd
+
+    from sweeps.adaptive import seed_rounds
+
+    n = dict.fromkeys(values["dev_bleu"], lo)
+    ad = {"min": lo, "max": hi, "looks": hi - lo + 1, "rounds": [], "evidence": evidence}
+
+    def frame():
+        return pd.DataFrame([{"row": r, "seed": i + 1, "status": "finished", "dev_bleu": values["dev_bleu"][r][i],
+                              "dev_ce": values["dev_ce"][r][i]} for r in n for i in range(n[r])])  # fmt: skip
+
+    def run(new, k):
+        for t in new:
+            n[t.row] += 1
+
+    seed_rounds(ad, frame, lambda why: [_Planned(r) for r in why if n[r] < hi], run, float, None, lambda: 0.0,
+                lambda s: None)  # fmt: skip
+    return {reading: {r: v[: n[r]] for r, v in rows.items()} for reading, rows in values.items()}
+
+
+def report_outcome(values: dict, rule: Rule, effects: dict, noisy: str = "C4") -> dict:
+    """The whole printed report of a table (dev's claims, test's and a named set's, rows against base: one family,
+    as sim.report_errors judges it): any false decided comparison, one involving the row ``noisy``, real
+    comparisons and those found, seeds per row."""
+    from analysis.claims import CLAIMS, claim_rows
+    from analysis.verdicts import Outcome, judge
+
+    shape = sim.Shape(sets=SETS)
+    claimed = {x for v in claim_rows(CLAIMS).values() for x in v} | {"base"}
+    versus = [r for r in shape.rows if r not in claimed]
+    j = judge(values, shape.claims(CLAIMS), rule, versus, versus_readings=sim.DEV)
+    comps = [c for r in j.claims for c in r.comparisons] + [c for cs in j.versus.values() for c in cs]
+    wrong = [sim.false_outcome(c, effects) for c in comps]
+    real = [c for c in comps if c.relation != "~" and effects.get(c.a, 0.0) != effects.get(c.b, 0.0)]
+    found = [c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) and not sim.false_outcome(c, effects) for c in real]
+    decided = sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for c in comps)
+    seeds = [len(v) for v in values["dev_bleu"].values()]
+    return {"false": any(wrong), "noisy": any(w for c, w in zip(comps, wrong) if noisy in (c.a, c.b)),
+            "fdp": sum(wrong) / decided if decided else 0.0, "real": len(real), "found": sum(found),
+            "seeds": float(np.mean(seeds))}  # fmt: skip
+
+
+def report_adaptive(rng, tables: int, effects: dict | None = None, spread: float = 1.0,
+                    plans: dict | None = None) -> dict:  # fmt: skip
+    """Whole printed reports of the demo's shape (with test and a named set), today's default (p, fixed 3 seeds)
+    beside the e-value rule at fixed seeds and through the real adaptive loop, on the same draws.  {rule: {any
+    false, the noisy row C4 falsely decided, FDR, power, mean seeds a row}}."""
+    effects = effects or {}
+    P, cells = Rule(), {}
+    plans = plans or {"p, fixed 3 (today)": (P, 3, 3), "e, fixed 3": (E, 3, 3), "e, adaptive 2-4": (E, 2, 4),
+                      "e, adaptive 2-6": (E, 2, 6)}  # fmt: skip
+    for _ in range(tables):
+        most = max(hi for _, _, hi in plans.values())
+        full = sim.table(rng, sim.Shape(seeds=most, sets=SETS, spread={"C4": spread}), effects)
+        for name, (rule, lo, hi) in plans.items():
+            if lo == hi:
+                values = {reading: {r: v[:lo] for r, v in rows.items()} for reading, rows in full.items()}
+            else:
+                values = report_loop(rng, full, lo, hi, rule.evidence)
+            out = report_outcome(values, rule, effects)
+            acc = cells.setdefault(name, dict.fromkeys(("false", "noisy", "fdp", "real", "found", "seeds"), 0.0))
+            for k, v in out.items():
+                acc[k] += v
+    return {name: {"any false": c["false"] / tables, "C4 false": c["noisy"] / tables, "FDR": c["fdp"] / tables,
+                   "power": c["found"] / c["real"] if c["real"] else float("nan"), "seeds": c["seeds"] / tables}
+            for name, c in cells.items()}  # fmt: skip
+
+
+def report_adaptive_section(rng, n: int) -> None:
+    """issue 44's targets measured on whole printed reports through the real adaptive loop."""
+    print(f"\n### the whole printed report through the real adaptive loop (dev + test + a named set + rows "
+          f"against base; the loop adds seeds on dev's claims; {n} tables each; mean seeds a row of 19)")  # fmt: skip
+    mix = {r: np.sign(v) * 3.0 for r, v in MIX.items()}
+    scenarios = (("null", {}, 1.0), ("C4 at 3x the others' seed sd, no effect", {}, 3.0),
+                 ("7 rows at 3 sd on the paper's side", mix, 1.0))  # fmt: skip
+    for label, effects, spread in scenarios:
+        print(label)
+        for name, c in report_adaptive(rng, n, effects, spread).items():
+            cells = (f"P(>=1 false decided) {c['any false']:.3f}  C4 falsely decided {c['C4 false']:.3f}"
+                     if not effects else f"FDR {c['FDR']:.3f}  power per real comparison {c['power']:.3f}")  # fmt: skip
+            print(f"  {name:20s} {cells}  seeds a row {c['seeds']:.2f}")
+
+
 def evalue_section(rng, n: int) -> None:
     """Rule(evidence="e") beside the p rule: the whole report under adaptive stopping, the real adaptive loop, one
     comparison (null, a 3x row, power at 3 sd) at fixed and adaptive seeds, and the report's power with real

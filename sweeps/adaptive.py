@@ -133,7 +133,8 @@ def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, ro
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:
             ad["stop"] = "max"
             return f"max seeds ({ad['max']}) reached"
-        why = undecided_rows(frame(), claims, Rule(looks=ad["looks"]), ad["max"])
+        # the sweep's evidence (seeds.evidence): p charges every planned look, e none (valid however it stops)
+        why = undecided_rows(frame(), claims, Rule(looks=ad["looks"], evidence=ad.get("evidence", "p")), ad["max"])
         new = next_for(why)
         if not new:
             ad["stop"] = "data"

@@ -30,7 +30,7 @@ from analysis.search_report import is_search_sweep, objectives
 from analysis.search_verdicts import confirmation_table
 from analysis.tables import judge_report
 from analysis.trajectory import eval_records
-from analysis.verdicts import Rule, charged_looks
+from analysis.verdicts import sweep_rule
 
 from .storage import local_view
 
@@ -101,7 +101,7 @@ class Sweep:
     @cached_property
     def _judged(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         stated = list(report_shape(self.state, repr(str(self.path))).claims)  # the claims its spec stated
-        return judge_report(self.trials, Rule(looks=charged_looks(self.state.get("adaptive"))), claims=stated)
+        return judge_report(self.trials, sweep_rule(self.state.get("adaptive")), claims=stated)
 
 
 def load_sweep(location: str | Path) -> Sweep:

@@ -77,9 +77,10 @@ def register(sub) -> None:
     p.add_argument("--method", choices=["bh", "holm"], default="bh",
                    help="the procedure over the report's family: bh (Benjamini-Hochberg, false discovery rate; "
                    "default) or holm (family-wise error rate)")  # fmt: skip
-    p.add_argument("--evidence", choices=["p", "e"], default="p",
-                   help="what each comparison is decided on: p (its p-value; default) or e (its e-value by e-BH: "
-                   "valid however seeds were added or stopped, at a cost in power; docs/verdicts.md)")  # fmt: skip
+    p.add_argument("--evidence", choices=["p", "e"], default=None,
+                   help="what each comparison is decided on: p (its p-value) or e (its e-value by e-BH: valid "
+                   "however seeds were added or stopped; docs/verdicts.md); default: what the spec chose "
+                   "(seeds: {min, max, evidence: e}), else p")  # fmt: skip
     p.add_argument("--compare-rules", action="store_true",
                    help="also judge the sweep under the previous rule and each change since (pooled noise and Holm "
                    "per claim, looks as taken, moderated noise, the report's family) and write rule_changes.md: "

@@ -330,12 +330,16 @@ def parse_budget(value, path: str = "budget") -> Optional[float]:
 def _parse_seeds(raw) -> tuple[list, Optional[dict]]:
     """A list of seeds, or {min: m, max: M} (adaptive: seeds 1..m first, up to M where a verdict needs them)."""
     if isinstance(raw, dict):
-        raw = _mapping(raw, "seeds", ("min", "max"))
+        raw = _mapping(raw, "seeds", ("min", "max", "evidence"))
         lo = _number(raw.get("min", 2), "seeds.min", 1, integer=True, hi=MAX_SEED)
         hi = _number(raw.get("max", lo), "seeds.max", 1, integer=True, hi=MAX_SEED)
         if hi < lo:
             raise SpecError(f"seeds.max: {hi} is invalid; allowed an integer >= seeds.min ({lo})")
-        return list(range(1, lo + 1)), {"min": lo, "max": hi}
+        evidence = raw.get("evidence", "p")  # what the loop and the report decide on (analysis.verdicts.sweep_rule)
+        if evidence not in ("p", "e"):
+            raise SpecError(f"seeds.evidence: {evidence!r} is invalid; allowed p (p-values, every planned look "
+                            "charged) or e (e-values, valid however the rounds stop)")  # fmt: skip
+        return list(range(1, lo + 1)), {"min": lo, "max": hi, **({"evidence": "e"} if evidence == "e" else {})}
     if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= 1000:  # seeds: N is seeds 1..N
         return list(range(1, raw + 1)), None
     if not isinstance(raw, list) or not raw:

@@ -122,3 +122,27 @@ def test_a_stop_record_older_than_the_table_is_flagged_and_the_claims_it_judges_
     assert f"{claim}: DEMO_BUDGET" not in stale and "X-open: DEMO_BUDGET=2h" in stale
     current = header({**record, "unreached": {"X-open": "2h"}})
     assert "earlier session" not in current and "X-open: DEMO_BUDGET=2h" in current
+
+
+def test_the_report_decides_on_the_evidence_the_spec_chose(tmp_path):
+    """A sweep whose spec said ``seeds: {min, max, evidence: e}`` (sweep.json's adaptive record) is reported on
+    e-values unless told otherwise; one without it on p-values with every planned look charged."""
+    import json
+    import shutil
+
+    from analysis.verdicts import sweep_rule
+
+    src = make_sweep(tmp_path / "src")
+    for evidence, expect in ((None, ("p", 3)), ("e", ("e", 1))):
+        sweep = tmp_path / f"sweep-{evidence}"
+        shutil.copytree(src, sweep)
+        state = json.loads((sweep / "sweep.json").read_text())
+        ad = {"min": 2, "max": 4, "looks": 3, "rounds": [{"round": 1}], "stop": "max"}
+        state["adaptive"] = {**ad, **({"evidence": evidence} if evidence else {})}
+        (sweep / "sweep.json").write_text(json.dumps(state))
+        m = build(sweep, samples=20)
+        assert (m.rule.evidence, m.rule.looks) == expect
+        assert ("e-BH" in m.rule.describe()) == (evidence == "e")
+        other = "p" if evidence == "e" else "e"
+        assert build(sweep, samples=20, evidence=other).rule.evidence == other  # tsweep report --evidence
+        assert sweep_rule(state["adaptive"]) == sweep_rule(state["adaptive"], evidence=expect[0])

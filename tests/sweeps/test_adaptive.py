@@ -125,6 +125,11 @@ def test_spec_seeds_min_max_and_budget(tmp_path):
     p.write_text(yaml.safe_dump({k: v for k, v in doc.items() if k != "claims"}))
     with pytest.raises(SpecError, match="adaptive seeds .* states none"):  # no claim for the seeds to decide
         load_spec(p)
+    p.write_text(yaml.safe_dump({**doc, "seeds": {"min": 2, "max": 4, "evidence": "e"}}))
+    assert load_spec(p).adaptive == {"min": 2, "max": 4, "evidence": "e"}
+    p.write_text(yaml.safe_dump({**doc, "seeds": {"min": 2, "max": 4, "evidence": "bayes"}}))
+    with pytest.raises(SpecError, match=r"seeds.evidence: 'bayes' is invalid; allowed p .* or e "):
+        load_spec(p)
     assert parse_budget("45s") == 45 and parse_budget(60) == 3600
     for bad in ({"min": 3, "max": 2}, {"min": 0}, {"lo": 1}):
         p.write_text(yaml.safe_dump({"name": "a", "seeds": bad}))
@@ -132,3 +137,31 @@ def test_spec_seeds_min_max_and_budget(tmp_path):
             load_spec(p)
     with pytest.raises(SpecError, match="budget"):
         parse_budget("soon")
+
+
+def test_on_evalues_the_loop_asks_the_guard_too():
+    """With the sweep's evidence e (seeds.evidence), a row is given seeds only where its e-value could reach the
+    family's bar at max seeds on the rows' own spread as well (the guard, analysis/evalues.guarded_evalue): a
+    3-point gap between rows 1 apart decides at 3 seeds a row on their own 4 df, a 1.5-point one needs more than
+    5; the p rule would add seeds to both."""
+    e = Rule(evidence="e")
+    wide = {"base": [20.0, 21.0], "R1": [17.0, 18.0]}
+    close = {"base": [20.0, 21.0], "R1": [18.5, 19.5]}
+    assert set(undecided_rows(_frame(wide), CLAIMS[:1], e, 3)) == {"R1", "base"}
+    assert undecided_rows(_frame(close), CLAIMS[:1], e, 5) == {}
+    assert set(undecided_rows(_frame(close), CLAIMS[:1], Rule(), 5)) == {"R1", "base"}
+    assert set(undecided_rows(_frame(close), CLAIMS[:1], e, 12)) == {"R1", "base"}
+    ad = {"min": 2, "max": 4, "looks": 3, "rounds": [], "evidence": "e"}
+    values = {"base": [20.0, 21.0], "R1": [17.0, 18.0]}
+    added = []
+
+    def run(new, k):
+        added.extend(t.row for t in new)
+        for t in new:
+            values[t.row].append(values[t.row][-2])  # the same spread: decided at 3 seeds each
+
+    seed_rounds(ad, lambda: _frame(values), lambda why: [_Seed(r) for r in why], run, lambda n: 1.0, None,
+                lambda: 0.0, lambda s: None, CLAIMS[:1])  # fmt: skip
+    assert sorted(added) == ["R1", "base"] and ad["stop"] == "data"
+    j = judge_table(_frame(values), CLAIMS[:1], e)
+    assert j.claims[0].comparisons[0].outcome == Outcome.AGREES
