@@ -176,13 +176,15 @@ def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: l
         "summary": res.detail,
         "evidence": "; ".join(c.evidence() for c in res.comparisons),
         "detectable": res.detectable,
+        # each comparison's probability of improvement (rliable's P(a > b) over seed pairs), in the evidence's order
+        "p_better": "; ".join("" if math.isnan(c.prob) else f"{c.prob:.3f}" for c in res.comparisons),
         "diverged": sum(res.diverged.values()),
         "caveat": caveat,
     }
 
 
 CLAIM_COLUMNS = ("claim", "text", "reading", "verdict", "symbol", "trajectory", "unstable", "rows", "summary",
-                 "evidence", "detectable", "diverged", "caveat")  # fmt: skip
+                 "evidence", "detectable", "p_better", "diverged", "caveat")  # fmt: skip
 
 
 def claims_frame(records: list[dict]) -> pd.DataFrame:
@@ -239,6 +241,7 @@ def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict) -> pd.DataFra
                     f"{frac_label(f)} {VERSUS_LABEL.get(x.outcome, x.outcome.value).replace(' than base', '')}"
                     for f, x in path),
                 "unstable": unstable(path), "diverged": k,
-                "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_looks": c.p, "evidence": evidence,
+                "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_looks": c.p, "p_better": c.prob,
+                "evidence": evidence,
             })  # fmt: skip
     return pd.DataFrame(out)

@@ -19,8 +19,9 @@ contradicts, inside a "within noise" verdict too.  Prints:
   * the real adaptive loop (sweeps.adaptive.seed_rounds) under the null, stopped by the data or by a budget of
     1 or 2 trials: each comparison's false rate with every planned look charged and with only the looks taken;
   * the frontier for a row at 3x the others' spread.
-``--evalues`` runs only the section on Rule(evidence="e") (anytime-valid e-values decided by e-BH) beside the p
-rule on the same draws (``evalue_section``; benchmarks/results/verdict_calibration_evalues.txt); without it the
+``--evalues`` runs only the section on Rule(evidence="e") (anytime-valid e-values decided by e-BH, with the guard
+of analysis/evalues.guarded_evalue) beside the p rule on the same draws, whole printed reports through the real
+adaptive loop included (``evalue_section``; benchmarks/results/verdict_calibration_evalues.txt); without it the
 output is what it was before that option existed.
 "Previous" is the rule before this engine: each claim-reading its own family (Holm), one pooled seed variance
 (without the F test that set rows apart), every planned look charged, unstable = the verdict changed.
@@ -437,6 +438,7 @@ def evalue_section(rng, n: int) -> None:
             cells = {k: v for k, v in one_stopping(rng, m, lo, hi, **kw).items() if lo < hi or k != "p, no charge"}
             text = "  ".join(f"{k} {share:.3f} ({seeds:.2f} seeds)" for k, (share, seeds) in cells.items())
             print(f"{label:14s} seeds {lo}-{hi}: {text}")
+    report_adaptive_section(rng, n)
     print(f"\n### real effects at 3 sd (7 rows on the paper's side; dev; {n} tables): FDR, power per real comparison")
     eff = {r: np.sign(v) * 3.0 for r, v in MIX.items()}
     for seeds in (2, 3, 5):

@@ -146,3 +146,21 @@ def test_the_report_decides_on_the_evidence_the_spec_chose(tmp_path):
         other = "p" if evidence == "e" else "e"
         assert build(sweep, samples=20, evidence=other).rule.evidence == other  # tsweep report --evidence
         assert sweep_rule(state["adaptive"]) == sweep_rule(state["adaptive"], evidence=expect[0])
+
+
+def test_each_comparisons_probability_of_improvement_is_a_column(model):
+    """P(a better than b) (rliable's probability of improvement over seed pairs) is its own column: one number per
+    comparison of a claim-reading (in the evidence's order) and one per row judged against base, equal to what the
+    evidence prints."""
+    import re
+
+    judged = model.claims[model.claims["p_better"].astype(str).str.len() > 0]
+    assert len(judged)
+    for _, line in judged.iterrows():
+        shown = [float(x) for x in re.findall(r"P\(\S+ better\) ([0-9.]+)", line["evidence"])]
+        numbers = [float(x) for x in str(line["p_better"]).split("; ") if x]
+        assert numbers == pytest.approx(shown, abs=0.006) and all(0 <= x <= 1 for x in numbers)
+    if len(model.versus):
+        for _, line in model.versus.iterrows():
+            shown = re.findall(r"P\(\S+ better\) ([0-9.]+)", line["evidence"])
+            assert not shown or line["p_better"] == pytest.approx(float(shown[0]), abs=0.006)
