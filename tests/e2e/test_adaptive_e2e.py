@@ -8,10 +8,10 @@ from sweeps.spec import load_spec
 
 
 def test_adaptive_rounds_on_ray_stop_at_budget_and_max_and_resume(tmp_path, fixture_corpus, monkeypatch):
-    """The loop on a real local Ray (smoke profile): the decision is fixed to 'D1 undecided' so the test
-    knows which rows must get seeds; a budget spent during the minimum stops it there, a larger one lets the
-    minimum finish and stops before a round that would not fit, a resume adds D1's third seed and stops at
-    max, a further resume trains nothing."""
+    """The loop on a real local Ray (smoke profile), on the e-values its spec chose: the decision is fixed to 'D1
+    undecided' so the test knows which rows must get seeds; a budget spent during the minimum stops it there, a
+    larger one lets the minimum finish and stops before a round that would not fit, a resume adds D1's third seed
+    and stops at max, a further resume trains nothing; the report decides on e-values."""
     import ray
 
     import sweeps.adaptive as adaptive
@@ -26,7 +26,8 @@ def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
 
     spec_path = tmp_path / "a.yaml"
     spec_path.write_text(yaml.safe_dump({
-        "name": "adapt", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 2, "max": 3}, "claims": "table3",
+        "name": "adapt", "corpus": {"name": "bible-en-de"}, "seeds": {"min": 2, "max": 3, "evidence": "e"},
+        "claims": "table3",
         "rows": {"D": [{"label": "D1", "P_drop": 0.0}]}, "max_concurrent": 2,
     }))  # fmt: skip
     spec = load_spec(spec_path)
@@ -66,3 +67,5 @@ def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
 
     md = (write_report(out, samples=50) / "report.md").read_text()
     assert "Adaptive seeds" in md and "round 1: one more seed for D1" in md and "| D1 |" in md
+    # the spec's evidence (seeds.evidence: e) reached sweep.json and decided the report: e-BH, no look charged
+    assert state["adaptive"]["evidence"] == "e" and "e-BH" in md and "Looks charged: none" in md
