@@ -176,8 +176,11 @@ def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: l
         "summary": res.detail,
         "evidence": "; ".join(c.evidence() for c in res.comparisons),
         "detectable": res.detectable,
-        # each comparison's probability of improvement (rliable's P(a > b) over seed pairs), in the evidence's order
-        "p_better": "; ".join("" if math.isnan(c.prob) else f"{c.prob:.3f}" for c in res.comparisons),
+        # each comparison's probability of improvement (rliable's P(a > b) over seed pairs), in the evidence's order;
+        # empty where no comparison has one (nothing measured)
+        "p_better": "; ".join("" if math.isnan(c.prob) else f"{c.prob:.3f}" for c in res.comparisons)
+        if any(not math.isnan(c.prob) for c in res.comparisons)
+        else "",
         "diverged": sum(res.diverged.values()),
         "caveat": caveat,
     }
