@@ -193,8 +193,8 @@ class Comparison:
     na: int = 0
     nb: int = 0
     e: float = float("nan")  # the e-value (Rule.evidence "e"), divided by the best-of candidates
-    # Rule.evidence "e": the standard error and df from the two rows' own seeds alone (their pooled variance), the
-    # guard's (analysis/evalues.py: guarded_evalue); nan where the rows have no spread of their own
+    # Rule.evidence "e": the guard's standard error and df (own_error: Welch on the two rows' own variances, each
+    # floored at the noise model's; analysis/evalues.py: guarded_evalue); nan where a row has one seed
     own_se: float = float("nan")
     own_dof: float = float("nan")
     own_var: tuple = ()  # each row's own seed variance (the guard's), for projecting it to more seeds
@@ -402,7 +402,7 @@ def critical(c: Comparison, dof: float, na: int, nb: int) -> float:
     """The |t| a comparison's raw statistic needs to be decided at the family's threshold with ``na``, ``nb``
     seeds on ``dof`` df: two-sided t at ``raw_level`` (p-values, and '~' on e-values through the calibrator), or
     where the safe t-test's e-value reaches factor / threshold (e-values)."""
-    if c.decided_on == "e" and c.relation != "~":
+    if guarded(c):
         return critical_t(e_needed(c), dof, n_eff(na, nb))
     return float(stats.t.ppf(1 - raw_level(c) / 2, dof))
 
@@ -414,15 +414,16 @@ def e_needed(c: Comparison) -> float:
 
 
 def guarded(c: Comparison) -> bool:
-    """Is the comparison's e-value the smaller of two (the noise model's and the rows' own: evalues.guarded_evalue)?"""
+    """Is the comparison decided on the safe t-test's e-value, the smaller of two (the noise model's and the rows'
+    own: evalues.guarded_evalue)?  Directional comparisons under Rule(evidence="e"); '~' ones go through the
+    calibrator."""
     return c.decided_on == "e" and c.relation != "~"
 
 
 def own_projected(c: Comparison, na: int, nb: int, var: tuple = ()) -> tuple[float, float]:
     """The guard's standard error and df with ``na``, ``nb`` seeds at the rows' variances ``var`` (their own as now
     by default: 'detectable'; the loop's could-decide gives the noise model's instead: the rows' own at two seeds
-    are too noisy a guide to where seeds are worth adding, 38.5% of 3 sd effects found against 42.8% in A/B runs
-    of verdict_calibration.report_adaptive, 40 tables); (nan, 0) where there is no own spread."""
+    are too noisy a guide to where seeds are worth adding); (nan, 0) where there is no own spread."""
     var = var or c.own_var
     if not var or min(na, nb) < 2:
         return float("nan"), 0.0

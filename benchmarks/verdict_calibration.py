@@ -114,18 +114,19 @@ class _Planned:  # what seed_rounds needs of a planned trial
         self.row = row
 
 
-def adaptive_sweep(rng, lo: int = 2, hi: int = 5, budget_trials: float | None = None, effects=None) -> tuple:
+def adaptive_sweep(rng, lo: int = 2, hi: int = 5, budget_trials: float | None = None, effects=None,
+                   evidence: str = "p") -> tuple:  # fmt: skip
     """The real loop (sweeps.adaptive.seed_rounds, the real undecided_rows) on simulated trial results (base and
     R1..R7 at 20 + effect + N(0, 1), one claim R < base each): each trial costs one unit of the wall-clock budget,
-    so a round's cost is the number of rows it adds a seed to, which depends on how many are undecided.  Returns
-    (the final frame, the adaptive record)."""
+    so a round's cost is the number of rows it adds a seed to, which depends on how many are undecided; the loop
+    judges on ``evidence`` (a spec's seeds.evidence).  Returns (the final frame, the adaptive record)."""
     import pandas as pd
 
     from sweeps.adaptive import seed_rounds
 
     effects = effects or {}
     values = {r: list(20 + effects.get(r, 0) + rng.standard_normal(lo)) for r in ["base"] + ADAPTIVE_ROWS}
-    ad = {"min": lo, "max": hi, "looks": hi - lo + 1, "rounds": []}
+    ad = {"min": lo, "max": hi, "looks": hi - lo + 1, "rounds": [], **({"evidence": "e"} if evidence == "e" else {})}
 
     def frame():
         return pd.DataFrame([{"row": r, "seed": i + 1, "status": "finished", "dev_bleu": v}
@@ -302,19 +303,14 @@ def report_stopping(rng, tables: int, lo: int = 2, hi: int = 5) -> dict:
 
 
 def adaptive_null_e(rng, sweeps: int, budget_trials: float | None = None) -> dict:
-    """The real adaptive loop (sweeps.adaptive.seed_rounds) given the e-value rule where it builds its rule (it
-    builds Rule(looks=...) today: one argument would carry the sweep's rule there), null sweeps of
-    ``adaptive_sweep``: the share of comparisons falsely decided each alone (e >= 20) and of sweeps with any
+    """The real adaptive loop (sweeps.adaptive.seed_rounds) on e-values (the sweep's seeds.evidence: e), null
+    sweeps of ``adaptive_sweep``: the share of comparisons falsely decided each alone (e >= 20) and of sweeps with any
     false decided comparison, the seven decided together by e-BH."""
-    from functools import partial
-    from unittest import mock
-
     from analysis.verdicts import Outcome, judge_table
 
     decided = anyf = total = 0
     for _ in range(sweeps):
-        with mock.patch("sweeps.adaptive.Rule", partial(Rule, evidence="e")):
-            df, _ = adaptive_sweep(rng, budget_trials=budget_trials)
+        df, _ = adaptive_sweep(rng, budget_trials=budget_trials, evidence="e")
         alone = judge_table(df, ADAPTIVE_CLAIMS, Rule(evidence="e", family="claim"))
         together = judge_table(df, ADAPTIVE_CLAIMS, E)
         decided += sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for r in alone.claims for c in r.comparisons)

@@ -28,7 +28,7 @@ from typing import Callable, Optional
 
 from analysis.claims import CLAIMS, Claim
 from analysis.collect import collect
-from analysis.verdicts import Rule, undecided_rows
+from analysis.verdicts import sweep_rule, undecided_rows
 
 from .budget_plan import BudgetPlan, plan_for, run_throughput
 from .interrupts import INTERRUPTS
@@ -133,8 +133,8 @@ def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, ro
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:
             ad["stop"] = "max"
             return f"max seeds ({ad['max']}) reached"
-        # the sweep's evidence (seeds.evidence): p charges every planned look, e none (valid however it stops)
-        why = undecided_rows(frame(), claims, Rule(looks=ad["looks"], evidence=ad.get("evidence", "p")), ad["max"])
+        # the sweep's rule, as its report will read it (seeds.evidence): p charges every planned look, e none
+        why = undecided_rows(frame(), claims, sweep_rule(ad), ad["max"])
         new = next_for(why)
         if not new:
             ad["stop"] = "data"
