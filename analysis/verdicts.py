@@ -39,7 +39,7 @@ from scipy import optimize, stats
 from transformer_core.rundir import Status
 
 from .claims import CLAIMS, Claim, as_claims
-from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, uncalibrated
+from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, t_evalue, uncalibrated
 from .metrics import LOG_COLUMNS, READINGS
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
 
@@ -131,8 +131,16 @@ class Rule:
     # procedure runs on 1/e: e-BH, or Holm on 1/e, valid under any dependence); with "e" the cutoff is on 1/e and
     # looks are not charged (the safe t-test's e-values are anytime-valid)
     evidence: str = "p"
+    # the guard's prior df (evidence "e"; own_error): 0, each row's own variance floored at the noise model's (an
+    # e-value whatever the two rows' sds: the report's); d > 0, each row's own variance shrunk toward the model's
+    # with d prior df (an e-value only where row variances scatter as a scaled inverse chi-square on d df around
+    # the model's); inf, no guard (the noise model's e-value alone).  Anything but 0 is for measuring what the
+    # guard costs (benchmarks/evalue_ceiling.py): a 3x-spread row is not controlled by them
+    guard_df: float = 0.0
 
     def __post_init__(self):
+        if not self.guard_df >= 0:
+            raise ValueError(f"rule: guard_df {self.guard_df!r}; allowed a number >= 0 (0 the report's, inf none)")
         if (self.family not in FAMILIES or self.method not in METHODS or self.variance not in MODELS
                 or self.evidence not in EVIDENCE):  # fmt: skip
             raise ValueError(f"rule: family {self.family!r} / method {self.method!r} / variance {self.variance!r} / "
@@ -158,6 +166,9 @@ class Rule:
         how = (f"e-values (the safe t-test designed for {DESIGN_DELTA:g} seed sd, the smaller of the noise model's and "
                f"the two rows' own spread's; '~' by a calibrator from its p, not anytime-valid), decided by "
                f"{'e-BH' if self.method == 'bh' else 'Holm on 1/e'}")  # fmt: skip
+        if self.guard_df:  # not the report's: the benchmark's measure of what the guard costs
+            how += (" (no guard: the noise model's e-value alone)" if math.isinf(self.guard_df)
+                    else f" (the guard's variances shrunk to the model's on {self.guard_df:g} prior df)")  # fmt: skip
         if self.family == "claim":
             return f"per claim: {how} over each claim-reading's comparisons at α = {self.alpha}, no looks charged"
         where = f": a comparison is decided where its e >= {1 / self.cutoff:.3g}" if self.cutoff else ""
@@ -198,6 +209,7 @@ class Comparison:
     own_se: float = float("nan")
     own_dof: float = float("nan")
     own_var: tuple = ()  # each row's own seed variance (the guard's), for projecting it to more seeds
+    guard_df: float = 0.0  # the guard's prior df (Rule.guard_df)
     decided_on: str = "p"  # what the family's procedure decides it on: Rule.evidence ("p" or "e")
 
     def evidence(self) -> str:
@@ -252,7 +264,8 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
     if rule.evidence == "e":
-        c.own_se, c.own_dof, c.own_var = own_error(va, vb, (noise.spread(a)[0], noise.spread(b_name)[0]))
+        c.guard_df = rule.guard_df
+        c.own_se, c.own_dof, c.own_var = own_error(va, vb, (noise.spread(a)[0], noise.spread(b_name)[0]), c.guard_df)
         c.e = _evalue(c, relation) / (1 if relation == "~" else factor)
     c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # the side; the family's procedure decides
     pct = f"{100 * (1 - (2 if relation == '~' else 1) * c.level):.1f}%"
@@ -273,29 +286,44 @@ def _evalue(c: Comparison, relation: str) -> float:
     multiplied by the candidates: analysis/evalues.py)."""
     if relation == "~":
         return calibrated(c.p)
+    if not has_guard(c):
+        return float(t_evalue(c.diff / c.se, c.dof, n_eff(c.na, c.nb))) if c.se else (math.inf if c.diff else 1.0)
     return guarded_evalue(c.diff, c.se, c.dof, c.own_se, c.own_dof, n_eff(c.na, c.nb))
 
 
-def own_error(va: np.ndarray, vb: np.ndarray, floor: tuple[float, float]) -> tuple[float, float, tuple]:
+def has_guard(c: Comparison) -> bool:
+    """Is the comparison's e-value guarded by the rows' own spread (Rule.guard_df finite)?"""
+    return math.isfinite(c.guard_df)
+
+
+def own_error(va: np.ndarray, vb: np.ndarray, floor: tuple[float, float],
+              prior_df: float = 0.0) -> tuple[float, float, tuple]:  # fmt: skip
     """The guard's standard error of mean(a) - mean(b), its df and the two variances it used: Welch on each row's
     own seed variance, floored at the noise model's for that row (``floor``), so nothing is shared between the
     two rows or borrowed to shrink a noisy one; (nan, 0, ()) where a row has fewer than two seeds.  Measured on a
     row at 3x the others' sd given seeds 2 to 4 against a base of 8 seeds, stopped at the first e >= 20 (1,000
     tables): the two rows' pooled variance 13.7-14.1% called different, Welch 7.6%, Welch floored 3.8% (power at 3
     sd with 2 to 6 seeds: 95.5%, 96.5%, 92.5%); Welch on min(na, nb) - 1 df, exact whatever the two sds, found no
-    3 sd effect through the adaptive loop in a whole report."""
+    3 sd effect through the adaptive loop in a whole report.  ``prior_df`` d > 0 (Rule.guard_df, for measuring
+    the guard's cost only): each row's variance is (d floor + (n - 1) own) / (d + n - 1) on d + n - 1 df instead."""
     if min(len(va), len(vb)) < 2:
         return float("nan"), 0.0, ()
-    var = (max(float(va.var(ddof=1)), floor[0]), max(float(vb.var(ddof=1)), floor[1]))
-    return math.sqrt(var[0] / len(va) + var[1] / len(vb)), own_dof(len(va), len(vb), *var), var
+    own = [(len(v) - 1, float(v.var(ddof=1))) for v in (va, vb)]
+    if prior_df:
+        var = tuple((prior_df * f + k * s2) / (prior_df + k) for (k, s2), f in zip(own, floor))
+    else:
+        var = tuple(max(s2, f) for (_, s2), f in zip(own, floor))
+    return math.sqrt(var[0] / len(va) + var[1] / len(vb)), own_dof(len(va), len(vb), var[0], var[1], prior_df), var
 
 
-def own_dof(na: int, nb: int, var_a: float, var_b: float) -> float:
-    """Welch-Satterthwaite's df of var_a/na + var_b/nb on the rows' own na - 1 and nb - 1 df."""
+def own_dof(na: int, nb: int, var_a: float, var_b: float, prior_df: float = 0.0) -> float:
+    """Welch-Satterthwaite's df of var_a/na + var_b/nb on the rows' own na - 1 and nb - 1 df (each plus
+    ``prior_df``)."""
     a, b = var_a / na, var_b / nb
+    fa, fb = na - 1 + prior_df, nb - 1 + prior_df
     if a + b == 0:
-        return float(na + nb - 2)
-    return (a + b) ** 2 / (a**2 / (na - 1) + b**2 / (nb - 1))
+        return float(fa + fb)
+    return (a + b) ** 2 / (a**2 / fa + b**2 / fb)
 
 
 def n_eff(na: int, nb: int) -> float:
@@ -427,7 +455,7 @@ def own_projected(c: Comparison, na: int, nb: int, var: tuple = ()) -> tuple[flo
     var = var or c.own_var
     if not var or min(na, nb) < 2:
         return float("nan"), 0.0
-    return math.sqrt(var[0] / na + var[1] / nb), own_dof(na, nb, *var)
+    return math.sqrt(var[0] / na + var[1] / nb), own_dof(na, nb, var[0], var[1], c.guard_df)
 
 
 def detectable(c: Comparison, power: float = 0.8) -> float:
@@ -437,7 +465,7 @@ def detectable(c: Comparison, power: float = 0.8) -> float:
     if not (math.isfinite(c.se) and math.isfinite(c.threshold)):
         return float("nan")
     found = _detectable(critical(c, c.dof, c.na, c.nb), c.dof, c.se, power)
-    if guarded(c):  # the guard's test must pass too: at least the larger of the two
+    if guarded(c) and has_guard(c):  # the guard's test must pass too: at least the larger of the two
         own_se, own_dof = own_projected(c, c.na, c.nb)
         if not own_dof:
             return float("inf")
@@ -660,7 +688,7 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
         return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
     if not abs(c.diff) > critical(c, dof, *then) * se:
         return False
-    if guarded(c):  # and the guard's own test on its df at ``then``, at the noise model's spread
+    if guarded(c) and has_guard(c):  # and the guard's own test on its df at ``then``, at the noise model's spread
         s2 = se**2 / (1 / then[0] + 1 / then[1])
         own_se, dof_then = own_projected(c, *then, var=(s2, s2))
         return bool(dof_then) and abs(c.diff) > critical_t(e_needed(c), dof_then, n_eff(*then)) * own_se
