@@ -13,7 +13,7 @@ from transformer_core.rundir import Status
 from .metrics import READINGS
 from .seed_noise import pooled_noise, standard_error
 from .trajectory import eval_records
-from .verdicts import seed_values
+from .verdicts import improvement, seed_values
 
 
 def _png(fig) -> str:
@@ -115,7 +115,8 @@ PAPER_DELTA = {"dev_bleu": "paper_delta_bleu", "dev_ce": "paper_delta_ce"}
 
 def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: dict | None = None) -> str | None:
     """One panel per reading: each row's difference from base (mean, 95% interval from the seed-noise model), its
-    seeds as dots (seed value minus base's mean) and the paper's difference as a marker.  ``noise`` is
+    seeds as dots (seed value minus base's mean), the paper's difference as a marker and, at the panel's right
+    edge, P(row better than base) (verdicts.improvement, the claims' p_better).  ``noise`` is
     {reading: pooled_noise} of the sweep where the caller has it already."""
     rows = [r for r in t["row"] if r != "base"]
     panels = []
@@ -147,6 +148,8 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
                 ax.errorbar(d, y, xerr=half, fmt="o", color="C0", ms=4, capsize=2, zorder=3)
             else:
                 ax.plot(d, y, "o", color="C0", ms=4, zorder=3)
+            ax.text(0.995, y, f"{improvement(v, base, reading):.2f}", transform=ax.get_yaxis_transform(), ha="right",
+                    va="center", fontsize=6, color="0.35")  # fmt: skip
             col = PAPER_DELTA.get(reading)
             pv = paper.loc[row, col] if col and col in paper and row in paper.index else None
             if pv is not None and pv == pv:
@@ -157,7 +160,8 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
         ax.tick_params(labelsize=7)
     axes[0][0].set_yticks(range(len(rows)), rows)
     axes[0][0].invert_yaxis()
-    fig.suptitle("differences from base: mean and 95% interval (blue), seeds (grey), the paper (orange)", fontsize=9)
+    fig.suptitle("differences from base: mean and 95% interval (blue), seeds (grey), the paper (orange); "
+                 "P(row better than base) at the right", fontsize=9)  # fmt: skip
     return _png(fig)
 
 

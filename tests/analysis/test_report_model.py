@@ -164,3 +164,26 @@ def test_each_comparisons_probability_of_improvement_is_a_column(model):
         for _, line in model.versus.iterrows():
             shown = re.findall(r"P\(\S+ better\) ([0-9.]+)", line["evidence"])
             assert not shown or line["p_better"] == pytest.approx(float(shown[0]), abs=0.006)
+
+
+def test_the_forest_plot_prints_each_rows_probability_of_improvement(sweep, monkeypatch):
+    """The forest plot's panels carry P(row better than base) at their right edge, the same number as the
+    claims' p_better (verdicts.improvement), one a row with seeds, on both readings."""
+    from analysis.collect import collect
+    from analysis.tables import reproduction_table
+
+    figs = []
+    monkeypatch.setattr(analysis.plots, "_png", lambda fig: figs.append(fig) or "png")
+    df = collect(sweep)
+    t = reproduction_table(df, samples=20)
+    assert analysis.plots.forest(df, t, ("dev_bleu", "dev_ce")) == "png"
+    (fig,) = figs
+    axes = fig.axes
+    assert len(axes) == 2 and "P(row better than base)" in fig._suptitle.get_text()
+    for ax, reading in zip(axes, ("dev_bleu", "dev_ce")):
+        values = analysis.verdicts.seed_values(df, reading)
+        want = [f"{analysis.verdicts.improvement(v, values['base'], reading):.2f}"
+                for r, v in values.items() if r != "base" and len(v)]  # fmt: skip
+        got = [x.get_text() for x in ax.texts]
+        assert sorted(got) == sorted(want) and len(want) >= 2
+        assert any(x != "0.50" for x in got)
