@@ -148,12 +148,14 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
                 ax.errorbar(d, y, xerr=half, fmt="o", color="C0", ms=4, capsize=2, zorder=3)
             else:
                 ax.plot(d, y, "o", color="C0", ms=4, zorder=3)
-            ax.text(0.995, y, f"{improvement(v, base, reading):.2f}", transform=ax.get_yaxis_transform(), ha="right",
-                    va="center", fontsize=6, color="0.35")  # fmt: skip
+            ax.text(1.01, y, f"{improvement(v, base, reading):.2f}", transform=ax.get_yaxis_transform(), ha="left",
+                    va="center", fontsize=6, color="0.35", clip_on=False)  # fmt: skip
             col = PAPER_DELTA.get(reading)
             pv = paper.loc[row, col] if col and col in paper and row in paper.index else None
             if pv is not None and pv == pv:
                 ax.plot(float(pv), y, "D", color="tab:orange", ms=4, zorder=4)
+        ax.text(1.01, -0.9, "P", transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=6,
+                color="0.35", clip_on=False)  # fmt: skip
         ax.axvline(0, color="black", lw=0.8)
         better = "right" if READINGS[reading].higher_is_better else "left"
         ax.set_title(f"{READINGS[reading].label}: row - base ({better} is better)", fontsize=9)
