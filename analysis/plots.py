@@ -115,8 +115,8 @@ PAPER_DELTA = {"dev_bleu": "paper_delta_bleu", "dev_ce": "paper_delta_ce"}
 
 def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: dict | None = None) -> str | None:
     """One panel per reading: each row's difference from base (mean, 95% interval from the seed-noise model), its
-    seeds as dots (seed value minus base's mean), the paper's difference as a marker and, at the panel's right
-    edge, P(row better than base) (verdicts.improvement, the claims' p_better).  ``noise`` is
+    seeds as dots (seed value minus base's mean), the paper's difference as a marker and, right of the panel,
+    P(row better than base) (verdicts.improvement, the claims' p_better).  ``noise`` is
     {reading: pooled_noise} of the sweep where the caller has it already."""
     rows = [r for r in t["row"] if r != "base"]
     panels = []

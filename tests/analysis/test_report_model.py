@@ -167,7 +167,7 @@ def test_each_comparisons_probability_of_improvement_is_a_column(model):
 
 
 def test_the_forest_plot_prints_each_rows_probability_of_improvement(sweep, monkeypatch):
-    """The forest plot's panels carry P(row better than base) at their right edge, the same number as the
+    """The forest plot's panels carry P(row better than base) right of them, the same number as the
     claims' p_better (verdicts.improvement), one a row with seeds, on both readings."""
     from analysis.collect import collect
     from analysis.tables import reproduction_table
