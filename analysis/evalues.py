@@ -80,12 +80,19 @@ def t_evalue(t, dof, n_eff, delta: float = DESIGN_DELTA):
 
 
 def guarded_evalue(
-    diff: float, se: float, dof: float, own_se: float, own_dof: float, n_eff: float, delta: float = DESIGN_DELTA
+    diff: float,
+    se: float,
+    dof: float,
+    own_se: float,
+    own_dof: float,
+    n_eff: float,
+    delta: float = DESIGN_DELTA,
+    guard: bool = True,
 ) -> float:
     """The smaller of the safe t-test's e-value on diff / se at ``dof`` (the noise model's) and on diff / own_se at
     ``own_dof`` (the two rows' own seeds; see the module doc).  No own spread (own_dof < 1: one seed a row) gives
     at most 1: nothing to guard with, nothing decided.  A zero standard error gives inf for a nonzero diff, 1 for
-    none."""
+    none.  ``guard`` False: the noise model's e-value alone (Rule.guard_df inf, for measuring only)."""
 
     def one(s: float, d: float) -> float:
         if s == 0:
@@ -93,6 +100,8 @@ def guarded_evalue(
         return float(t_evalue(diff / s, d, n_eff, delta))
 
     model = one(se, dof)
+    if not guard:
+        return model
     if not (own_dof >= 1 and math.isfinite(own_se)):
         return min(model, 1.0)
     return min(model, one(own_se, own_dof))

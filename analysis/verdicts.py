@@ -39,7 +39,7 @@ from scipy import optimize, stats
 from transformer_core.rundir import Status
 
 from .claims import CLAIMS, Claim, as_claims
-from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, t_evalue, uncalibrated
+from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, uncalibrated
 from .metrics import LOG_COLUMNS, READINGS
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
 
@@ -265,7 +265,9 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
     c.p = min(1.0, c.p * factor)
     if rule.evidence == "e":
         c.guard_df = rule.guard_df
-        c.own_se, c.own_dof, c.own_var = own_error(va, vb, (noise.spread(a)[0], noise.spread(b_name)[0]), c.guard_df)
+        if has_guard(c):
+            floor = (noise.spread(a)[0], noise.spread(b_name)[0])
+            c.own_se, c.own_dof, c.own_var = own_error(va, vb, floor, c.guard_df)
         c.e = _evalue(c, relation) / (1 if relation == "~" else factor)
     c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # the side; the family's procedure decides
     pct = f"{100 * (1 - (2 if relation == '~' else 1) * c.level):.1f}%"
@@ -286,9 +288,7 @@ def _evalue(c: Comparison, relation: str) -> float:
     multiplied by the candidates: analysis/evalues.py)."""
     if relation == "~":
         return calibrated(c.p)
-    if not has_guard(c):
-        return float(t_evalue(c.diff / c.se, c.dof, n_eff(c.na, c.nb))) if c.se else (math.inf if c.diff else 1.0)
-    return guarded_evalue(c.diff, c.se, c.dof, c.own_se, c.own_dof, n_eff(c.na, c.nb))
+    return guarded_evalue(c.diff, c.se, c.dof, c.own_se, c.own_dof, n_eff(c.na, c.nb), guard=has_guard(c))
 
 
 def has_guard(c: Comparison) -> bool:

@@ -35,39 +35,21 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from verdict_calibration import MIX, SETS, machine_line, report_outcome  # noqa: E402
+from verdict_calibration import MIX, SETS, machine_line, one_stopping, report_outcome, seed_frame  # noqa: E402
 
 from analysis import simulate as sim  # noqa: E402
 from analysis.claims import CLAIMS  # noqa: E402
-from analysis.seed_noise import pooled_noise  # noqa: E402
-from analysis.verdicts import Outcome, Rule, compare, decide, undecided_rows  # noqa: E402
+from analysis.verdicts import Rule, undecided_rows  # noqa: E402
 
 GUARDS = {"guard 0 (the report's)": 0.0, "guard on 1 prior df": 1.0, "guard on 2 prior df": 2.0,
           "no guard": math.inf}  # fmt: skip
 EFFECTS = {r: float(np.sign(v)) * 3.0 for r, v in MIX.items()}
-ORACLES = {"oracle 4/8/2": (4, 8, 2), "oracle 5/8/1": (5, 8, 1)}  # (effect rows, base, the others)
-
-
-def noisy_row(rng, rule: Rule, tables: int, lo: int, hi: int) -> float:
-    """C4 at 3x the others' sd, no effect, against base alone at alpha 0.05 (19 rows of ``lo`` seeds): C4 and base
-    get a seed per look up to ``hi`` while undecided; the share decided (either side) by the stop."""
-    shape = sim.Shape(seeds=hi, sigma={"dev_bleu": 1.0}, spread={"C4": 3.0})
-    hits = 0
-    for _ in range(tables):
-        full = sim.table(rng, shape)["dev_bleu"]
-        for n in range(lo, hi + 1):
-            values = {r: v[: n if r in ("C4", "base") else lo] for r, v in full.items()}
-            c = compare(values, pooled_noise(values), "C4", "<", "base", "dev_bleu", rule=rule)
-            decide([c], rule)
-            if c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS):
-                hits += 1
-                break
-    return hits / tables
+# seeds of (the rows with the effect, base, the others): fixed 3, and two oracles
+PLANS = {"fixed 3": (3, 3, 3), "oracle 4/8/2": (4, 8, 2), "oracle 5/8/1": (5, 8, 1)}
 
 
 def loop(full: dict, rule: Rule, lo: int, hi: int) -> dict:
@@ -75,9 +57,7 @@ def loop(full: dict, rule: Rule, lo: int, hi: int) -> dict:
     analysis.verdicts.undecided_rows, judged on dev's claims with ``rule``) on a table drawn at ``hi`` seeds."""
     n = dict.fromkeys(full["dev_bleu"], lo)
     for _ in range(hi - lo):
-        frame = pd.DataFrame([{"row": r, "seed": i + 1, "status": "finished", "dev_bleu": full["dev_bleu"][r][i],
-                               "dev_ce": full["dev_ce"][r][i]} for r in n for i in range(n[r])])  # fmt: skip
-        why = [r for r in undecided_rows(frame, CLAIMS, rule, hi) if n[r] < hi]
+        why = [r for r in undecided_rows(seed_frame(full, n), CLAIMS, rule, hi) if n[r] < hi]
         if not why:
             break
         for r in why:
@@ -92,12 +72,11 @@ def reports(rng, rules: dict, tables: int, spread: float = 1.0) -> dict:
     for _ in range(tables):
         full = sim.table(rng, sim.Shape(seeds=8, sets=SETS, spread={"C4": spread}), EFFECTS)
         for name, rule in rules.items():
-            plans = {"fixed 3": lambda r: 3, **{k: (lambda r, a=a: a[1] if r == "base" else a[0] if r in EFFECTS
-                                                    else a[2]) for k, a in ORACLES.items()}}  # fmt: skip
-            for plan, seeds in plans.items():
+            for plan, (effect, base, other) in PLANS.items():
                 if rule.evidence == "p" and plan != "fixed 3":
                     continue
-                values = {rd: {r: v[: seeds(r)] for r, v in rows.items()} for rd, rows in full.items()}
+                seeds = {r: base if r == "base" else effect if r in EFFECTS else other for r in full["dev_bleu"]}
+                values = {rd: {r: v[: seeds[r]] for r, v in rows.items()} for rd, rows in full.items()}
                 _add(out, (name, plan), report_outcome(values, rule, EFFECTS))
             if rule.evidence == "e":
                 _add(out, (name, "loop 2-6"), report_outcome(loop(full, rule, 2, 6), rule, EFFECTS))
@@ -121,7 +100,8 @@ def main(argv=None) -> None:
     print(f"\n## a row at 3x the others' seed sd, alone against base (alpha 0.05, e >= 20; {8 * n} tables each): "
           f"decided share (target <= 0.07 at an adaptive third seed)")  # fmt: skip
     for name, rule in rules.items():
-        cells = "  ".join(f"seeds {lo}->{hi} {noisy_row(rng, rule, 8 * n, lo, hi):.3f}" for lo, hi in ((2, 3), (2, 6)))
+        cells = "  ".join(f"seeds {lo}->{hi} {one_stopping(rng, 8 * n, lo, hi, 3.0, rules={name: rule})[name][0]:.3f}"
+                          for lo, hi in ((2, 3), (2, 6)))  # fmt: skip
         print(f"{name:24s} {cells}")
     print(f"\n## the whole printed report, 7 rows at 3 sd (114 comparisons, e-BH at alpha 0.05; {n} tables): power "
           f"per real comparison (target >= 0.80) at mean seeds a row (fixed 3 = 3.00)")  # fmt: skip

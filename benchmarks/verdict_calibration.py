@@ -257,13 +257,15 @@ def _adaptive_section(rng, n: int) -> None:
 E = Rule(evidence="e")
 
 
-def one_stopping(rng, tables: int, lo: int, hi: int, spread: float = 1.0, effect: float = 0.0) -> dict:
+def one_stopping(rng, tables: int, lo: int, hi: int, spread: float = 1.0, effect: float = 0.0,
+                 rules: dict | None = None) -> dict:  # fmt: skip
     """Row C4 (``spread`` x the others' sd, ``effect`` in sd: below base when negative) against base alone, at
     alpha 0.05, 19 rows of ``lo`` seeds; C4 and base get one more seed per look up to ``hi`` while undecided
     (stopped at the first decision).  {rule: (share decided on the paper's side or, with no effect, at all; mean
     seeds of C4 and base at the stop)} for the e-value rule, the p rule charged every planned look (p x looks) and
-    the p rule charged nothing (looking again as if for the first time)."""
-    rules = {"e": E, "p, every look charged": Rule(looks=hi - lo + 1), "p, no charge": NEW}
+    the p rule charged nothing (looking again as if for the first time); ``rules`` ({name: Rule}) instead of
+    those three."""
+    rules = rules or {"e": E, "p, every look charged": Rule(looks=hi - lo + 1), "p, no charge": NEW}
     hits, seeds = dict.fromkeys(rules, 0), dict.fromkeys(rules, 0)
     shape = sim.Shape(seeds=hi, sigma={"dev_bleu": 1.0}, spread={"C4": spread})
     for _ in range(tables):
@@ -324,24 +326,28 @@ def report_loop(rng, values: dict, lo: int, hi: int, evidence: str) -> dict:
     report: ``values`` is the table drawn at ``hi`` seeds ({reading: {row: seeds}}); every row starts at ``lo``
     and the loop, on dev's claims with the sweep's ``evidence`` (as a spec's ``seeds: {min, max, evidence}``),
     adds a seed to each row one more could decide, until none or ``hi``.  Returns the table as the loop left it."""
-    import pandas as pd
 
     from sweeps.adaptive import seed_rounds
 
     n = dict.fromkeys(values["dev_bleu"], lo)
     ad = {"min": lo, "max": hi, "looks": hi - lo + 1, "rounds": [], "evidence": evidence}
 
-    def frame():
-        return pd.DataFrame([{"row": r, "seed": i + 1, "status": "finished", "dev_bleu": values["dev_bleu"][r][i],
-                              "dev_ce": values["dev_ce"][r][i]} for r in n for i in range(n[r])])  # fmt: skip
-
     def run(new, k):
         for t in new:
             n[t.row] += 1
 
-    seed_rounds(ad, frame, lambda why: [_Planned(r) for r in why if n[r] < hi], run, float, None, lambda: 0.0,
-                lambda s: None)  # fmt: skip
+    seed_rounds(ad, lambda: seed_frame(values, n), lambda why: [_Planned(r) for r in why if n[r] < hi], run, float,
+                None, lambda: 0.0, lambda s: None)  # fmt: skip
     return {reading: {r: v[: n[r]] for r, v in rows.items()} for reading, rows in values.items()}
+
+
+def seed_frame(values: dict, n: dict):
+    """The trials the loop reads: each row's first ``n[row]`` seeds of ``values`` ({reading: {row: seeds}}), dev's
+    two readings, as finished trials."""
+    import pandas as pd
+
+    return pd.DataFrame([{"row": r, "seed": i + 1, "status": "finished", "dev_bleu": values["dev_bleu"][r][i],
+                          "dev_ce": values["dev_ce"][r][i]} for r in n for i in range(n[r])])  # fmt: skip
 
 
 def report_outcome(values: dict, rule: Rule, effects: dict, noisy: str = "C4") -> dict:
