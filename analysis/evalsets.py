@@ -34,6 +34,7 @@ from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 from .claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
 from .collect import printable
 from .metrics import READINGS, Reading
+from .scale import scale_guard
 from .seed_noise import pooled_noise
 from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
 from .trajectory import regime
@@ -188,8 +189,12 @@ def claims_table(df: pd.DataFrame, name: str, rule: Rule = Rule(), reg: dict | N
     claims = set_claims(name, stated)
     by_id, rows_of = {c.id: c for c in claims}, claim_rows(claims)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
+    guard = scale_guard(df)
     return claims_frame(
-        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained) for r in judge_table(df, claims, rule).claims]
+        [
+            claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, guard=guard)
+            for r in judge_table(df, claims, rule).claims
+        ]  # fmt: skip
     )
 
 

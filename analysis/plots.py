@@ -90,23 +90,32 @@ def curve_panels(df: pd.DataFrame, t: pd.DataFrame) -> str | None:
 
 
 def bleu_vs_params(t: pd.DataFrame) -> str | None:
-    """dev BLEU against parameters, ours and the paper's; None where the finished rows are all of one size (the plot
-    would say nothing that the table does not)."""
+    """dev BLEU against parameters, ours and (where a row shows the paper's numbers) the paper's; None where the
+    finished rows are all of one size (the plot would say nothing that the table does not)."""
     ok = t[t["n"] > 0]
     if ok["params_M"].nunique() < 2:
         return None
     plt = _pyplot()
+    pp = t.dropna(subset=["paper_params_M"]) if "paper_params_M" in t else t.iloc[:0]
+    if not len(pp):  # a study with no paper rows: our panel alone
+        fig, a1 = plt.subplots(1, 1, figsize=(5, 3.6))
+        _ours(a1, ok)
+        return _png(fig)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    a1.errorbar(ok["params_M"], ok["bleu_dev"], yerr=ok["bleu_dev_ci"].fillna(0).astype(float), fmt="o", capsize=3)
-    for _, r in ok.iterrows():
-        a1.annotate(r["row"], (r["params_M"], r["bleu_dev"]), fontsize=7)
-    a1.set(xlabel="parameters (M), ours", ylabel="dev BLEU, ours (95% CI)", title="ours (at the profile's scale)")
-    pp = t.dropna(subset=["paper_params_M"])
+    _ours(a1, ok)
     a2.scatter(pp["paper_params_M"], pp["paper_bleu_dev"], color="tab:orange")
     for _, r in pp.iterrows():
         a2.annotate(r["row"], (r["paper_params_M"], r["paper_bleu_dev"]), fontsize=7)
     a2.set(xlabel="parameters (M), paper", ylabel="dev BLEU, paper", title="paper (newstest2013)")
     return _png(fig)
+
+
+def _ours(a1, ok: pd.DataFrame) -> None:
+    """Our rows' dev BLEU (95% interval) against their parameters."""
+    a1.errorbar(ok["params_M"], ok["bleu_dev"], yerr=ok["bleu_dev_ci"].fillna(0).astype(float), fmt="o", capsize=3)
+    for _, r in ok.iterrows():
+        a1.annotate(r["row"], (r["params_M"], r["bleu_dev"]), fontsize=7)
+    a1.set(xlabel="parameters (M), ours", ylabel="dev BLEU, ours (95% CI)", title="ours (at the profile's scale)")
 
 
 FOREST = "differences from base"  # the report draws it first, before the tables
@@ -133,7 +142,7 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
     # constrained layout: the figure's title, the panels' titles and the row labels never overlap, however few rows
     fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 0.28 * len(rows) + 1.8), squeeze=False,
                              sharey=True, layout="constrained")  # fmt: skip
-    paper = t.set_index("row")
+    paper, marked = t.set_index("row"), False
     for ax, (reading, values, base) in zip(axes[0], panels):
         pooled = noise[reading] if noise and reading in noise else pooled_noise(values)
         for y, row in enumerate(rows):
@@ -154,6 +163,7 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
             pv = paper.loc[row, col] if col and col in paper and row in paper.index else None
             if pv is not None and pv == pv:
                 ax.plot(float(pv), y, "D", color="tab:orange", ms=4, zorder=4)
+                marked = True
         ax.text(1.01, -0.9, "P", transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=6,
                 color="0.35", clip_on=False)  # fmt: skip
         ax.axvline(0, color="black", lw=0.8)
@@ -162,7 +172,8 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
         ax.tick_params(labelsize=7)
     axes[0][0].set_yticks(range(len(rows)), rows)
     axes[0][0].invert_yaxis()
-    fig.suptitle("differences from base: mean and 95% interval (blue), seeds (grey), the paper (orange); "
+    paper_said = ", the paper (orange)" if marked else ""  # only where a row shows the paper's difference
+    fig.suptitle(f"differences from base: mean and 95% interval (blue), seeds (grey){paper_said}; "
                  "P(row better than base) at the right", fontsize=9)  # fmt: skip
     return _png(fig)
 

@@ -19,6 +19,7 @@ from transformer_core.rundir import Status
 from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for
 from .metrics import READINGS
 from .paper import load_table3
+from .scale import NOT_MEASURABLE, ScaleGuard, scale_guard
 from .seed_noise import pooled_noise
 from .stats import combine_pvalues, paired_bootstrap, read_lines
 from .trajectory import frac_label, regime, trajectories, trajectory_text, unstable
@@ -158,18 +159,28 @@ def not_measured_record(claim: Claim, rows: list[str], why: str) -> dict:
             "unstable": False, "rows": ",".join(rows), "summary": why, "evidence": "", "caveat": ""}  # fmt: skip
 
 
-def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: list | None = None) -> dict:
+def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: list | None = None,
+                 guard: ScaleGuard | None = None) -> dict:  # fmt: skip
     """One line of a claims table: verdict, trajectory (when judged over the budget), each comparison's outcome
-    and numbers, the difference the table could detect, diverged seeds, caveat."""
-    caveat = ""
+    and numbers, the difference the table could detect, diverged seeds, caveat.  ``guard`` (analysis.scale): a
+    reading at its floor in every row of the claim is not judged (``NOT_MEASURABLE``, no trajectory), and a test
+    profile's caveat goes on every line."""
+    caveats = []
     if undertrained and claim.kind in UNDERTRAINED_KINDS:
-        caveat = "undertrained regime: capacity and regularisation effects may invert"
+        caveats.append("undertrained regime: capacity and regularisation effects may invert")
+    elif undertrained and claim.kind == "other":  # a claim that does not say what its rows vary
+        caveats.append("undertrained regime: effects measured before training converged may invert")
+    floor = guard is not None and guard.at_floor(res.reading, rows)
+    if guard is not None and guard.caveat():
+        caveats.insert(0, guard.caveat())
+    verdict, symbol = (NOT_MEASURABLE, "?") if floor else (res.verdict.value, res.verdict.symbol)
+    path = None if floor else path
     return {
         "claim": res.claim,
         "text": claim.text,
         "reading": READINGS[res.reading].label,
-        "verdict": res.verdict.value,
-        "symbol": res.verdict.symbol,
+        "verdict": verdict,
+        "symbol": symbol,
         "trajectory": trajectory_text(path) if path else "",
         "unstable": unstable(path) if path else False,
         "rows": ",".join(rows),
@@ -182,7 +193,7 @@ def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: l
         if any(not math.isnan(c.prob) for c in res.comparisons)
         else "",
         "diverged": sum(res.diverged.values()),
-        "caveat": caveat,
+        "caveat": "; ".join(caveats),
     }
 
 
@@ -207,12 +218,12 @@ def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
     vrows = unclaimed_rows(df, stated) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
     final, traj, vtraj = trajectories(df, claims, rule, vrows, pts)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
-    rows_of, by_id = claim_rows(stated), {c.id: c for c in claims}
+    rows_of, by_id, guard = claim_rows(stated), {c.id: c for c in claims}, scale_guard(df)
     table = claims_frame(
-        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)])
+        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)], guard)
          for r in final.claims] + [not_measured_record(c, rows_of[c.id], BLEU_ONLY) for c in apart]
     )  # fmt: skip
-    return table, _versus_table(df, final, vtraj)
+    return table, _versus_table(df, final, vtraj, guard)
 
 
 VERSUS_LABEL = {Outcome.AGREES: "better than base", Outcome.CONTRADICTS: "worse than base"}
@@ -224,10 +235,11 @@ def unclaimed_rows(df: pd.DataFrame, claims: list[Claim] = CLAIMS) -> list[str]:
     return [r for r in row_order(df) if r not in claimed]
 
 
-def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict) -> pd.DataFrame:
+def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict, guard: ScaleGuard | None = None) -> pd.DataFrame:
     """Every row that no claim covers against base, per reading: outcome, trajectory, stability, evidence.
     A row with diverged seeds says so: all diverged is the outcome "diverged", some diverged is compared on
-    the seeds that finished, with the count in the evidence."""
+    the seeds that finished, with the count in the evidence; a row and base both at the reading's floor
+    (analysis.scale) are not compared (``NOT_MEASURABLE``)."""
     diverged = df[df["status"] == Status.DIVERGED].groupby("row").size().to_dict()
     seeds = df.groupby("row").size().to_dict()
     out = []
@@ -237,6 +249,8 @@ def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict) -> pd.DataFra
             outcome = VERSUS_LABEL.get(c.outcome, c.outcome.value)
             if k and c.outcome == Outcome.MISSING:
                 outcome = "diverged"
+            if guard is not None and c.outcome != Outcome.MISSING and guard.at_floor(reading, [c.a, c.b]):
+                outcome = NOT_MEASURABLE
             evidence = c.detail + (f"; {k} of {seeds[c.a]} seeds diverged" if k else "")
             out.append({
                 "row": c.a, "reading": READINGS[reading].label, "outcome": outcome,

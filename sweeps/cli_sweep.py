@@ -123,12 +123,16 @@ def cmd_run(args) -> int:
     from .diskfull import disk_full_at, no_space, no_space_message
     from .driverlog import DriverLog
     from .interrupts import INTERRUPTS
+    from .profiles import scale_warning
     from .runner import SweepInterrupted, check_address
     from .spec import load_spec, plan
     from .storage import is_uri
 
     spec = _with_corpus(load_spec(args.spec), args.corpus)
     plan(spec, args.profile)  # every trial's config is checked before anything is written
+    warning = scale_warning(args.profile)
+    if warning:  # a test profile's verdicts mean nothing: said before anything runs
+        print(warning, flush=True)
     check_address(args.address)
     out = args.out or spec.output or str(Path("sweep_runs") / f"{spec.name}-{args.profile}")
     out = out if is_uri(out) else Path(out)

@@ -26,6 +26,7 @@ class Profile:
     data: dict = field(default_factory=dict)
     exclude: dict = field(default_factory=dict)  # row label -> why this profile leaves it out
     aliases: tuple = ()  # other names it answers to; not part of its rules (a trial never records them)
+    purpose: str = "results"  # "test": for testing the pipeline, its verdicts mean nothing (analysis/scale.py)
 
     def scale_model(self, knobs: dict) -> dict:
         """Model knobs in paper units -> knobs at this profile's scale."""
@@ -58,6 +59,15 @@ class Profile:
             "data": self.data,
             "exclude": self.exclude,
         }
+
+
+def scale_warning(name: str) -> str | None:
+    """The line a run's log prints for a test profile (``purpose: test``), None for any other."""
+    from analysis.scale import TEST_PURPOSE, purpose_line
+
+    if get_profile(name).purpose != TEST_PURPOSE:
+        return None
+    return purpose_line(name).replace("**", "")
 
 
 def load_profiles() -> dict[str, Profile]:

@@ -36,13 +36,14 @@ from transformer_core.rundir import RESULT, TrialRecord, done_result, finished_r
 from .diskfull import no_space, no_space_message
 from .interrupts import INTERRUPTS
 from .lock import SweepLock
-from .profiles import get_profile
+from .profiles import get_profile, scale_warning
 from .records import RoundRecord, Summary, SummaryEntry, TrialResult
 from .search_state import SearchPlan, plan_search, search_trials
 from .spec import Spec, SpecError, Trial
 from .storage import Storage
 from .sweep_state import LOCK_NAME, check_state, locate, read_state
 from .tracking import (
+    artifact_root,
     default_uri,
     describe_parent,
     end_open_runs,
@@ -51,6 +52,7 @@ from .tracking import (
     git_commit,
     resolve_uri,
     stored_uri,
+    sweep_store_uri,
 )
 from .trial import trial_workdir
 from .tune_adapter import Echo, TuningContext, fit_round
@@ -282,8 +284,9 @@ def _remove_partial(sweep_dir: Path, created: bool) -> None:
 
 def _start_tracking(ctx: SweepContext, state: dict) -> None:
     spec, local = ctx.spec, ctx.sweep_dir
-    uri = spec.tracking.get("uri") or (resolve_uri(state["uri"], local) if state.get("uri") else default_uri(local))
-    artifacts = f"{ctx.location}/mlartifacts" if ctx.store else (local / "mlartifacts").as_uri()
+    open_store = resolve_uri if ctx.store else sweep_store_uri  # a local sweep's own store re-rooted at it
+    uri = spec.tracking.get("uri") or (open_store(state["uri"], local) if state.get("uri") else default_uri(local))
+    artifacts = f"{ctx.location}/mlartifacts" if ctx.store else artifact_root(local)
     try:
         exp_id, parent = ensure_parent_run(
             uri,
@@ -305,10 +308,20 @@ def _start_tracking(ctx: SweepContext, state: dict) -> None:
         tags = {
             "commit": git_commit(Path(__file__).parent),
             "profile_rules": json.dumps(get_profile(ctx.profile_name).rules()),
+            **parent_description(spec, ctx.profile_name),
         }
         describe_parent(uri, parent, params, tags)
     except Exception as exc:  # noqa: BLE001 - a description is not worth stopping a sweep for
         log.info("MLflow parent run not described: %s", exc)
+
+
+def parent_description(spec: Spec, profile: str) -> dict[str, str]:
+    """The parent run's description (``mlflow.note.content``, what MLflow's UI shows on the run's page: the spec's
+    title and description, and a test profile's warning first) and its ``profile_purpose`` tag."""
+    warning = scale_warning(profile)
+    title = spec.title or spec.name
+    text = "\n\n".join(x for x in (f"**{warning}**" if warning else "", f"# {title}", spec.description) if x)
+    return {"mlflow.note.content": text, "profile_purpose": get_profile(profile).purpose}
 
 
 def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
