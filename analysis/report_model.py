@@ -459,6 +459,7 @@ def versus_summary(vb: pd.DataFrame) -> list[str]:
             ("within seed noise", ("within noise",)),
             ("diverged", ("diverged",)),
             ("not judged (no seed replicates)", ("no replicates",)),
+            ("not judged (no seed noise: the seeds' readings agree exactly)", ("no seed noise: cannot decide",)),
             ("not measured", ("missing",)),
         ):
             rs = list(part.loc[part["outcome"].isin(outcomes), "row"])

@@ -23,6 +23,9 @@ The rule, in one place (the report prints ``Rule.describe()`` and benchmarks/ver
   some contradict and none agree, mixed when both, within noise otherwise; incomplete when a row is missing,
   whatever the others say (a missing row could turn contradicted into mixed, within noise into held).  Diverged
   seeds are not in the means and are named and counted in the verdict.
+* **No seed noise**: a comparison whose standard error is zero (every seed of the rows its noise comes from reads
+  the same, as a quantised BLEU of 0.0 does) has no evidence either way: its outcome is "no seed noise: cannot
+  decide", never agrees or contradicts, and a claim with such a comparison reads so (like a missing row).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ class Verdict(str, Enum):
     WITHIN_NOISE = "within noise"
     INCOMPLETE = "incomplete"
     NO_REPLICATES = "inconclusive: no seed replicates"
+    NO_NOISE = "no seed noise: cannot decide"
     NOT_MEASURED = "not measured"
 
     @property
@@ -69,7 +73,13 @@ class Outcome(str, Enum):
     CONTRADICTS = "contradicts"
     WITHIN_NOISE = "within noise"
     NO_REPLICATES = "no replicates"
+    NO_NOISE = "no seed noise: cannot decide"  # seeds replicated, but the noise estimate is zero (identical readings)
     MISSING = "missing"
+
+
+# a comparison's standard error at or under this share of its rows' readings is taken as no seed noise at all (seeds
+# that agree to the last digit, or to float rounding): nothing can be decided on it
+ZERO_NOISE = 1e-9
 
 
 def reading_values(df: pd.DataFrame, reading: str) -> pd.Series:
@@ -253,13 +263,18 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         c.detail = f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): no seed noise"
         return c
     c.se, c.dof = standard_error(noise, a, len(va), b_name, len(vb))
+    if not c.se > ZERO_NOISE * max(abs(va.mean()), abs(vb.mean())):  # identical seeds everywhere: no evidence
+        c.outcome, c.se = Outcome.NO_NOISE, float("nan")
+        c.detail = (f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): diff "
+                    f"{c.diff:+.3g}, no seed noise (the seeds' readings agree exactly): cannot decide")  # fmt: skip
+        return c
     t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, c.dof)
     c.ci = (c.diff - t_crit * c.se, c.diff + t_crit * c.se)
     sign = 1 if READINGS[reading].higher_is_better else -1  # quality = sign * value
     if relation == "~":
         c.p, agrees = _equivalence(c.diff, c.se, c.dof, margin)
     else:
-        c.p = float(2 * stats.t.sf(abs(c.diff) / c.se, c.dof)) if c.se > 0 else (0.0 if c.diff else 1.0)
+        c.p = float(2 * stats.t.sf(abs(c.diff) / c.se, c.dof))
         better = sign * c.diff > 0
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
@@ -359,8 +374,6 @@ def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tu
     margin, both tails), so it contradicts where that interval lies outside the margin, up to the far tail."""
     if margin is None:
         raise ValueError("an '~' comparison needs a margin in the claim's data")
-    if se == 0:
-        return (0.0, abs(diff) < margin)
     p_tost = max(stats.t.sf((diff + margin) / se, dof), stats.t.cdf((diff - margin) / se, dof))
     p_beyond = stats.t.sf((abs(diff) - margin) / se, dof) + stats.t.cdf((-abs(diff) - margin) / se, dof)
     return (float(p_tost), True) if p_tost <= p_beyond else (float(min(1.0, p_beyond)), False)
@@ -512,7 +525,8 @@ def claim_comparisons(claim: Claim, values: dict, noise: Noise, reading: str, ru
 def settle(claim: Claim, reading: str, comps: list[Comparison], diverged: dict | None = None) -> ClaimResult:
     """The verdict from comparisons the family's procedure has decided.  Held when every comparison agrees,
     contradicted when some contradict and none agree, mixed when both; within noise otherwise; incomplete when
-    a row (or a best-of candidate) has no finished trial, whatever the others say."""
+    a row (or a best-of candidate) has no finished trial, whatever the others say; "no seed noise: cannot decide"
+    when a comparison has no noise estimate above zero (it could go either way), unless a row is missing."""
     outcomes = [c.outcome for c in comps]
     tested = [o for o in outcomes if o in (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE)]
     agree, contra = outcomes.count(Outcome.AGREES), outcomes.count(Outcome.CONTRADICTS)
@@ -520,6 +534,8 @@ def settle(claim: Claim, reading: str, comps: list[Comparison], diverged: dict |
         verdict = Verdict.NOT_MEASURED
     elif Outcome.MISSING in outcomes:
         verdict = Verdict.INCOMPLETE  # a claim is not judged on part of its rows: a missing one could agree
+    elif Outcome.NO_NOISE in outcomes:
+        verdict = Verdict.NO_NOISE  # nor on part of its comparisons: one without seed noise could go either way
     elif not tested:
         verdict = Verdict.NO_REPLICATES
     elif agree == len(comps):
@@ -655,7 +671,7 @@ def undecided_rows(df: pd.DataFrame, claims: list[Claim], rule: Rule, max_seeds:
     for res in j.claims:
         reading = res.reading
         for c in res.comparisons:
-            if c.outcome not in (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES):
+            if c.outcome not in (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES, Outcome.NO_NOISE):
                 continue
             na, nb = len(values[reading].get(c.a, ())), len(values[reading].get(c.b, ()))
             then = (max(na, max_seeds), max(nb, max_seeds))

@@ -491,3 +491,42 @@ def test_p_is_charged_for_looks_and_candidates():
     assert three.p == pytest.approx(min(1.0, 3 * one.p)) and three.level == pytest.approx(0.05 / 3)
     raw = compare(values, noise, "A1", "<", best.b, "dev_bleu")
     assert best.p == pytest.approx(min(1.0, 6 * raw.p)) and best.candidates == ("base", "A2", "A3")
+
+
+# ------------------------------------------------------------------------------------------- no seed noise
+@pytest.mark.parametrize("evidence", ["p", "e"])
+def test_identical_seeds_everywhere_decide_nothing(evidence):
+    """Issue 54's reproduction: every row's two seeds read 0.005, D1's 0.004 (a quantised BLEU): the pooled seed
+    variance is 0, so there is no evidence; D-dropout-helps reads "no seed noise: cannot decide", not held on p 0
+    (e inf), and no comparison of any claim is decided."""
+    from analysis.simulate import DEMO_ROWS
+    from analysis.verdicts import judge
+
+    values = {r: np.array([0.005, 0.005]) for r in DEMO_ROWS}
+    values["D1"] = np.array([0.004, 0.004])
+    j = judge({"dev_bleu": values}, CLAIMS, Rule(looks=2, evidence=evidence), versus_rows=["D2"])
+    dropout = next(r for r in j.claims if r.claim == "D-dropout-helps")
+    assert dropout.verdict == Verdict.NO_NOISE and "cannot decide" in dropout.comparisons[0].detail
+    comps = [c for r in j.claims for c in r.comparisons] + j.versus["dev_bleu"]
+    assert not any(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for c in comps)
+    assert all(np.isnan(c.p) and np.isnan(c.e) for c in comps if c.outcome == Outcome.NO_NOISE)
+    assert {r.verdict for r in j.claims} <= {Verdict.NO_NOISE, Verdict.INCOMPLETE, Verdict.NOT_MEASURED}
+
+
+def test_quantised_readings_with_no_spread_are_never_decided():
+    """Simulated tables whose readings are rounded to a resolution far above their seed noise (every row's seeds
+    agree, rows land on different grid values): across 200 tables, with means 0 to 3 grid steps apart, no
+    comparison is decided on either evidence, while tables with any seed spread are still judged (the outcome is
+    kept for zero standard errors only)."""
+    rng = np.random.default_rng(54)
+    rows = ["base", *ROWS]
+    for _ in range(200):
+        level = rng.integers(0, 4, size=len(rows)) * 0.01
+        values = {r: np.full(2, 0.02 + x) for r, x in zip(rows, level)}
+        noise = pooled_noise(values)
+        for evidence in ("p", "e"):
+            c = compare(values, noise, "R1", "<", "base", "dev_bleu", rule=Rule(evidence=evidence))
+            assert c.outcome == Outcome.NO_NOISE
+    values["R2"] = np.array([0.02, 0.03])  # one row with a spread: a noise estimate, the comparison is tested
+    c = compare(values, pooled_noise(values), "R1", "<", "base", "dev_bleu")
+    assert c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) and c.se > 0
