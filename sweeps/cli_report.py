@@ -28,7 +28,7 @@ def cmd_report(args) -> int:
                            evidence=args.evidence)  # fmt: skip
         print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
         if not args.out:  # the sweep's own report (not one written elsewhere) goes to its MLflow parent run
-            _to_mlflow(view, out)
+            _to_mlflow(view, out, local=not store)
         if args.compare_rules:
             from analysis.rule_changes import write
 
@@ -42,20 +42,23 @@ def cmd_report(args) -> int:
     return 0
 
 
-def _to_mlflow(view, out: Path) -> None:
+def _to_mlflow(view, out: Path, local: bool = True) -> None:
     """The report as the sweep's MLflow parent run's artifacts, each claim-reading's verdict as a tag; where the
     tracking store cannot take them, one line says so and the report stands."""
     import csv
     import json
 
-    from .tracking import log_report, resolve_uri
+    from .tracking import log_report, resolve_uri, sweep_store_uri
 
     try:
         state = json.loads((Path(view) / "sweep.json").read_text())
-        uri, run_id = resolve_uri(state["uri"], Path(view)), state["parent_run_id"]
+        stored, run_id = state["uri"], state["parent_run_id"]
+        uri = resolve_uri(stored, Path(view))
     except (OSError, ValueError, KeyError, TypeError):
         return  # no tracking recorded (an old or hand-made sweep): nothing to attach to
     try:
+        if local:  # a sweep on this machine: its own store re-rooted at it (a view's store is the URI's)
+            sweep_store_uri(stored, Path(view))
         with open(out / "claims.csv", newline="") as f:
             verdicts = {
                 (r["claim"], r["reading"].split(" (")[0].replace(" ", "_")): r["verdict"] for r in csv.DictReader(f)

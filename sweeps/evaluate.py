@@ -42,7 +42,7 @@ from .lock import SweepLock
 from .runner import _init_ray, check_address
 from .storage import Storage, open_storage
 from .sweep_state import check_inside, read_sweep_state
-from .tracking import DEFAULT_DB, MlflowTracker, _client, _retry, resolve_uri
+from .tracking import DEFAULT_DB, MlflowTracker, _client, _retry, resolve_uri, sweep_store_uri
 from .trial import trial_workdir
 
 log = logging.getLogger(__name__)
@@ -92,8 +92,8 @@ def trial_tracker(workdir: Path, tracking_uri: Optional[str] = None):
         sweep = workdir.parent.parent
         try:
             state = json.loads((sweep / "sweep.json").read_text())
-            tracking_uri = resolve_uri(state["uri"], sweep) if state.get("uri") else None
-        except (OSError, ValueError):
+            tracking_uri = sweep_store_uri(state["uri"], sweep) if state.get("uri") else None
+        except (OSError, ValueError, TypeError):
             tracking_uri = None
     if tracking_uri and marker.exists():
         return ChildRunTracker(tracking_uri, marker.read_text().strip())
@@ -281,7 +281,7 @@ def _evaluate_sweep(store, local: Path, fin: pd.DataFrame, es: EvalSet, state: d
         records.update(_evaluate_at_uri(store, local, state, todo, es, device, data_dir, fan))
     elif todo:
         check_sweep_writes(local, state, todo, es.name)
-        uri = resolve_uri(state["uri"], local) if state.get("uri") else None
+        uri = sweep_store_uri(state["uri"], local) if state.get("uri") else None
         jobs = [(tid, (str(wd), uri, device, data_dir, cpus_per_task)) for tid, wd in todo]
         records.update(_fan_out(_evaluate_trial, jobs, es, **fan))
     lines = []

@@ -2,25 +2,37 @@
 
 By default the store is a SQLite file in the sweep directory; sweep.json then
 records it as the bare file name (``mlflow.db``), relative to the sweep, so a
-copied or moved sweep writes into its own database (``resolve_uri``).
+copied or moved sweep writes into its own database (``resolve_uri``).  Its artifacts live in the sweep's
+``mlartifacts`` folder; MLflow records that folder as an absolute URI, so opening a local sweep's own store
+(``sweep_store_uri``) first re-roots what the store records at the sweep's own folder (``reroot_artifacts``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from transformer_core.errors import UserError
 
 log = logging.getLogger(__name__)
 os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
 
 
 DEFAULT_DB = "mlflow.db"
+ARTIFACTS = "mlartifacts"  # the sweep's artifact folder, beside DEFAULT_DB
 
 
 def default_uri(sweep_dir: Path) -> str:
     return f"sqlite:///{(Path(sweep_dir) / DEFAULT_DB).resolve()}"
+
+
+def artifact_root(sweep_dir: Path) -> str:
+    """The artifact location of a local sweep's experiment: its own ``mlartifacts`` folder, as a file URI."""
+    return (Path(sweep_dir).resolve() / ARTIFACTS).as_uri()
 
 
 def stored_uri(uri: str, sweep_dir: Path) -> str:
@@ -31,6 +43,76 @@ def stored_uri(uri: str, sweep_dir: Path) -> str:
 def resolve_uri(stored: str, sweep_dir: Path) -> str:
     """The tracking URI from sweep.json's ``uri`` (``mlflow.db`` there: the sweep directory's own SQLite file)."""
     return default_uri(sweep_dir) if stored == DEFAULT_DB else stored
+
+
+def sweep_store_uri(stored: str, sweep_dir: Path) -> str:
+    """``resolve_uri`` for a sweep on this machine: its own SQLite store (``mlflow.db``) re-rooted at
+    ``sweep_dir`` first, so that what MLflow writes for it lands inside the sweep."""
+    if stored == DEFAULT_DB:
+        reroot_artifacts(sweep_dir)
+    return resolve_uri(stored, sweep_dir)
+
+
+def _local_path(location: str) -> Path | None:
+    """The folder a ``file:`` URI or an absolute path names; None for any other URI."""
+    parsed = urlparse(location)
+    if parsed.scheme == "file":
+        return Path(unquote(parsed.path))
+    return Path(location) if not parsed.scheme and location.startswith("/") else None
+
+
+def _moved_roots(con: sqlite3.Connection, own: Path) -> list[tuple[str, str]]:
+    """(experiment id, location) of the experiments whose artifact folder is another directory's mlartifacts."""
+    moved = []
+    for exp_id, location in con.execute("SELECT experiment_id, artifact_location FROM experiments"):
+        path = _local_path(location or "")
+        if path is not None and path.name == ARTIFACTS and path != own:
+            moved.append((exp_id, location))
+    return moved
+
+
+def reroot_artifacts(sweep_dir: Path) -> list[str]:
+    """Point the artifact locations that the sweep's own SQLite store records (its experiments', their runs'
+    and logged models') at ``SWEEP/mlartifacts`` where they name another directory's ``mlartifacts`` (the sweep
+    was copied or moved); returns the locations replaced.  A store that cannot be rewritten is a UserError
+    naming it: MLflow would write the sweep's artifacts into the other directory."""
+    sweep_dir = Path(sweep_dir)
+    db = sweep_dir / DEFAULT_DB
+    own = sweep_dir.resolve() / ARTIFACTS
+    if not db.is_file() or db.stat().st_size == 0:
+        return []
+    try:
+        con = sqlite3.connect(f"{db.resolve().as_uri()}?mode=rw", uri=True, timeout=30)
+        try:
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if "experiments" not in tables:
+                return []
+            moved = _moved_roots(con, own)
+            if moved:
+                with con:
+                    for exp_id, old in moved:
+                        _reroot_one(con, tables, exp_id, old, artifact_root(sweep_dir))
+        finally:
+            con.close()
+    except sqlite3.Error as exc:
+        raise UserError(f"{db}: its MLflow artifact locations cannot be read or re-rooted at {own} ({exc}); "
+                        "allowed a writable MLflow SQLite store, or delete it to start the sweep's tracking "
+                        "afresh") from None  # fmt: skip
+    for _, old in moved:
+        log.info("%s: MLflow artifacts re-rooted from %s to %s (the sweep was copied or moved)", db, old, own)
+    return [old for _, old in moved]
+
+
+def _reroot_one(con: sqlite3.Connection, tables: set, exp_id, old: str, new: str) -> None:
+    """Replace the artifact location ``old`` by ``new`` in experiment ``exp_id``, its runs and logged models."""
+    con.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (new, exp_id))
+    for table, column in (("runs", "artifact_uri"), ("logged_models", "artifact_location")):
+        if table in tables:
+            con.execute(
+                f"UPDATE {table} SET {column} = ? || substr({column}, ?) "
+                f"WHERE experiment_id = ? AND substr({column}, 1, ?) = ?",
+                (new, len(old) + 1, exp_id, len(old) + 1, old + "/"),
+            )
 
 
 def _client(uri: str):

@@ -1,0 +1,104 @@
+"""Hostile input, fourth round (issue 52): copied and moved sweeps write only inside themselves, the names the
+stores accept, environment variables and caches checked before Ray starts, hand-edited records."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.helpers import ROOT
+from transformer_core.errors import UserError
+
+
+def tree(root: Path) -> list[tuple[str, int]]:
+    return sorted((str(p.relative_to(root)), p.stat().st_mtime_ns) for p in root.rglob("*"))
+
+
+# a copied or moved sweep's MLflow artifacts (item 1) -------------------------------------------------------------
+
+
+def tracked_sweep(root: Path) -> tuple[str, str]:
+    """A local sweep with its own MLflow store as `tsweep run` makes one: the parent run, one trial's child run
+    with an artifact; returns (parent run id, child run id).  Made in another process, as a sweep is: MLflow
+    keeps each run's artifact folder for the life of the process that first wrote to it."""
+    code = f"import json; from {__name__} import make_tracked_sweep as m; print(json.dumps(m({str(root)!r})))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    parent, child = json.loads(done.stdout.strip().splitlines()[-1])
+    return parent, child
+
+
+def make_tracked_sweep(where: str) -> tuple[str, str]:
+    from sweeps.tracking import MlflowTracker, default_uri, ensure_parent_run
+
+    root = Path(where)
+    root.mkdir()
+    uri = default_uri(root)  # the experiment's artifacts where `tsweep run` puts them, SWEEP/mlartifacts
+    exp, parent = ensure_parent_run(uri, "t", "t", {}, artifact_location=(root / "mlartifacts").as_uri())
+    workdir = root / "trials" / "base-s1-abc"
+    tracker = MlflowTracker(uri, exp, parent, workdir, "base-s1-abc", {})
+    (workdir / "config.json").write_text("{}")
+    tracker.log_artifact(str(workdir / "config.json"))
+    (root / "sweep.json").write_text(json.dumps({"uri": "mlflow.db", "parent_run_id": parent}))
+    return parent, tracker.run_id
+
+
+def a_report(sweep: Path) -> Path:
+    out = sweep / "report"
+    out.mkdir()
+    (out / "claims.csv").write_text("claim,reading,verdict\nB-smaller-dk,dev BLEU (Δ),held\n")
+    return out
+
+
+def test_a_copied_sweep_writes_its_report_and_evaluations_into_itself(tmp_path, capsys):
+    from sweeps.cli_report import _to_mlflow
+    from sweeps.evaluate import trial_tracker
+
+    parent, child = tracked_sweep(tmp_path / "A")
+    shutil.copytree(tmp_path / "A", tmp_path / "A2")  # cp -a: the store still names A's mlartifacts
+    before = tree(tmp_path / "A")
+    _to_mlflow(tmp_path / "A2", a_report(tmp_path / "A2"))
+    workdir = tmp_path / "A2" / "trials" / "base-s1-abc"
+    (workdir / "evals").mkdir()
+    (workdir / "evals" / "x.json").write_text("{}")
+    trial_tracker(workdir).log_artifact(str(workdir / "evals" / "x.json"))
+    assert "not copied" not in capsys.readouterr().out
+    assert tree(tmp_path / "A") == before  # nothing written into the original
+    arts = tmp_path / "A2" / "mlartifacts"
+    assert (arts / parent / "artifacts" / "report" / "claims.csv").is_file()
+    assert (arts / child / "artifacts" / "evals" / "x.json").is_file()
+    assert (arts / child / "artifacts" / "config.json").is_file()  # the copied artifacts found by the copy
+
+
+def test_a_moved_sweep_does_not_create_its_old_directory_again(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from sweeps.cli_report import _to_mlflow
+    from sweeps.tracking import default_uri
+
+    parent, _ = tracked_sweep(tmp_path / "A")
+    (tmp_path / "A").rename(tmp_path / "Amoved")
+    _to_mlflow(tmp_path / "Amoved", a_report(tmp_path / "Amoved"))
+    assert not (tmp_path / "A").exists()
+    run = MlflowClient(default_uri(tmp_path / "Amoved")).get_run(parent)
+    assert run.info.artifact_uri == (tmp_path / "Amoved" / "mlartifacts").resolve().as_uri() + f"/{parent}/artifacts"
+    assert run.data.tags["verdict.B-smaller-dk.dev_BLEU"] == "held"
+
+
+def test_a_copied_store_that_cannot_be_re_rooted_is_named_in_one_line(tmp_path, capsys):
+    from sweeps.cli_report import _to_mlflow
+    from sweeps.tracking import reroot_artifacts
+
+    sweep = tmp_path / "A2"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text(json.dumps({"uri": "mlflow.db", "parent_run_id": "0" * 32}))
+    (sweep / "mlflow.db").write_bytes(b"not a database, but not empty either")
+    try:
+        reroot_artifacts(sweep)
+        raise AssertionError("a store that cannot be read was re-rooted")
+    except UserError as exc:
+        assert "mlflow.db: its MLflow artifact locations cannot be read or re-rooted" in str(exc)
+    _to_mlflow(sweep, a_report(sweep))
+    out = capsys.readouterr().out
+    assert out.startswith("report not copied to MLflow") and len(out.strip().splitlines()) == 1, out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["A2"]
