@@ -21,6 +21,7 @@ from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .positional import Rotary, alibi_bias, alibi_slopes
+from .segments import Segments, segment_attention
 
 _LOW_PRECISION = (torch.bfloat16, torch.float16)
 # CUDA: every kernel but cuDNN's.  cuDNN's attention builds a graph for each new (batch, length) shape, and
@@ -111,13 +112,17 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         cache: Optional[dict] = None,
         memory_kv: Optional[tuple[torch.Tensor, torch.Tensor]] = None,
+        positions: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
         """x: (B, T, d_model).  Self-attention unless ``memory_kv`` is given.
 
-        ``mask``: boolean (B, 1, 1 or T, S), True where attention is allowed.
+        ``mask``: boolean (B, 1, 1 or T, S), True where attention is allowed; or the Segments of a packed
+        buffer (B = 1), whose ``positions`` (1, T) rope rotates by.
         ``cache``: dict holding this layer's past keys/values for incremental
         decoding; new keys/values are appended to it.
         """
+        if isinstance(mask, Segments):
+            return self._packed(x, mask, memory_kv, positions)
         if memory_kv is not None:
             q = split_heads(self.q(x), self.h)
             return self.attend(q, memory_kv[0], memory_kv[1], mask, False)
@@ -145,3 +150,15 @@ class MultiHeadAttention(nn.Module):
                 causal = pos[None, :] <= pos[offset:, None]
                 mask = causal if mask is None else mask & causal
         return self.attend(q, k, v, mask, is_causal)
+
+    def _packed(
+        self, x: torch.Tensor, seg: Segments, memory_kv: Optional[tuple], positions: Optional[torch.Tensor]
+    ) -> torch.Tensor:
+        """Attention within the segments of a packed buffer x (1, C, d_model) (segments.py)."""
+        if memory_kv is not None:
+            q, k, v = split_heads(self.q(x), self.h), memory_kv[0], memory_kv[1]
+        else:
+            q, k, v = (split_heads(t, self.h) for t in self.qkv(x).split(self._sizes(), dim=-1))
+            if self.rotary is not None:
+                q, k = self.rotary.at(q, positions), self.rotary.at(k, positions)
+        return self.out(segment_attention(q, k, v, seg, self.scale))

@@ -57,6 +57,8 @@ def resolve_compile(mode: str, device: torch.device) -> str:
     """``on`` or ``off`` for this device: auto's choice, and eager where inductor has no C++ compiler."""
     if mode == "auto":  # slower than eager on a CPU; on a GPU not shown to learn as eager does (the docstring)
         mode = "off"
+    if mode == "graphs":  # padded batches change shape from step to step: no one graph to capture
+        mode = "on"
     if mode == "on" and device.type == "cpu" and inductor_compiler() is None:
         import torch._inductor.config as inductor_config
 

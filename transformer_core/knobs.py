@@ -154,7 +154,14 @@ KNOBS: tuple[Knob, ...] = (
     _K("precision", "run", "none", "precision", "", "auto, fp32 or bf16"),
     _K("threads", "run", "none", "threads", "d", "torch threads (0: torch's default)"),
     _K("log_every", "run", "none", "log every", "d", "steps between training log lines"),
-    _K("compile", "run", "none", "compile", "", "torch.compile of model and loss: off, on or auto (= off)"),
+    _K(
+        "compile",
+        "run",
+        "none",
+        "compile",
+        "",
+        "torch.compile of model and loss: off, on, graphs (packed, CUDA: as a CUDA graph) or auto (= off)",
+    ),
     _K("fused_adam", "run", "none", "fused Adam", "", "fused Adam (default) or false: the loop; equal to rounding"),
     _K("loss_kernel", "run", "none", "loss kernel", "", "plain (default) or chunked: projection + loss by row chunks"),
     _K(
@@ -164,6 +171,14 @@ KNOBS: tuple[Knob, ...] = (
         "int32 dropout",
         "",
         "true: CPU dropout masks from int32 draws; false (default): bernoulli_",
+    ),
+    _K(
+        "packing",
+        "run",
+        "none",
+        "packing",
+        "",
+        "off (default): padded length buckets; on: sentences packed into buffers of one shape; auto (= off)",
     ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )

@@ -97,8 +97,9 @@ class EncoderLayer(nn.Module):
         self.res1 = _residual(cfg)
         self.res2 = _residual(cfg)
 
-    def forward(self, x: torch.Tensor, src_mask: Optional[torch.Tensor]) -> torch.Tensor:
-        x = self.res1(x, lambda y: self.self_attn(y, mask=src_mask))
+    def forward(self, x: torch.Tensor, src_mask, positions: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """``src_mask``: the padding mask (B, 1, 1, S) or a packed buffer's Segments (``positions`` (1, S))."""
+        x = self.res1(x, lambda y: self.self_attn(y, mask=src_mask, positions=positions))
         return self.res2(x, self.ff)
 
 
@@ -113,8 +114,18 @@ class DecoderLayer(nn.Module):
         self.res3 = _residual(cfg)
 
     def forward(
-        self, x: torch.Tensor, memory_kv: tuple, src_mask: Optional[torch.Tensor], cache: Optional[dict] = None
+        self,
+        x: torch.Tensor,
+        memory_kv: tuple,
+        src_mask,
+        cache: Optional[dict] = None,
+        self_mask=None,
+        positions: Optional[torch.Tensor] = None,
     ) -> torch.Tensor:
-        x = self.res1(x, lambda y: self.self_attn(y, is_causal=True, cache=cache))
+        """``src_mask``: the padding mask (B, 1, 1, S) or a packed buffer's cross-attention Segments, with
+        ``self_mask`` its causal self-attention Segments and ``positions`` (1, T) its target positions."""
+        causal = self_mask is None  # a packed buffer's Segments carry their own causality
+        pos = positions
+        x = self.res1(x, lambda y: self.self_attn(y, mask=self_mask, is_causal=causal, cache=cache, positions=pos))
         x = self.res2(x, lambda y: self.cross_attn(y, mask=src_mask, memory_kv=memory_kv))
         return self.res3(x, self.ff)

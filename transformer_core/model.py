@@ -13,6 +13,16 @@ from .config import ModelConfig
 from .dropout import Dropout
 from .layers import DecoderLayer, EncoderLayer, make_norm
 from .positional import make_positions
+from .segments import Segments
+
+
+@dataclass
+class PackedSegments:
+    """A packed buffer's three attention patterns: encoder self, decoder self (causal), decoder to encoder."""
+
+    encoder: Segments
+    decoder: Segments
+    cross: Segments
 
 
 @dataclass
@@ -112,6 +122,25 @@ class Transformer(nn.Module):
     def features(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         memory, mask = self.encode(src)
         return self.decode_hidden(tgt_in, self.memory_kv(memory), mask)
+
+    def packed_features(
+        self,
+        src: torch.Tensor,
+        src_pos: torch.Tensor,
+        tgt_in: torch.Tensor,
+        tgt_pos: torch.Tensor,
+        segments: "PackedSegments",
+    ) -> torch.Tensor:
+        """``features`` of a packed buffer (data/packing.py): src, tgt_in and their per-token positions (1, C);
+        every sentence attends within its own segment.  (1, C, d_model)."""
+        x = self.embed_dropout(self.src_embed(src) * self.embed_scale + self.positions.at(src_pos))
+        for layer in self.encoder:
+            x = layer(x, segments.encoder, src_pos)
+        memory_kv = self.memory_kv(self.encoder_norm(x))
+        y = self.embed_dropout(self.tgt_embed(tgt_in) * self.embed_scale + self.positions.at(tgt_pos))
+        for i, layer in enumerate(self.decoder):
+            y = layer(y, memory_kv[i], segments.cross, None, segments.decoder, tgt_pos)
+        return self.decoder_norm(y)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Logits (B, T, vocab) for teacher-forced target input."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
@@ -44,6 +45,10 @@ class SinusoidalPositions(nn.Module):
         """(length, d_model) encodings of positions offset .. offset + length - 1."""
         return self.table[offset : offset + length]
 
+    def at(self, positions: torch.Tensor) -> torch.Tensor:
+        """(..., d_model) encodings of the positions given per token (a packed buffer's)."""
+        return F.embedding(positions, self.table)
+
 
 class LearnedPositions(nn.Module):
     def __init__(self, max_len: int, d_model: int):
@@ -53,6 +58,9 @@ class LearnedPositions(nn.Module):
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
         return self.embedding.weight[offset : offset + length]
+
+    def at(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.embedding(positions)
 
 
 class NoPositions(nn.Module):
@@ -64,6 +72,9 @@ class NoPositions(nn.Module):
 
     def forward(self, length: int, offset: int = 0) -> torch.Tensor:
         return self.zero  # broadcasts: x + positions(...) is x
+
+    def at(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.zero
 
 
 def make_positions(kind: str, max_len: int, d_model: int) -> nn.Module:
@@ -105,6 +116,12 @@ class Rotary(nn.Module):
         T = x.shape[-2]
         cos = self.cos[offset : offset + T].to(x.dtype)
         sin = self.sin[offset : offset + T].to(x.dtype)
+        return x * cos + rotate_half(x) * sin
+
+    def at(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """(1, h, C, d_k) rotated by the positions (1, C) given per token (a packed buffer's)."""
+        cos = F.embedding(positions, self.cos).to(x.dtype)[:, None]  # (1, 1, C, d_k)
+        sin = F.embedding(positions, self.sin).to(x.dtype)[:, None]
         return x * cos + rotate_half(x) * sin
 
 

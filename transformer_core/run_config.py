@@ -29,7 +29,8 @@ BEAM_STOPS = ("exact", "length")  # when a beam search ends early: see decoding.
 EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, or only at the last step
 TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only language model on one side
 LOSS_KERNELS = ("plain", "chunked")  # the output projection and loss: see transformer_core/fused_loss.py
-COMPILE = ("off", "on", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
+COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
+PACKING = ("off", "on", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class TrainConfig:
     fused_adam: bool = True  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
     fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
     loss_kernel: str = "plain"  # plain: logits then log_softmax; chunked: projection and loss by row chunks (equal)
+    packing: str = "off"  # off: padded length buckets; on: packed buffers of one shape (packed_step.py); auto (= off)
 
     def __post_init__(self) -> None:
         _check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
@@ -111,6 +113,7 @@ class TrainConfig:
         _check_choice("beam_stop", self.beam_stop, BEAM_STOPS)
         _check_choice("compile", self.compile, COMPILE)
         _check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
+        _check_choice("packing", self.packing, PACKING)
         for name in ("fused_adam", "fast_dropout"):
             if not isinstance(getattr(self, name), bool):
                 _fail(name, getattr(self, name), "true or false")

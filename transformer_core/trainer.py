@@ -20,6 +20,7 @@ import torch
 from . import rundir
 from .compiling import ForwardLoss
 from .data import BatchStream
+from .data.packing import PackedStream
 from .device import resolve_device, resolve_precision
 from .distributed import sum_gradients, world
 from .dropout import set_fast_dropout
@@ -28,6 +29,7 @@ from .lm_task import LMTask
 from .model import count_parameters
 from .native_memory import gb, peak_bytes, reset_peak
 from .optim import learning_rate, make_adam
+from .packed_step import STREAM_PACKED, STREAM_PADDED, PackedForwardLoss, resolve_packing
 from .run_config import RunConfig, TrainConfig
 from .task import Task
 from .tracking import Tracker
@@ -184,7 +186,7 @@ class Trainer:
         self.params = count_parameters(self.model)
         set_fast_dropout(self.model, t.fast_dropout)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
-        self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile, t.loss_kernel)
+        self.packing, self.packing_reason = resolve_packing(t.packing, config.model, self.device, config.data.task)
         self.compile_seconds: Optional[float] = None  # compiled: the first step this process trains, compiling included
         self.rank, self.world = world()
         if t.accumulate % self.world:
@@ -193,9 +195,17 @@ class Trainer:
                 "the worker count (the global batch is tokens_per_batch x accumulate)"
             )
         self.local_accumulate = t.accumulate // self.world
-        self.stream = BatchStream(
+        stream = PackedStream if self.packing else BatchStream
+        self.stream = stream(
             self.train_split, t.tokens_per_batch, t.seed, t.max_train_len, rank=self.rank, world_size=self.world
         )
+        self.forward_loss: ForwardLoss | PackedForwardLoss
+        if isinstance(self.stream, PackedStream) and self.packing:
+            self.forward_loss = PackedForwardLoss(
+                self.model, t.eps_ls, self.device, self.precision, t.compile, self.packing, self.stream.shape
+            )
+        else:
+            self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile, t.loss_kernel)
         if self.world > 1:
             torch.manual_seed(t.seed * 1000 + self.rank)  # same initial weights, own dropout masks
         self.step, self.tokens = 0, 0
@@ -244,13 +254,20 @@ class Trainer:
         for _ in range(self.local_accumulate):
             t0 = time.perf_counter()
             batch = next(self.stream)
-            inputs, index, target = self.forward_loss.prepare(self.task.inputs(batch), batch.tgt_out)
-            t1 = time.perf_counter()
-            self.seconds["data"] += t1 - t0
-            loss, nll = self.forward_loss(inputs, index, target)  # logits of real target positions only
+            if isinstance(self.forward_loss, PackedForwardLoss):
+                tensors = self.forward_loss.prepare(batch)
+                t1 = time.perf_counter()
+                self.seconds["data"] += t1 - t0
+                loss, nll = self.forward_loss(tensors)  # every position of the buffer, the tail weighted 0
+                ntok += batch.tokens  # a host number: the step reads nothing back
+            else:
+                inputs, index, target = self.forward_loss.prepare(self.task.inputs(batch), batch.tgt_out)
+                t1 = time.perf_counter()
+                self.seconds["data"] += t1 - t0
+                loss, nll = self.forward_loss(inputs, index, target)  # logits of real target positions only
+                ntok += index.numel()
             loss.backward()
             sums += [loss.detach(), nll]
-            ntok += index.numel()
             self.seconds["train"] += time.perf_counter() - t1
         t1 = time.perf_counter()
         if self.world > 1:  # the all-reduce takes host numbers: one more wait for the device per step
@@ -271,7 +288,7 @@ class Trainer:
             # for the device, and the host queues nothing meanwhile (benchmarks/results/gpu_step_h200.txt)
             loss_sum, nll_sum = _read_sums(sums)
         self.seconds["train"] += time.perf_counter() - t1
-        if self.compile_seconds is None and self.forward_loss.mode == "on":
+        if self.compile_seconds is None and self.forward_loss.mode in ("on", "graphs"):
             self.compile_seconds = round(time.perf_counter() - started, 2)
         self.step += 1
         self.tokens += ntok
@@ -333,6 +350,7 @@ def result_base(tr: Trainer, started: float) -> dict:
         "compile_seconds": tr.compile_seconds,
         "fused_adam": t.fused_adam,
         "loss_kernel": tr.forward_loss.loss_kernel,  # as it ran (a compiled step: plain, fused by the compiler)
+        **packing_keys(tr),
         "fast_dropout": t.fast_dropout and tr.device.type == "cpu" and tr.forward_loss.mode == "off",  # int32 masks ran
         "peak_rss_gb": gb(peak_bytes()),  # the process's peak resident memory since this Trainer was built
         "peak_cuda_gb": gb(torch.cuda.max_memory_allocated(tr.device)) if tr.device.type == "cuda" else None,
@@ -344,6 +362,20 @@ def result_base(tr: Trainer, started: float) -> dict:
         "corpus_fingerprint": tr.corpus.fingerprint,
         "vocab_size": tr.corpus.vocab_size,
         **tr.task.result_keys(),
+    }
+
+
+def packing_keys(tr: Trainer) -> dict:
+    """How the trial's batches were laid out: packed (with its attention backend and buffer shape) or padded
+    (and why, where packing was asked for), and the random stream that layout draws."""
+    if tr.packing is None:
+        return {"packing": "off", "packing_reason": tr.packing_reason, "batch_stream": STREAM_PADDED}
+    shape = tr.stream.shape if isinstance(tr.stream, PackedStream) else None
+    return {
+        "packing": tr.packing,
+        "packing_reason": tr.packing_reason,
+        "packed_shape": None if shape is None else {"capacity": shape.capacity, "segments": shape.segments},
+        "batch_stream": STREAM_PACKED,
     }
 
 

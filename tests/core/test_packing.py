@@ -1,0 +1,208 @@
+"""Packed batches (data/packing.py, segments.py, packed_step.py): the same loss and gradients as padded batches of
+the same sentences, one shape across an epoch, no host read inside the step, and the rows packing cannot serve
+routed to the padded step."""
+
+import numpy as np
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from transformer_core.compiling import ForwardLoss
+from transformer_core.config import ModelConfig
+from transformer_core.data.batching import collate, plan_batches
+from transformer_core.data.packing import PackedStream, pack, packed_shape, plan_packed
+from transformer_core.data.prepare import PAD
+from transformer_core.model import build_model
+from transformer_core.packed_step import PackedForwardLoss, resolve_packing
+from transformer_core.segments import flash_head_size, packed_support
+
+# Table 3's base and the rows the issue names, at a small width (fp32, dropout off: the two layouts' sums differ
+# only by the order of float additions)
+SMALL = dict(N=2, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, P_drop=0.0, max_len=256)
+ROWS = {
+    "base": {},
+    "B1": dict(d_k=2),  # a smaller key size than d_v: d_k != d_v
+    "C4": dict(d_model=16, d_k=4, d_v=4),
+    "E1": dict(positional="learned"),
+    "rope": dict(positional="rope", norm="pre", activation="gelu"),
+}
+
+
+def _lengths(split):
+    return np.array([len(x) + 1 for x in split.src]), np.array([len(x) + 1 for x in split.tgt])
+
+
+def _batch(split, n=9, seed=0):
+    src_len, tgt_len = _lengths(split)
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.choice(len(src_len), size=n, replace=False))
+
+
+def _loss_and_grads(model, fn):
+    model.zero_grad(set_to_none=True)
+    loss, nll = fn()
+    loss.backward()
+    return loss.detach(), nll, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_packed_loss_and_gradients_equal_the_padded_step_in_fp32(row, fixture_corpus):
+    split = fixture_corpus.split("train")
+    cfg = ModelConfig(**{**SMALL, **ROWS[row]})
+    torch.manual_seed(0)
+    model = build_model(cfg, fixture_corpus.vocab_size).train()
+    index = _batch(split)
+    padded = ForwardLoss(model, 0.1, torch.device("cpu"), "fp32")
+    batch = collate(split, index)
+    inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
+    ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
+    src_len, tgt_len = _lengths(split)
+    shape = packed_shape(1200, src_len, tgt_len)
+    packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", "mask", shape)
+    pb = pack(split, index, shape)
+    got = _loss_and_grads(model, lambda: packed(packed.prepare(pb)))
+    assert pb.tokens == batch.target_tokens == idx.numel()
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-4)
+    assert got[2].keys() == ref[2].keys()
+    for name in ref[2]:
+        torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_a_sentence_that_sees_another_changes_the_loss(fixture_corpus):
+    """The equivalence above could not fail if segments leaked into each other unnoticed: a mask that lets
+    every token see every other token of the buffer gives another loss."""
+    split = fixture_corpus.split("train")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**SMALL), fixture_corpus.vocab_size).train()
+    src_len, tgt_len = _lengths(split)
+    shape = packed_shape(1200, src_len, tgt_len)
+    pb = pack(split, _batch(split), shape)
+    packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", "mask", shape)
+    tensors = packed.prepare(pb)
+    right = packed(tensors)[0].detach()
+    leaky = list(tensors)
+    leaky[8] = torch.zeros_like(tensors[8])  # every source token in segment 0
+    leaky[9] = torch.zeros_like(tensors[9])
+    assert abs(float(packed(tuple(leaky))[0].detach() - right)) > 1e-3
+
+
+def test_packing_keeps_every_sentence_and_the_budget_and_one_shape_across_an_epoch(fixture_corpus):
+    split = fixture_corpus.split("train")
+    budget = 300
+    stream = PackedStream(split, budget, seed=3, max_len=64)
+    seen, shapes = [], set()
+    for _ in range(len(stream._plan)):
+        pb = next(stream)
+        assert stream.epoch == 0
+        seen += pb.index.tolist()
+        shapes.add(tuple(tuple(t.shape) for t in pb.tensors()))
+        src_real = int((pb.src != PAD).sum())
+        assert pb.tokens <= budget or len(pb.index) == 1
+        assert src_real <= budget or len(pb.index) == 1
+        assert int(pb.weight.sum()) == pb.tokens == int((pb.tgt_out != PAD).sum())
+        cu = pb.cu_src.numpy()
+        assert cu[0] == 0 and cu[-1] == stream.shape.capacity and (np.diff(cu) >= 0).all()
+        assert np.diff(cu).max() <= stream.shape.span and np.diff(pb.cu_tgt.numpy()).max() <= stream.shape.span
+    assert sorted(seen) == sorted(stream.indices.tolist())  # every pair once per epoch
+    assert len(shapes) == 1
+    tokens = sum(len(split.tgt[i]) + 1 for i in seen)
+    assert tokens / (len(stream._plan) * budget) > 0.9  # full buffers: the budget is what a step holds
+
+
+def test_a_planned_batch_never_passes_the_budget_counted_in_real_tokens():
+    rng = np.random.default_rng(0)
+    src_len, tgt_len = rng.integers(2, 60, 5000), rng.integers(2, 60, 5000)
+    plan = plan_packed(src_len, tgt_len, 500, seed=1)
+    assert sorted(np.concatenate(plan).tolist()) == list(range(5000))
+    for b in plan:
+        assert src_len[b].sum() <= 500 and tgt_len[b].sum() <= 500
+    assert np.mean([max(src_len[b].sum(), tgt_len[b].sum()) for b in plan]) > 470  # one side nearly full
+    shape = packed_shape(500, src_len, tgt_len)
+    assert max(len(b) for b in plan) + shape.tails <= shape.segments
+    assert plan != plan_batches(src_len, tgt_len, 500, seed=1)  # another composition than the padded plan's
+
+
+class _NoHostRead(TorchDispatchMode):
+    """Fails on an operator that makes the host wait for a device number or shapes a tensor by its data."""
+
+    FORBIDDEN = ("_local_scalar_dense", "nonzero", "masked_select", "unique", "item")
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.__name__
+        if any(name.startswith(f) for f in self.FORBIDDEN):
+            raise AssertionError(f"host read in the packed step: {name}")
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_packed_step_reads_nothing_back_from_the_device(fixture_corpus):
+    split = fixture_corpus.split("train")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**{**SMALL, "P_drop": 0.1}), fixture_corpus.vocab_size).train()
+    src_len, tgt_len = _lengths(split)
+    shape = packed_shape(1200, src_len, tgt_len)
+    packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", "mask", shape)
+    tensors = packed.prepare(pack(split, _batch(split), shape))
+    with _NoHostRead():
+        loss, _ = packed(tensors)
+        loss.backward()
+    padded = ForwardLoss(model, 0.1, torch.device("cpu"), "fp32")
+    batch = collate(split, _batch(split))
+    with pytest.raises(AssertionError, match="host read"), _NoHostRead():  # the guard sees the padded step's
+        padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
+
+
+def test_rows_packing_cannot_serve_are_routed_to_the_padded_step():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    base = ModelConfig(**SMALL)
+    assert packed_support(ModelConfig(**{**SMALL, "positional": "alibi"}), cpu)[0] is None
+    assert packed_support(base, cpu, task="lm")[0] is None
+    assert packed_support(base, cpu)[0] == "mask"
+    big_head = ModelConfig(**{**SMALL, "h": 1, "d_k": 512, "d_v": 512})  # A1's head at the paper's width
+    backend, why = packed_support(big_head, cuda)
+    if backend is None:  # a torch without varlen names that first
+        assert "256" in why or "varlen" in why
+    assert packed_support(ModelConfig(**{**SMALL, "attention_dropout": 0.1}), cuda)[0] is None
+    assert flash_head_size(16, 64) == 64 and flash_head_size(12, 12) == 16
+    assert resolve_packing("off", base, cpu, "translation")[0] is None
+    assert resolve_packing("auto", base, cpu, "translation")[0] is None
+    assert resolve_packing("on", base, cpu, "translation")[0] == "mask"
+
+
+def test_the_packed_step_compiles_once_across_an_epoch(fixture_corpus):
+    """Dynamo with guards at static shapes (its eager backend: the guards, not inductor's kernels, are what a
+    recompile would come from): no batch of an epoch recompiles it."""
+    import torch._dynamo as dynamo
+
+    from transformer_core.packed_step import packed_loss
+
+    split = fixture_corpus.split("train")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**{**SMALL, "P_drop": 0.1}), fixture_corpus.vocab_size).train()
+    stream = PackedStream(split, 400, seed=1, max_len=64)
+    dynamo.reset()
+    compiled = torch.compile(packed_loss, dynamic=False, backend="eager")
+    with dynamo.config.patch(error_on_recompile=True):
+        for _ in range(min(12, len(stream._plan))):
+            pb = next(stream)
+            loss, _ = compiled(model, pb.tensors(), stream.shape.span, "mask", 0.1, "cpu", "fp32")
+            loss.backward()
+    dynamo.reset()
+
+
+def test_a_packed_trial_trains_and_records_its_layout(fixture_corpus, fixture_data_dir, tmp_path):
+    from tests.helpers import tiny_run_config
+    from transformer_core.tracking import JsonTracker
+    from transformer_core.trainer import Trainer, packing_keys
+
+    seen = {}
+    for packing in ("on", "off"):
+        config = tiny_run_config(fixture_data_dir, packing=packing, steps=20, P_drop=0.1)
+        tr = Trainer(config, tmp_path / packing, JsonTracker(tmp_path / f"{packing}.jsonl"), None)
+        losses = [tr.advance()[0] for _ in range(20)]
+        seen[packing] = (losses, packing_keys(tr))
+    on, off = seen["on"][1], seen["off"][1]
+    assert on["packing"] == "mask" and on["batch_stream"].startswith("packed")
+    assert off["packing"] == "off" and off["batch_stream"].startswith("padded")
+    for losses, _ in seen.values():  # both learn: the last steps' loss well under the first's
+        assert np.mean(losses[-5:]) < np.mean(losses[:3]) - 0.3

@@ -1,0 +1,226 @@
+"""Packed batches: a micro-batch's sentences laid end to end in buffers of one fixed shape.
+
+A padded batch (``batching.collate``) is (B, S) and (B, T), and B, S and T change from batch to batch: every new
+shape is a new graph for a compiler and a new capture for a CUDA graph.  A packed batch holds the same sentences
+in one row of ``capacity`` tokens per side, whatever they are:
+
+    src     [s0 s0 s0 EOS | s1 s1 EOS | ... | PAD PAD]      (1, capacity)
+    tgt_in  [BOS t0 t0    | BOS t1    | ... | PAD PAD]      (1, capacity)
+    tgt_out [t0 t0 EOS    | t1 EOS    | ... | PAD PAD]      (1, capacity)
+
+Sentence i's source and target are segment i on each side; the unused tail of each buffer is cut into as many
+more segments on both sides (each at least one token, so that its queries always have keys of their own, and at
+most the longest sentence, so that no segment is longer than what varlen attention is told), and
+``cu_src``/``cu_tgt`` (the cumulative segment boundaries, varlen attention's ``cu_seqlens``) are padded to
+``segments + 1`` entries with empty segments at the end, so that their shape is fixed too.
+``src_pos``/``tgt_pos`` are each token's position within its sentence (0 in the tail); ``weight`` is 1 at a
+real target position and 0 in the tail, and ``tokens`` (the real target tokens) is a host number: the step never
+asks the device how many there are.
+
+``plan_packed`` plans an epoch for packed buffers: the sentences in a seeded random order, cut greedily where the
+next pair would take either side past the token budget counted in real tokens (the paper's batches held "about
+25,000 source and 25,000 target tokens").  Without padding there is no need to bucket by length, so a batch is a
+random sample of the corpus rather than a length bucket: another batch composition than ``plan_batches``'s for the
+same seed, which a trial that packs records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .batching import Batch, filter_by_length, shard
+from .corpus import EncodedSplit
+from .prepare import BOS, EOS, PAD
+
+ALIGN = 8  # capacity is a multiple of this (tensor-core friendly row counts)
+
+
+@dataclass
+class PackedBatch:
+    src: torch.Tensor  # (1, capacity) source ids + EOS per segment, PAD in the tail
+    src_pos: torch.Tensor  # (1, capacity) position within its sentence, 0 in the tail
+    tgt_in: torch.Tensor  # (1, capacity) BOS + target ids per segment
+    tgt_out: torch.Tensor  # (1, capacity) target ids + EOS per segment
+    tgt_pos: torch.Tensor  # (1, capacity)
+    weight: torch.Tensor  # (capacity,) float: 1 at real target positions, 0 in the tail
+    cu_src: torch.Tensor  # (segments + 1,) int32 segment boundaries on the source side
+    cu_tgt: torch.Tensor  # (segments + 1,) int32 on the target side
+    seg_src: torch.Tensor  # (capacity,) int64 segment of each source token (the tail: its own segment)
+    seg_tgt: torch.Tensor  # (capacity,) int64
+    tokens: int  # real target tokens (host number)
+    index: np.ndarray  # sentence indices in the split
+
+    @property
+    def target_tokens(self) -> int:
+        return self.tokens
+
+    def tensors(self) -> tuple[torch.Tensor, ...]:
+        """The tensors a packed step reads, in the order ``ForwardLoss.prepare_packed`` moves them."""
+        return (self.src, self.src_pos, self.tgt_in, self.tgt_pos, self.tgt_out, self.weight, self.cu_src,
+                self.cu_tgt, self.seg_src, self.seg_tgt)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PackedShape:
+    """The one shape of every packed batch of a trial.
+
+    capacity: tokens per side; span: the longest segment (the longest pair's side, and each piece of the tail is
+    cut to at most this); tails: the most pieces a tail is cut into (as many tokens are always left over for it);
+    segments: segment slots, the pairs the shortest sentences could fill the budget with plus ``tails``.
+    """
+
+    capacity: int
+    segments: int
+    span: int
+    tails: int
+
+
+def packed_shape(budget: int, src_len: np.ndarray, tgt_len: np.ndarray) -> PackedShape:
+    """The buffer that holds any batch ``plan_packed`` cuts from pairs of these lengths (EOS/BOS counted): the
+    budget or the longest single pair (a pair longer than the budget is a batch of its own), plus room for the
+    tail, rounded up to ALIGN."""
+    span = int(max(src_len.max(), tgt_len.max()))
+    base = max(budget, span)
+    tails = 1
+    while True:  # the tail is at least `tails` tokens, and no tail of capacity tokens needs more pieces than that
+        capacity = -(-(base + tails) // ALIGN) * ALIGN
+        need = -(-capacity // span)
+        if need <= tails:
+            break
+        tails = need
+    fits = [int(np.searchsorted(np.cumsum(np.sort(n)), base, side="right")) for n in (src_len, tgt_len)]
+    return PackedShape(capacity, max(1, min(fits)) + tails, span, tails)
+
+
+def plan_packed(
+    src_len: np.ndarray, tgt_len: np.ndarray, budget: int, seed: int, indices: np.ndarray | None = None
+) -> list[np.ndarray]:
+    """Sentence indices in a seeded random order, cut into batches of at most ``budget`` real tokens per side
+    (a single pair longer than that is a batch of its own)."""
+    rng = np.random.default_rng(seed)
+    idx = np.arange(len(src_len)) if indices is None else np.asarray(indices)
+    idx = idx[rng.permutation(len(idx))]
+    s_cum, t_cum = np.cumsum(src_len[idx]), np.cumsum(tgt_len[idx])
+    batches, start = [], 0
+    while start < len(idx):
+        s0 = s_cum[start - 1] if start else 0
+        t0 = t_cum[start - 1] if start else 0
+        # the first position past the budget on either side ends the batch (at least one pair per batch)
+        end = min(np.searchsorted(s_cum, s0 + budget, side="right"), np.searchsorted(t_cum, t0 + budget, side="right"))
+        end = max(end, start + 1)
+        batches.append(idx[start:end])
+        start = end
+    return batches
+
+
+def _segments(lengths: list[int], tail: list[int], capacity: int, segments: int) -> tuple[np.ndarray, ...]:
+    """Boundaries (segments + 1,), each token's segment and its position within it, for segments of ``lengths``
+    followed by the tail's pieces and empty segments up to ``segments``."""
+    sizes = np.array([*lengths, *tail], dtype=np.int64)
+    cu = np.full(segments + 1, capacity, dtype=np.int32)
+    cu[0] = 0
+    cu[1 : len(sizes) + 1] = np.cumsum(sizes)
+    seg = np.repeat(np.arange(len(sizes)), sizes)
+    starts = np.repeat(cu[: len(sizes)].astype(np.int64), sizes)
+    pos = np.arange(capacity) - starts
+    pos[int(sum(lengths)) :] = 0  # the tail's positions: any valid index (its outputs are weighted 0)
+    return cu, seg, pos
+
+
+def _tails(used: tuple[int, int], shape: PackedShape, pairs: int) -> tuple[list[int], list[int]]:
+    """The two tails cut into the same number of pieces, each at most ``span`` and at least one token long (the
+    i-th target piece attends to the i-th source piece in cross-attention)."""
+    left = [shape.capacity - u for u in used]
+    pieces = -(-max(left) // shape.span)
+    if pieces > shape.tails or min(left) < pieces or pairs + pieces > shape.segments:
+        raise ValueError(
+            f"{pairs} sentences of {used[0]} and {used[1]} tokens do not fit a packed buffer of {shape.capacity} "
+            f"tokens and {shape.segments} segments"
+        )
+    return tuple(np.diff(np.linspace(0, n, pieces + 1).round().astype(np.int64)).tolist() for n in left)  # type: ignore[return-value]
+
+
+def pack(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> PackedBatch:
+    """The pairs ``index`` of ``split`` packed into buffers of ``shape``: the same tokens ``collate`` puts in a
+    padded batch, end to end."""
+    srcs = [np.append(np.asarray(split.src[i], dtype=np.int64), EOS) for i in index]
+    tgts = [np.asarray(split.tgt[i], dtype=np.int64) for i in index]
+    tgt_in_parts = [np.concatenate([[BOS], t]) for t in tgts]
+    tgt_out_parts = [np.append(t, EOS) for t in tgts]
+    src_lens, tgt_lens = [len(s) for s in srcs], [len(t) for t in tgt_out_parts]
+    tail_src, tail_tgt = _tails((sum(src_lens), sum(tgt_lens)), shape, len(index))
+    cu_src, seg_src, pos_src = _segments(src_lens, tail_src, shape.capacity, shape.segments)
+    cu_tgt, seg_tgt, pos_tgt = _segments(tgt_lens, tail_tgt, shape.capacity, shape.segments)
+
+    def buffer(parts: list) -> torch.Tensor:
+        out = np.full(shape.capacity, PAD, dtype=np.int64)
+        joined = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        out[: len(joined)] = joined
+        return torch.from_numpy(out)[None]
+
+    used_t = int(sum(tgt_lens))
+    weight = torch.zeros(shape.capacity)
+    weight[:used_t] = 1.0
+    return PackedBatch(
+        src=buffer(srcs),
+        src_pos=torch.from_numpy(pos_src)[None],
+        tgt_in=buffer(tgt_in_parts),
+        tgt_out=buffer(tgt_out_parts),
+        tgt_pos=torch.from_numpy(pos_tgt)[None],
+        weight=weight,
+        cu_src=torch.from_numpy(cu_src),
+        cu_tgt=torch.from_numpy(cu_tgt),
+        seg_src=torch.from_numpy(seg_src),
+        seg_tgt=torch.from_numpy(seg_tgt),
+        tokens=used_t,
+        index=np.asarray(index),
+    )
+
+
+def pack_batch(split: EncodedSplit, batch: Batch, shape: PackedShape) -> PackedBatch:
+    """A padded batch's sentences, packed (for comparing the two layouts on the same pairs)."""
+    return pack(split, batch.index, shape)
+
+
+class PackedStream:
+    """Endless stream of packed training batches of one shape: a fresh seeded ``plan_packed`` per epoch.  Its
+    state is BatchStream's (epoch, position), so that checkpoints of either kind have the same keys."""
+
+    def __init__(
+        self, split: EncodedSplit, budget: int, seed: int, max_len: int = 256, rank: int = 0, world_size: int = 1
+    ):
+        self.split, self.budget, self.seed = split, budget, seed
+        self.rank, self.world_size = rank, world_size
+        self.src_len = np.array([len(x) + 1 for x in split.src])
+        self.tgt_len = np.array([len(x) + 1 for x in split.tgt])
+        self.indices = filter_by_length(split, max_len)
+        if len(self.indices) == 0:
+            raise ValueError(f"no training pair fits max_len={max_len} tokens")
+        self.shape = packed_shape(budget, self.src_len[self.indices], self.tgt_len[self.indices])
+        self.epoch, self.position = 0, 0
+        self._plan = self._make_plan()
+
+    def _make_plan(self) -> list[np.ndarray]:
+        plan = plan_packed(self.src_len, self.tgt_len, self.budget, self.seed * 100_003 + self.epoch, self.indices)
+        return shard(plan, self.rank, self.world_size) if self.world_size > 1 else plan
+
+    def state(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def restore(self, state: dict) -> None:
+        self.epoch, self.position = state["epoch"], state["position"]
+        self._plan = self._make_plan()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> PackedBatch:
+        if self.position >= len(self._plan):
+            self.epoch, self.position = self.epoch + 1, 0
+            self._plan = self._make_plan()
+        index = self._plan[self.position]
+        self.position += 1
+        return pack(self.split, index, self.shape)

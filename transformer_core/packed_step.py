@@ -1,0 +1,87 @@
+"""The forward pass and loss of a packed batch (data/packing.py): one shape for every step of a trial.
+
+Every tensor the step reads has the trial's one shape, and the loss is a weighted sum over every position of the
+target buffer (the tail weighted 0), so nothing in the step depends on the batch's contents: no boolean indexing,
+no ``nonzero``, no read of a device number.  That makes it compile once (``compile: on``, inductor at static
+shapes) or replay as a CUDA graph (``compile: graphs``, inductor's ``reduce-overhead`` mode, CUDA only), and on
+a GPU the host queues the whole step without waiting for the device.
+
+``packing`` (a run-only knob): ``off`` trains padded batches (the default, and what every CPU result was
+measured with); ``on`` packs where ``segments.packed_support`` allows and says in result.json why not where it
+does not; ``auto`` is ``off`` until packed trials are shown to learn as padded ones do on a GPU.  A packed trial
+draws another random stream than a padded one of the same seed: batches are a shuffled sample of the corpus cut
+at the token budget (not length buckets), and its dropout masks are drawn at the buffer's shape.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+
+from .data.packing import PackedBatch, PackedShape
+from .device import autocast
+from .loss import smoothed_terms
+from .model import PackedSegments
+from .segments import build_segments, packed_support
+
+PACKING = ("off", "on", "auto")
+STREAM_PACKED = "packed: seeded shuffle cut at the token budget in real tokens; dropout masks at the buffer's shape"
+STREAM_PADDED = "padded: length buckets (plan_batches)"
+
+
+def resolve_packing(mode: str, cfg, device: torch.device, task: str) -> tuple[Optional[str], str]:
+    """(attention backend or None, why) for a trial's ``packing`` knob on ``device``."""
+    if mode in ("off", "auto"):  # auto: not yet shown to learn as padded batches do (the module docstring)
+        return None, f"packing={mode}"
+    return packed_support(cfg, device, task)
+
+
+def packed_loss(model, tensors: tuple, span: int, backend: str, eps_ls: float, device_type: str, precision: str):
+    """Summed smoothed loss and NLL of a packed batch's real target positions (its tail weighted 0)."""
+    src, src_pos, tgt_in, tgt_pos, tgt_out, weight, cu_src, cu_tgt, seg_src, seg_tgt = tensors
+    segments = PackedSegments(
+        encoder=build_segments(backend, cu_src, cu_src, seg_src, seg_src, span, causal=False),
+        decoder=build_segments(backend, cu_tgt, cu_tgt, seg_tgt, seg_tgt, span, causal=True),
+        cross=build_segments(backend, cu_tgt, cu_src, seg_tgt, seg_src, span, causal=False),
+    )
+    with autocast(torch.device(device_type), precision):
+        hidden = model.packed_features(src, src_pos, tgt_in, tgt_pos, segments)
+        logits = model.generator(hidden[0])  # (C, V)
+    loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), tgt_out[0], eps_ls)
+    return (loss * weight).sum(), (nll * weight).sum().detach()
+
+
+class PackedForwardLoss:
+    """``prepare(batch)`` puts a packed batch on the device; ``(tensors)`` -> (smoothed loss sum, NLL sum): eager
+    (``off``), compiled once at the trial's shape (``on``) or compiled and replayed as a CUDA graph (``graphs``)."""
+
+    def __init__(self, model, eps_ls: float, device: torch.device, precision: str, mode: str, backend: str,
+                 shape: PackedShape):  # fmt: skip
+        self.model, self.eps_ls, self.device, self.precision = model, eps_ls, device, precision
+        self.backend, self.shape = backend, shape
+        if mode == "auto":
+            mode = "off"
+        if mode == "graphs" and device.type != "cuda":
+            mode = "on"  # CUDA graphs need CUDA; compiled at static shapes is what remains
+        self.mode = mode
+        self.loss_kernel = "plain"
+        self._fn = packed_loss
+        if mode == "on":
+            self._fn = torch.compile(packed_loss, dynamic=False)
+        elif mode == "graphs":
+            self._fn = torch.compile(packed_loss, dynamic=False, mode="reduce-overhead")
+
+    def prepare(self, batch: PackedBatch) -> tuple:
+        cuda = self.device.type == "cuda"
+        return tuple((t.pin_memory() if cuda else t).to(self.device, non_blocking=True) for t in batch.tensors())
+
+    def __call__(self, tensors: tuple):
+        if self.mode == "graphs":
+            torch.compiler.cudagraph_mark_step_begin()
+        loss, nll = self._fn(self.model, tensors, self.shape.span, self.backend, self.eps_ls, self.device.type,
+                             self.precision)  # fmt: skip
+        if self.mode == "graphs":  # a replay overwrites its outputs: keep this micro-batch's sums
+            nll = nll.clone()
+        return loss, nll
