@@ -8,7 +8,7 @@ import html
 import pandas as pd
 
 from .plots import FOREST
-from .report_model import LEGEND, VERSUS_RULE, ReportModel, versus_summary
+from .report_model import ReportModel, legend, versus_summary
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
@@ -130,14 +130,14 @@ def render(model: ReportModel) -> str:
         *(
             [
                 f"<h2>{html.escape(model.shape.claims_heading())}</h2>",
-                _legend(LEGEND),
+                _legend(legend(model.shape.paper_claims)),
                 f"<p>{html.escape(model.rule_text)}</p>",
                 _claims_table(model.shown_claims),
             ]
             if len(model.claims)
             else []
         ),  # fmt: skip
-        *(_versus_section(VERSUS_RULE, versus_summary(model.versus), model.versus) if len(model.versus) else []),
+        *(_versus_section(model.versus_rule, versus_summary(model.versus), model.versus) if len(model.versus) else []),
         f"<h2>{html.escape(model.shape.table_heading)}</h2>",
         _main_table(d, model.table),
         f"<p>{html.escape(model.notes)} Highlighted: knobs that differ from the base row.</p>",

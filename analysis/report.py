@@ -16,7 +16,7 @@ import pandas as pd
 from .html_report import render
 from .markdown import markdown_table
 from .plots import FOREST
-from .report_model import LEGEND, VERSUS_RULE, ReportModel, build, cell, facts, measured, versus_summary
+from .report_model import ReportModel, build, cell, facts, legend, measured, versus_summary
 
 
 def _latex(d: pd.DataFrame) -> str:
@@ -56,7 +56,7 @@ def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def _versus_block(vb: pd.DataFrame) -> list[str]:
+def _versus_block(vb: pd.DataFrame, rule: str) -> list[str]:
     if not len(vb):
         return []
     table = pd.DataFrame({
@@ -64,7 +64,7 @@ def _versus_block(vb: pd.DataFrame) -> list[str]:
         "vs base": [o + (" ⚠ unstable" if u else "") for o, u in zip(vb["outcome"], vb["unstable"])],
         "trajectory": vb["trajectory"], "evidence": vb["evidence"],
     })  # fmt: skip
-    return ["## Each row against base", "", VERSUS_RULE, "", *versus_summary(vb), "", markdown_table(table), ""]
+    return ["## Each row against base", "", rule, "", *versus_summary(vb), "", markdown_table(table), ""]
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000,
@@ -88,7 +88,7 @@ def write_csv(model: ReportModel, out: Path) -> None:
         model.evalsets.numbers.to_csv(out / "evalsets.csv", index=False)
         for name, table in model.evalsets.claims.items():
             table.to_csv(out / f"claims-{name}.csv", index=False)
-    model.table.to_csv(out / "table.csv", index=False)
+    model.csv_table.to_csv(out / "table.csv", index=False)
     model.claims.to_csv(out / "claims.csv", index=False)
     if len(model.versus):
         model.versus.to_csv(out / "versus-base.csv", index=False)
@@ -106,7 +106,8 @@ def write_markdown(model: ReportModel, out: Path) -> None:
     forest = []
     if model.images.get(FOREST):  # the picture before the tables, also beside report.md
         (out / "forest.png").write_bytes(base64.b64decode(model.images[FOREST]))
-        forest = [f"![{FOREST}: each row's difference from base, its seeds and the paper's](forest.png)", ""]
+        whose = ", its seeds and the paper's" if model.shape.papers else " and its seeds"
+        forest = [f"![{FOREST}: each row's difference from base{whose}](forest.png)", ""]
     set_sections = []
     if model.evalsets is not None:
         for name, table in model.evalsets.claims.items():
@@ -114,15 +115,15 @@ def write_markdown(model: ReportModel, out: Path) -> None:
                 set_sections += [f"## {model.shape.claims_heading(name)}", "", *_claims_block(table)]
         if model.evalsets.notes:
             set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in model.evalsets.notes], ""]
-    legend = "; ".join(f"{s} {name}: {what}" for name, s, what in LEGEND)
+    legend_text = "; ".join(f"{s} {name}: {what}" for name, s, what in legend(model.shape.paper_claims))
     problems = model.problems
     shape = model.shape
-    claims = [f"## {shape.claims_heading()}", "", f"Legend: {legend}.", "", model.rule_text, "",
+    claims = [f"## {shape.claims_heading()}", "", f"Legend: {legend_text}.", "", model.rule_text, "",
               *_claims_block(model.claims)] if len(model.claims) else []  # fmt: skip
     md = [f"# {shape.heading(h['sweep'])}", "", *([shape.description, ""] if shape.description else []), facts(h),
           "", *model.budget_lines(), "", *forest, f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
           f"## {shape.table_heading}", "", markdown_table(model.display), "", model.notes, "",
-          *claims, *_versus_block(model.versus), *set_sections,
+          *claims, *_versus_block(model.versus, model.versus_rule), *set_sections,
           "## Failed, stopped or missing trials", "",
           markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")

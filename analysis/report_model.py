@@ -26,6 +26,7 @@ from .evalsets import EvalSetsReport, evaluation_sets, report_rule
 from .metrics import READINGS
 from .paper import PAPER_FACTS
 from .plots import figures
+from .scale import NOT_MEASURABLE, scale_guard
 from .seed_noise import Noise, pooled_noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, points, regime
@@ -39,6 +40,15 @@ LEGEND = [
     ("incomplete", "?", "a row of the claim (or a 'best of' candidate) has no finished trial"),
     ("unstable", "⚠", "an estimate from the last half of the budget lies outside the final interval"),
 ]
+
+
+def legend(paper_claims: bool = True) -> list[tuple[str, str, str]]:
+    """The verdicts' legend: ``LEGEND`` for the paper's claims, with "the claim's side" for a spec's own."""
+    if paper_claims:
+        return LEGEND
+    return [(n, s, w.replace("the paper's side", "the claim's side")) for n, s, w in LEGEND]
+
+
 RULE = (
     "The multiple-testing procedure decides, not the intervals: each comparison is a t-test of the difference of "
     "seed means (two one-sided tests for '~', against the claim's margin) with moderated seed variances, its p "
@@ -61,11 +71,13 @@ NOTES = (
     "which is what the verdicts test. Knobs are in the paper's units; the profile's rules say how they were "
     "scaled. Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
 )
+PAPER_PPL = " Perplexities are per wordpiece of different vocabularies and are not comparable with the paper's."
 LM_NOTES = (
     " Bits per byte: the dev/test text's summed NLL / (ln 2 x its UTF-8 bytes, a newline per line), "
     "independent of the tokenizer. The paper's columns are its translation (MT) numbers: a reference for "
     "the direction of each effect only."
 )
+PAPER_COLUMNS = ("paper_ppl_dev", "paper_bleu_dev", "paper_params_M", "paper_delta_bleu", "paper_delta_ce")
 UNJUDGED = (Verdict.NOT_MEASURED.value, Verdict.INCOMPLETE.value)  # a claim-reading with no verdict yet
 
 
@@ -162,10 +174,24 @@ class ReportModel:
     @property
     def notes(self) -> str:
         """The paragraph under the main table: what its numbers are."""
+        papers = self.shape.papers  # else no row shows the paper's numbers: nothing to compare them with
+        notes = NOTES if papers else NOTES.replace(PAPER_PPL, " Perplexities are per wordpiece of this vocabulary.")
         if not self.lm:
-            return NOTES
-        lm = NOTES.replace("Perplexities are", "Perplexities (per BPE piece of the modelled side, EOS included) are")
-        return lm + LM_NOTES
+            return notes
+        lm = notes.replace("Perplexities are", "Perplexities (per BPE piece of the modelled side, EOS included) are")
+        return lm + (LM_NOTES if papers else LM_NOTES.split(" The paper's columns")[0])
+
+    @property
+    def versus_rule(self) -> str:
+        """The paragraph over the rows against base."""
+        return VERSUS_RULE if self.shape.paper_claims else VERSUS_RULE.replace("no claim of the paper", "no claim")
+
+    @property
+    def csv_table(self) -> pd.DataFrame:
+        """table.csv: the table's numbers, without the paper's columns where no row shows the paper's numbers."""
+        if self.shape.papers:
+            return self.table
+        return self.table.drop(columns=[c for c in PAPER_COLUMNS if c in self.table])
 
     @property
     def set_claims(self) -> dict[str, pd.DataFrame]:
@@ -181,6 +207,7 @@ class ReportModel:
         """The header's lines on what the verdicts hold at: budget, rule, seed noise, pairing, regime, seeds added."""
         judged = set(self.claims.loc[~self.claims["verdict"].isin(UNJUDGED), "claim"]) if len(self.claims) else set()
         lines = budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule, judged)
+        lines = scale_guard(self.frame).header_lines(list(self.header_noise)) + lines  # the scale guard first
         lines += self.shape.amended_lines()
         flags = unstable_counts(self.claims, self.versus, list(self.shape.claims))
         return lines + [x for x in [unstable_line(**flags)] if x]
@@ -461,6 +488,7 @@ def versus_summary(vb: pd.DataFrame) -> list[str]:
             ("not judged (no seed replicates)", ("no replicates",)),
             ("not judged (no seed noise: the seeds' readings agree exactly)", ("no seed noise: cannot decide",)),
             ("not measured", ("missing",)),
+            (NOT_MEASURABLE, (NOT_MEASURABLE,)),
         ):
             rs = list(part.loc[part["outcome"].isin(outcomes), "row"])
             if rs:

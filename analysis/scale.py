@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from transformer_core.knobs import DEPTH_KNOBS, WIDTH_KNOBS
+
 from .metrics import READINGS
 
 PROFILES_FILE = Path(__file__).resolve().parents[1] / "sweeps" / "specs" / "profiles.yaml"
@@ -96,8 +98,15 @@ class ScaleGuard:
         return f"{self.test_profile} is a test profile: this verdict means nothing about the claim"
 
     def header_lines(self, readings: list[str]) -> list[str]:
-        """The report header's lines: the test profile, then each of ``readings`` at its floor in every row."""
+        """The report header's lines: the test profile, each of ``readings`` at its floor in every row, and the rows
+        whose parameter count is a confound (``param_confounds``)."""
         lines = [purpose_line(self.test_profile)] if self.test_profile else []
+        fin = self.frame[self.frame["status"] == "finished"]
+        if "params" in fin and len(fin):
+            counts = pd.to_numeric(fin["params"], errors="coerce").groupby(fin["row"], sort=False).mean()
+            cols = [c for c in fin if c in SIZE_KNOBS or c.removeprefix("paper_") in SIZE_KNOBS]
+            knobs = {row: {c: part[c].iloc[0] for c in cols} for row, part in fin.groupby("row", sort=False)}
+            lines += [x for x in [confound_line(param_confounds(counts.to_dict(), sized_rows(knobs)))] if x]
         rows = list(dict.fromkeys(self.frame.loc[self.frame["status"] == "finished", "row"]))
         for reading in readings:
             if rows and floor_of(reading) is not None and self.at_floor(reading, rows):
@@ -114,3 +123,41 @@ def scale_guard(df: pd.DataFrame) -> ScaleGuard:
     profiles = [p for p in dict.fromkeys(df["profile"]) if isinstance(p, str)] if "profile" in df else []
     test = next((p for p in profiles if profile_purpose(p) == TEST_PURPOSE), "")
     return ScaleGuard(df, test)
+
+
+# a row whose parameter count differs from base's by more than this fraction of base's, without varying a size knob
+# (SIZE_KNOBS), is a confound: its size changes as a side effect of what it varies (learned positions' table, ...)
+CONFOUND_FRACTION = 0.25
+SIZE_KNOBS = (*WIDTH_KNOBS, *DEPTH_KNOBS, "h")  # the architecture's dimensions: a row varying them varies the size
+
+
+def sized_rows(values: dict[str, dict], base: str = "base") -> set[str]:
+    """The rows of ``values`` ({row: its knobs}) whose value of some size knob differs from base's."""
+    ref = values.get(base, {})
+    return {r for r, v in values.items() if any(repr(v.get(k)) != repr(ref.get(k)) for k in SIZE_KNOBS)}
+
+
+def param_confounds(params: dict[str, float], sized: set[str] | frozenset = frozenset(),
+                    base: str = "base") -> dict[str, float]:  # fmt: skip
+    """{row: its parameter count's change from base's, as a fraction} of the rows beyond ``CONFOUND_FRACTION``, in
+    ``params``' order; rows in ``sized`` (``sized_rows``: they vary the size on purpose) are left out, as is every
+    row where base has no count."""
+    ref = params.get(base)
+    if not ref or not np.isfinite(ref):
+        return {}
+    out = {}
+    for row, n in params.items():
+        change = (n - ref) / ref
+        if row != base and row not in sized and np.isfinite(change) and abs(change) > CONFOUND_FRACTION:
+            out[row] = float(change)
+    return out
+
+
+def confound_line(confounds: dict[str, float]) -> str:
+    """The plan's and the report's line naming the rows of ``param_confounds`` ("" where there are none)."""
+    if not confounds:
+        return ""
+    each = ", ".join(f"{row} {100 * f:+.0f}%" for row, f in confounds.items())
+    return (f"**Parameter count confound**: {each} parameters against base (more than {100 * CONFOUND_FRACTION:.0f}% "
+            "either way) with no size knob changed: a difference in quality may come from the size, not from what "
+            "the row changes.")  # fmt: skip

@@ -16,6 +16,7 @@ def _fmt(x, spec=".2f"):
 
 
 def cmd_plan(args) -> int:
+    from analysis.scale import confound_line, param_confounds, sized_rows
     from transformer_core.data import default_data_dir
     from transformer_core.knobs import plan_columns
     from transformer_core.run_config import make_run_config
@@ -50,17 +51,19 @@ def cmd_plan(args) -> int:
     # the knob columns are the knob table's Table 3 columns (knobs.plan_columns()), in run units
     flat = [cfg.flat() for cfg in configs]
     columns = [(k, k.width or 1 + max([len(k.name)] + [len(k.format(f[k.name])) for f in flat]))
-               for k in plan_columns()]  # fmt: skip
+               for k in (*plan_columns(), *varied_knobs(flat))]  # fmt: skip
+    rw = max([6] + [len(t.row) + 1 for t in trials])  # the row column: as wide as the longest label needs
     knob_head = "".join(f"{k.name:>{w}}" for k, w in columns)
     head = (
-        f"{'group':<6}{'row':<6}{'seed':>5}{knob_head}"
+        f"{'group':<6}{'row':<{rw}}{'seed':>5}{knob_head}"
         f"{'steps':>8}{'tok/batch':>10}{'params':>9}{'FLOPs':>10}{'est. time':>11}  id"
     )
     print(head)
-    total_flops, seconds = 0.0, []
+    total_flops, seconds, row_params = 0.0, [], dict[str, float]()
     for t, cfg, values in zip(trials, configs, flat):
         tr = cfg.train
         params, flops = estimate.trial_flops(cfg)
+        row_params.setdefault(t.row, params)
         shown = MISSING
         if source:
             est = estimate.trial_seconds(flops, tr, source.flops_per_second * devices)
@@ -68,11 +71,15 @@ def cmd_plan(args) -> int:
             shown = estimate.duration(est)
         total_flops += flops
         print(
-            f"{t.group:<6}{t.row:<6}{t.seed:>5}{''.join(f'{k.format(values[k.name]):>{w}}' for k, w in columns)}"
+            f"{t.group:<6}{t.row:<{rw}}{t.seed:>5}{''.join(f'{k.format(values[k.name]):>{w}}' for k, w in columns)}"
             f"{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
             f"{params / 1e6:>8.2f}M{flops:>10.2e}{shown:>11}  {t.trial_id}"
         )
     print(f"total {total_flops:.2e} training FLOPs (6 x params x tokens)")
+    sized = sized_rows({t.row: values for t, values in zip(trials, flat)})
+    confounds = confound_line(param_confounds(row_params, sized)).replace("**", "")
+    if confounds:
+        print(confounds)
     if source is None:
         print(estimate.no_source_message(args.profile))
     else:
@@ -90,6 +97,16 @@ def cmd_plan(args) -> int:
         print("\n".join(budget_lines(spec, trials, source, budget)))
     print(f"planned in {time.time() - start:.2f} s; nothing was run")
     return 0
+
+
+def varied_knobs(flat: list[dict]) -> list:
+    """The knobs beyond Table 3's columns whose values differ between the trials (norm, activation, lr_scale, ...),
+    in the knob table's order; run-only knobs and the seed aside."""
+    from transformer_core.knobs import KNOBS, plan_columns
+
+    shown = {k.name for k in plan_columns()} | {"seed", "steps"}  # steps: the plan's own column
+    return [k for k in KNOBS if k.name not in shown and k.where not in ("run", "spec")
+            and len({repr(f.get(k.name)) for f in flat}) > 1]  # fmt: skip
 
 
 def search_size(spec) -> str:
