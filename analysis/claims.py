@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from transformer_core.errors import UserError, did_you_mean
+from transformer_core.rundir import KEY_ALLOWED, KEY_NAME
 
 from .metrics import DEFAULT_READINGS, QUALITY, TASK_READINGS
 
@@ -82,23 +83,25 @@ def as_claims(claims: Iterable[Claim | Mapping]) -> list[Claim]:
 
 UNDERTRAINED_KINDS = ("capacity", "regularisation")
 KINDS = ("attention", "capacity", "regularisation", "positional", "other")
-RELATIONS = {"<": "worse than", ">": "better than", "~": "about equal to"}
+RELATIONS = {"<": "worse than", ">": "better than", "~": "about equal to", ">=": "no worse than", "<=": "no better than"}
+MARGINED = ("~", ">=", "<=")  # the relations judged against a margin: equivalence, non-inferiority and its mirror
 CLAIM_KEYS = ("id", "text", "compare", "readings", "margin", "kind")
 # the readings a claim may be judged on, per task (analysis.verdicts.READINGS): test and named evaluation sets
 # re-judge the dev readings on their own data (analysis.evalsets)
 NAMED_CLAIMS = {"table3": "the paper's eight conclusions from Table 3, as sweeps/specs/table3.yaml states them"}
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
-_COMPARISON = re.compile(r"^\s*([^\s<>~]+)\s*([<>~])\s*([^<>~]+?)\s*$")
+_COMPARISON = re.compile(r"^\s*([^\s<>~=]+)\s*(>=|<=|[<>~])\s*([^<>~=]+?)\s*$")
 TABLE3_SPEC = Path(__file__).resolve().parents[1] / "sweeps" / "specs" / "table3.yaml"
 
 
 def _comparison(text, path: str, rows: list[str]) -> tuple[str, str, str]:
-    """``A < B``, ``A > B``, ``A ~ B`` or ``A < best of R1, R2, ...`` (quality: ``<`` A is worse than B) as the
-    engine's (a, relation, b), every row checked against the spec's rows."""
+    """``A < B``, ``A > B``, ``A ~ B``, ``A >= B``, ``A <= B`` or ``A < best of R1, R2, ...`` (quality: ``<`` A is
+    worse than B; ``>=`` A is no worse than B by more than the margin) as the engine's (a, relation, b), every row
+    checked against the spec's rows."""
     m = _COMPARISON.match(text) if isinstance(text, str) else None
     if not m:
         raise UserError(f"{path}: {text!r} is invalid; allowed 'ROW < ROW' (worse), 'ROW > ROW' (better), "
-                        "'ROW ~ ROW' (about equal, with a margin) or 'ROW < best of ROW, ROW, ...'")  # fmt: skip
+                        "'ROW ~ ROW' (about equal), 'ROW >= ROW' (no worse), 'ROW <= ROW' (no better), the last "
+                        "three with a margin, or 'ROW < best of ROW, ROW, ...'")  # fmt: skip
     a, relation, right = m.groups()
     best = re.match(r"^best\s+of\s+(.+)$", right)
     names = [n.strip() for n in best.group(1).split(",")] if best else [right]
@@ -110,8 +113,8 @@ def _comparison(text, path: str, rows: list[str]) -> tuple[str, str, str]:
         raise UserError(f"{path}: 'best of' needs two or more different rows, got {', '.join(names)}")
     if a in names:
         raise UserError(f"{path}: row {a!r} is compared with itself; compare it with another row")
-    if best and relation == "~":
-        raise UserError(f"{path}: '~' compares two rows; 'best of' takes '<' or '>'")
+    if best and relation in MARGINED:
+        raise UserError(f"{path}: {relation!r} compares two rows; 'best of' takes '<' or '>'")
     return a, relation, f"best:{','.join(names)}" if best else right
 
 
@@ -119,11 +122,12 @@ def _margin(raw, path: str, readings: tuple[str, ...], equal: bool):
     if raw is None:
         if equal:
             each = ", ".join(readings)
-            raise UserError(f"{path}: a '~' comparison needs a margin, the largest difference still about equal, "
-                            f"in each reading's units: a number, or one per reading ({each})")  # fmt: skip
+            raise UserError(f"{path}: a '~', '>=' or '<=' comparison needs a margin, the largest difference "
+                            f"still about equal (or no worse), in each reading's units: a number, or one per reading "
+                            f"({each})")  # fmt: skip
         return None
     if not equal:
-        raise UserError(f"{path}: a margin is for '~' comparisons only; this claim has none")
+        raise UserError(f"{path}: a margin is for '~', '>=' and '<=' comparisons only; this claim has none")
 
     def positive(v, where: str) -> float:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0 or not math.isfinite(v):
@@ -152,9 +156,8 @@ def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> C
             hint = did_you_mean(key, CLAIM_KEYS)
             raise UserError(f"{path}: unknown key {key!r}{hint}; allowed {', '.join(CLAIM_KEYS)}")
     cid = raw.get("id")
-    if not isinstance(cid, str) or not _ID.match(cid):
-        raise UserError(f"{path}.id: {cid!r} is invalid; allowed a name of letters, digits and . _ + - "
-                        "(up to 64, e.g. D-dropout-helps)")  # fmt: skip
+    if not isinstance(cid, str) or not KEY_NAME.match(cid):
+        raise UserError(f"{path}.id: {cid!r} is invalid; allowed {KEY_ALLOWED}, e.g. D-dropout-helps")
     compare = raw.get("compare")
     compare = [compare] if isinstance(compare, str) else compare
     if not isinstance(compare, list) or not compare:
@@ -178,7 +181,7 @@ def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> C
         caveat = " and ".join(UNDERTRAINED_KINDS)
         raise UserError(f"{path}.kind: {kind!r} is invalid{did_you_mean(kind, KINDS)}; allowed {', '.join(KINDS)} "
                         f"({caveat} claims carry the undertrained-regime caveat)")  # fmt: skip
-    equal = any(rel == "~" for _, rel, _ in comps)
+    equal = any(rel in MARGINED for _, rel, _ in comps)
     margin = _margin(raw.get("margin"), f"{path}.margin", tuple(readings), equal)
     text = raw.get("text")
     if text is not None and (not isinstance(text, str) or not text.strip()):

@@ -66,9 +66,14 @@ class Status(str, Enum):
 
 DONE = frozenset({Status.FINISHED, Status.DIVERGED})  # a result.json with these is never trained again
 
-# A name that becomes a path under a run's or a sweep's directory (a trial id, a row label, a set's name)
-SAFE_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]*$")
+# A name that becomes a path under a run's or a sweep's directory (a trial id, a row label, a set's name); \Z, not
+# $, so that a name ending in a newline is refused
+SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*\Z")
 SAFE_ALLOWED = "letters, digits, '_', '.', '-' (not starting with '.')"
+# A name that also becomes a key in MLflow (a claim id in verdict tags, an evaluation set's name in metric names):
+# what MLflow's keys and file names both accept, starting with a letter or digit, up to 64 characters
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
+KEY_ALLOWED = "up to 64 letters, digits, '_', '.', '-' (starting with a letter or digit)"
 
 
 def check_name(value: str, what: str) -> str:

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import ROOT
+import pytest
+
+from tests.helpers import ROOT, refused, write_spec
 from transformer_core.errors import UserError
 
 
@@ -102,3 +104,43 @@ def test_a_copied_store_that_cannot_be_re_rooted_is_named_in_one_line(tmp_path, 
     out = capsys.readouterr().out
     assert out.startswith("report not copied to MLflow") and len(out.strip().splitlines()) == 1, out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["A2"]
+
+
+# the names the stores accept: one rule for plan, run, evaluate and report (item 2) -------------------------------
+
+
+@pytest.mark.parametrize("cid", ["a.b+c", "a\n", "-x", "a" * 65, "a b"])
+def test_claim_ids_that_mlflow_or_a_file_name_would_refuse_are_refused(tmp_path, cid):
+    from analysis.claims import parse_claim
+
+    with pytest.raises(UserError) as caught:
+        parse_claim({"id": cid, "compare": "B1 < base"}, "claims[0]", ["base", "B1"])
+    assert str(caught.value).startswith("claims[0].id: ") and "\n" not in str(caught.value).replace(repr(cid), "")
+    assert "allowed up to 64 letters, digits, '_', '.', '-' (starting with a letter or digit)" in str(caught.value)
+
+
+def test_a_claim_id_mlflow_accepts_is_accepted():
+    from analysis.claims import parse_claim
+
+    assert parse_claim({"id": "a.b-c_1", "compare": "B1 < base"}, "claims[0]", ["base", "B1"]).id == "a.b-c_1"
+
+
+@pytest.mark.parametrize("name", ["x\n", "x+y", "_x", "dev"])
+def test_evaluation_set_names_the_stores_refuse_are_refused_before_anything_is_written(tmp_path, name):
+    from transformer_core.data.eval_set import EvalSetError, read_eval_set
+
+    (tmp_path / "pairs.tsv").write_text("ein Haus\ta house\n")
+    with pytest.raises(EvalSetError, match="is invalid: allowed up to 64 letters"):
+        read_eval_set(f"files:{tmp_path / 'pairs.tsv'}", name)
+    assert read_eval_set(f"files:{tmp_path / 'pairs.tsv'}", "x.y-1").name == "x.y-1"
+
+
+@pytest.mark.parametrize(
+    "doc,field",
+    [({"name": "nlB\n"}, "name"), ({"rows": {"P": [{"label": "P0\n", "h": 2}]}}, "rows.P[0].label")],
+    ids=["spec-name", "label"],
+)
+def test_a_name_ending_in_a_newline_is_refused_by_plan(tmp_path, capsys, doc, field):
+    spec = write_spec(tmp_path / "s.yaml", **doc)
+    refused(["plan", spec, "--profile", "smoke"], capsys, f"{field}: ", "is invalid; allowed letters, digits")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]

@@ -6,19 +6,18 @@ fingerprint (of the normalised text) says whether a run was already scored on it
 from __future__ import annotations
 
 import hashlib
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from ..errors import UserError
+from ..rundir import KEY_ALLOWED, KEY_NAME
 from .clean import normalize
 from .corpus import read_meta
 from .prepare import SPLITS, prepare_text
 from .recipes import get_recipe
 
 RESERVED_NAMES = ("dev", "test")  # the training corpus's own splits, as the report names them
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 class EvalSetError(UserError):
@@ -112,10 +111,10 @@ def read_eval_set(spec: str, name: Optional[str] = None, direction: Optional[str
     else:
         src, tgt, default, langs = _recipe_set(spec, direction, data_dir)
     name = name or default
-    if not _NAME.match(name) or name in RESERVED_NAMES:
+    if not KEY_NAME.match(name) or name in RESERVED_NAMES:
         raise EvalSetError(
-            f"evaluation set name {name!r} is invalid: allowed up to 64 letters, digits, '_', '.', '-' "
-            f"(not starting with '.', '_' or '-'), other than {', '.join(RESERVED_NAMES)}: give --name"
+            f"evaluation set name {name!r} is invalid: allowed {KEY_ALLOWED}, other than "
+            f"{', '.join(RESERVED_NAMES)}: give --name"
         )
     src, tgt = [normalize(s) for s in src], [normalize(t) for t in tgt]
     return EvalSet(name, spec, src, tgt, _set_fingerprint(src, tgt), langs)
