@@ -28,15 +28,17 @@ class Claim:
 
     ``id``: the claim's name in the report and its CSV files (e.g. ``D-dropout-helps``).
     ``comparisons``: ``(row_a, relation, row_b)`` in terms of quality, whatever the reading: ``<`` row_a is worse
-    than row_b, ``>`` better, ``~`` about equal within ``margin``.  ``row_b`` may be ``best:R1,R2,...``: whichever
+    than row_b, ``>`` better, ``~`` about equal within ``margin``, ``>=`` no worse than row_b by more than ``margin``
+    (non-inferiority), ``<=`` no better by more than it.  ``row_b`` may be ``best:R1,R2,...``: whichever
     of those rows scored best on the reading (tested with a correction for having picked it).
     ``readings``: the readings it is judged on, keys of analysis.verdicts.READINGS (an evaluation set's are
     ``SET:bleu``, ``SET:chrf``, ``SET:ce``).
     ``text``: the claim in words, as the report prints it.
     ``kind``: what the rows vary (attention, capacity, regularisation, positional); capacity and regularisation
     claims, whose direction is expected to invert in an undertrained regime, carry the report's regime caveat.
-    ``margin``: for ``~`` only, the largest difference still "about equal", in the reading's units: one number for
-    every reading or ``{reading: margin}`` (held as a tuple of pairs; ``margin_for`` reads it); None without ``~``.
+    ``margin``: for ``~``, ``>=`` and ``<=`` only, the largest difference still "about equal" (or "no worse"), in the
+    reading's units: one number for every reading or ``{reading: margin}`` (held as a tuple of pairs; ``margin_for``
+    reads it); None without them.
     """
 
     id: str
@@ -54,7 +56,7 @@ class Claim:
             set_(self, "margin", tuple(self.margin.items()))
 
     def margin_for(self, reading: str) -> float | None:
-        """The '~' margin on ``reading`` (None where the claim states none)."""
+        """The margin ('~', '>=', '<=') on ``reading`` (None where the claim states none)."""
         if isinstance(self.margin, tuple):
             return dict(self.margin).get(reading)
         return self.margin
@@ -83,7 +85,13 @@ def as_claims(claims: Iterable[Claim | Mapping]) -> list[Claim]:
 
 UNDERTRAINED_KINDS = ("capacity", "regularisation")
 KINDS = ("attention", "capacity", "regularisation", "positional", "other")
-RELATIONS = {"<": "worse than", ">": "better than", "~": "about equal to", ">=": "no worse than", "<=": "no better than"}
+RELATIONS = {
+    "<": "worse than",
+    ">": "better than",
+    "~": "about equal to",
+    ">=": "no worse than",
+    "<=": "no better than",
+}
 MARGINED = ("~", ">=", "<=")  # the relations judged against a margin: equivalence, non-inferiority and its mirror
 CLAIM_KEYS = ("id", "text", "compare", "readings", "margin", "kind")
 # the readings a claim may be judged on, per task (analysis.verdicts.READINGS): test and named evaluation sets
@@ -118,13 +126,14 @@ def _comparison(text, path: str, rows: list[str]) -> tuple[str, str, str]:
     return a, relation, f"best:{','.join(names)}" if best else right
 
 
-def _margin(raw, path: str, readings: tuple[str, ...], equal: bool):
+def _margin(raw, path: str, readings: tuple[str, ...], equal: str):
+    """The claim's margin; ``equal``: its first relation judged against one ('~', '>=', '<='), "" where none is."""
     if raw is None:
         if equal:
             each = ", ".join(readings)
-            raise UserError(f"{path}: a '~', '>=' or '<=' comparison needs a margin, the largest difference "
-                            f"still about equal (or no worse), in each reading's units: a number, or one per reading "
-                            f"({each})")  # fmt: skip
+            what = "the largest difference still about equal" if equal == "~" else "the largest loss still no worse"
+            raise UserError(f"{path}: a '{equal}' comparison needs a margin, {what}, in each reading's units: a "
+                            f"number, or one per reading ({each})")  # fmt: skip
         return None
     if not equal:
         raise UserError(f"{path}: a margin is for '~', '>=' and '<=' comparisons only; this claim has none")
@@ -181,7 +190,7 @@ def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> C
         caveat = " and ".join(UNDERTRAINED_KINDS)
         raise UserError(f"{path}.kind: {kind!r} is invalid{did_you_mean(kind, KINDS)}; allowed {', '.join(KINDS)} "
                         f"({caveat} claims carry the undertrained-regime caveat)")  # fmt: skip
-    equal = any(rel in MARGINED for _, rel, _ in comps)
+    equal = next((rel for _, rel, _ in comps if rel in MARGINED), "")  # the first relation with a margin
     margin = _margin(raw.get("margin"), f"{path}.margin", tuple(readings), equal)
     text = raw.get("text")
     if text is not None and (not isinstance(text, str) or not text.strip()):

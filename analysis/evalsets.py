@@ -31,7 +31,7 @@ import pandas as pd
 from transformer_core.formatting import MISSING
 from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 
-from .claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
+from .claims import CLAIMS, MARGINED, Claim, as_claims, claim_rows, claims_for
 from .collect import printable
 from .metrics import READINGS, Reading
 from .scale import scale_guard
@@ -167,7 +167,7 @@ def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
     """The claims with their dev readings replaced by the set's (margins carried over; see the module doc)."""
     out = []
     for c in as_claims(claims):
-        equal = any(rel == "~" for _, rel, _ in c.comparisons)
+        equal = any(rel in MARGINED for _, rel, _ in c.comparisons)
         readings, margins = [], {}
         for dev in c.readings:
             for metric in FROM_DEV.get(dev, ()):

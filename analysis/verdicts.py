@@ -41,7 +41,7 @@ from scipy import optimize, stats
 
 from transformer_core.rundir import Status
 
-from .claims import CLAIMS, Claim, as_claims
+from .claims import CLAIMS, MARGINED, Claim, as_claims
 from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, uncalibrated
 from .metrics import LOG_COLUMNS, READINGS
 from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
@@ -268,11 +268,13 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         c.detail = (f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): diff "
                     f"{c.diff:+.3g}, no seed noise (the seeds' readings agree exactly): cannot decide")  # fmt: skip
         return c
-    t_crit = stats.t.ppf(1 - c.level if relation == "~" else 1 - c.level / 2, c.dof)
+    t_crit = stats.t.ppf(1 - c.level if relation in MARGINED else 1 - c.level / 2, c.dof)
     c.ci = (c.diff - t_crit * c.se, c.diff + t_crit * c.se)
     sign = 1 if READINGS[reading].higher_is_better else -1  # quality = sign * value
     if relation == "~":
         c.p, agrees = _equivalence(c.diff, c.se, c.dof, margin)
+    elif relation in MARGINED:  # '>=' a no worse than b by more than the margin, '<=' no better
+        c.p, agrees = _noninferiority((sign if relation == ">=" else -sign) * c.diff, c.se, c.dof, margin)
     else:
         c.p = float(2 * stats.t.sf(abs(c.diff) / c.se, c.dof))
         better = sign * c.diff > 0
@@ -283,13 +285,13 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         if has_guard(c):
             floor = (noise.spread(a)[0], noise.spread(b_name)[0])
             c.own_se, c.own_dof, c.own_var = own_error(va, vb, floor, c.guard_df)
-        c.e = _evalue(c, relation) / (1 if relation == "~" else factor)
+        c.e = _evalue(c, relation) / (1 if relation in MARGINED else factor)
     c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # the side; the family's procedure decides
-    pct = f"{100 * (1 - (2 if relation == '~' else 1) * c.level):.1f}%"
+    pct = f"{100 * (1 - (2 if relation in MARGINED else 1) * c.level):.1f}%"
     c.detail = (
         f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): diff {c.diff:+.3f}, "
         f"{pct} interval [{c.ci[0]:+.3f}, {c.ci[1]:+.3f}], p {c.p:.2g}"
-        + (f", margin ±{margin}" if relation == "~" else "")
+        + (f", margin ±{margin}" if relation == "~" else f", margin {margin}" if relation in MARGINED else "")
         + (f", best of {len(cands)} (Bonferroni)" if cands else "")
         + f", P({a} better) {c.prob:.2f}"
         + (f", e {c.e:.3g}" if rule.evidence == "e" else "")
@@ -301,7 +303,7 @@ def _evalue(c: Comparison, relation: str) -> float:
     """The comparison's e-value before best-of: the smaller of the safe t-test on its t and df and on the two
     rows' own t and df (directional: analysis/evalues.guarded_evalue), Shafer's calibrator on its p ('~', already
     multiplied by the candidates: analysis/evalues.py)."""
-    if relation == "~":
+    if relation in MARGINED:
         return calibrated(c.p)
     return guarded_evalue(c.diff, c.se, c.dof, c.own_se, c.own_dof, n_eff(c.na, c.nb), guard=has_guard(c))
 
@@ -379,6 +381,19 @@ def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tu
     return (float(p_tost), True) if p_tost <= p_beyond else (float(min(1.0, p_beyond)), False)
 
 
+def _noninferiority(quality: float, se: float, dof: float, margin: float | None) -> tuple[float, bool]:
+    """(p, agrees) of 'no worse than by more than margin' on the difference in quality (a's minus b's, better
+    positive): the one-sided t-test of H0 quality <= -margin (agrees where rejected) or of H0 quality >= -margin
+    (contradicts where rejected: worse beyond the margin), whichever p is smaller.  A clearly better row agrees."""
+    if margin is None:
+        raise ValueError("a '>=' or '<=' comparison needs a margin in the claim's data")
+    if se == 0:
+        return (0.0, quality > -margin)
+    t = (quality + margin) / se
+    p_no_worse, p_worse = float(stats.t.sf(t, dof)), float(stats.t.cdf(t, dof))
+    return (p_no_worse, True) if p_no_worse <= p_worse else (p_worse, False)
+
+
 def holm(pvalues: list[float], alpha: float = ALPHA) -> list[bool]:
     """Holm's step-down rejections (the same decisions as statsmodels' multipletests(method="holm"), which
     tests/analysis/test_verdicts.py checks; written out because that function runs gc.collect() on every call)."""
@@ -434,7 +449,7 @@ def raw_level(c: Comparison) -> float:
     """The level a comparison's raw p (before best-of and looks) is decided at: the family's threshold divided by
     what its p was multiplied by (the strictest, alpha / factor, where the threshold is not known)."""
     threshold = c.threshold if math.isfinite(c.threshold) else c.level * c.factor
-    if c.decided_on == "e" and c.relation == "~":  # calibrated(p * factor) >= 1 / threshold
+    if c.decided_on == "e" and c.relation in MARGINED:  # calibrated(p * factor) >= 1 / threshold
         return uncalibrated(1 / min(threshold, c.level * c.factor)) / c.factor
     return min(threshold, c.level * c.factor) / c.factor
 
@@ -458,7 +473,7 @@ def guarded(c: Comparison) -> bool:
     """Is the comparison decided on the safe t-test's e-value, the smaller of two (the noise model's and the rows'
     own: evalues.guarded_evalue)?  Directional comparisons under Rule(evidence="e"); '~' ones go through the
     calibrator."""
-    return c.decided_on == "e" and c.relation != "~"
+    return c.decided_on == "e" and c.relation not in MARGINED
 
 
 def own_projected(c: Comparison, na: int, nb: int, var: tuple = ()) -> tuple[float, float]:
@@ -702,6 +717,10 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
         assert c.margin is not None  # a '~' comparison is made with its margin (compare)
         shown = abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin  # equal within the margin
         return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
+    if c.relation in MARGINED:  # one-sided against the margin: decisive when quality + margin is far from 0
+        assert c.margin is not None
+        sign = (1 if READINGS[c.reading].higher_is_better else -1) * (1 if c.relation == ">=" else -1)
+        return abs(sign * c.diff + c.margin) > stats.t.ppf(1 - level, dof) * se
     if not abs(c.diff) > critical(c, dof, *then) * se:
         return False
     if guarded(c) and has_guard(c):  # and the guard's own test on its df at ``then``, at the noise model's spread

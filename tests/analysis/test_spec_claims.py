@@ -77,7 +77,7 @@ def test_a_users_claims_parse_from_words():
         ([{"id": "x", "compare": "P0 < P0"}], "compared with itself"),
         ([{"id": "x", "compare": "P0 < best of P2"}], "'best of' needs two or more different rows"),
         ([{"id": "x", "compare": "P0 ~ base"}], r"margin: a '~' comparison needs a margin"),
-        ([{"id": "x", "compare": "P0 < base", "margin": 1}], "a margin is for '~' comparisons only"),
+        ([{"id": "x", "compare": "P0 < base", "margin": 1}], "a margin is for '~', '>=' and '<=' comparisons only"),
         ([{"id": "x", "compare": "P0 ~ base", "margin": {"dev_bleu": 1}}], "no margin for dev_ce"),
         ([{"id": "x", "compare": "P0 ~ base", "margin": -1}], r"margin: -1 is invalid; allowed a number > 0"),
         ([{"id": "x", "compare": "P0 < base", "readings": ["dev_bleau"]}], "did you mean 'dev_bleu'"),
