@@ -80,3 +80,16 @@ def test_equal_rows_are_shown_no_worse_with_small_noise():
             Verdict.HELD
         )
     assert held / 200 >= 0.9, held / 200
+
+
+def test_adaptive_seeds_see_that_more_seeds_could_show_no_worse():
+    """Equal rows, noisy at two seeds: within noise now; at ten seeds a row each the one-sided test would decide
+    (the directional rule, |diff| beyond its critical value, would say no)."""
+    from analysis.verdicts import _could_decide, decide
+
+    values = {"a": np.array([20.0, 21.6]), "b": np.array([21.6, 20.0])}
+    noise = pooled_noise(values)
+    c = compare(values, noise, "a", ">=", "b", "dev_bleu", margin=1.0)
+    decide([c], Rule())
+    assert c.outcome == Outcome.WITHIN_NOISE
+    assert _could_decide(c, noise, (2, 2), (10, 10), Rule())
