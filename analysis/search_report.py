@@ -128,6 +128,21 @@ def importance_display(imp: pd.DataFrame) -> pd.DataFrame:
     })  # fmt: skip
 
 
+def search_title(state: dict) -> str:
+    """The search report's heading: the spec's title (sweep.json's report record) with the sweep's name, or
+    "Search report: NAME" where the spec gives none."""
+    rec = state.get("report") if isinstance(state.get("report"), dict) else {}
+    title = rec.get("title") if isinstance(rec.get("title"), str) else ""
+    return f"{title}: {state.get('name')}" if title else f"Search report: {state.get('name')}"
+
+
+def _described(state: dict) -> list[Block]:
+    """The spec's description under the heading, where it gives one."""
+    rec = state.get("report") if isinstance(state.get("report"), dict) else {}
+    text = rec.get("description") if isinstance(rec.get("description"), str) else ""
+    return [Paragraph(text)] if text else []
+
+
 def _facts(state: dict, df: pd.DataFrame, configs: pd.DataFrame, objs: list[Objective]) -> str:
     if not len(df):  # a search whose first trial has not written anything yet
         name, spec, profile = state.get("name"), state.get("spec"), state.get("profile")
@@ -256,7 +271,7 @@ def write_search_csv(model: SearchReportModel, out: Path) -> None:
 def search_blocks(model: SearchReportModel) -> list[Block]:
     """What the report says, in order: report.md and report.html are these blocks drawn (analysis.document)."""
     state, configs, objs, o, params = model.state, model.configs, model.objectives, model.objective, model.params
-    out: list[Block] = [Heading(1, f"Search report: {state.get('name')}"),
+    out: list[Block] = [Heading(1, search_title(state)), *_described(state),
                         Paragraph(_facts(state, model.frame, configs, objs))]  # fmt: skip
     if not len(configs):
         return out + [Paragraph("No sampled configuration has started yet.")]
