@@ -26,6 +26,7 @@ from .evalsets import EvalSetsReport, evaluation_sets, report_rule
 from .metrics import READINGS
 from .paper import PAPER_FACTS
 from .plots import figures
+from .reach import reach_lines
 from .scale import NOT_MEASURABLE, scale_guard
 from .seed_noise import Noise, pooled_noise
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
@@ -209,8 +210,22 @@ class ReportModel:
         lines = budget_lines(self.header, self.header_noise, self.regime, self.pairing, self.rule, judged)
         lines = scale_guard(self.frame).header_lines(list(self.header_noise)) + lines  # the scale guard first
         lines += self.shape.amended_lines()
+        lines += self.reach_lines()
         flags = unstable_counts(self.claims, self.versus, list(self.shape.claims))
         return lines + [x for x in [unstable_line(**flags)] if x]
+
+    def reach_lines(self) -> list[str]:
+        """The header's line where the rule falls short of 80% power at 3 seed sd at the seeds a row was given (the
+        adaptive max, else the most a row has) in the report's family (analysis.reach); none where it reaches it."""
+        fin = self.frame[self.frame["status"] == Status.FINISHED]
+        if not self.rule.size or self.rule.method != "bh" or fin.empty:
+            return []
+        seeds = int((self.header.get("adaptive") or {}).get("max") or fin.groupby("row").size().max())
+        units = {"dev_bleu": "BLEU", "dev_ce": "nats"}
+        sigma = {u: self.noise[r].sigma for r, u in units.items() if r in self.noise}
+        found = reach_lines(self.rule.evidence, seeds, self.rule.size, int(fin["row"].nunique()), self.rule.looks,
+                            sigma, always=False)  # fmt: skip
+        return [f"**Reach**: {x}" for x in found]
 
 
 def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", method: str = "bh",

@@ -16,6 +16,7 @@ def _fmt(x, spec=".2f"):
 
 
 def cmd_plan(args) -> int:
+    from analysis.reach import spec_lines
     from analysis.scale import confound_line, param_confounds, sized_rows
     from transformer_core.data import default_data_dir
     from transformer_core.knobs import plan_columns
@@ -80,6 +81,8 @@ def cmd_plan(args) -> int:
     confounds = confound_line(param_confounds(row_params, sized)).replace("**", "")
     if confounds:
         print(confounds)
+    for line in spec_lines(spec, rows=list(dict.fromkeys(t.row for t in trials))):  # what the rule can decide
+        print(line)
     if source is None:
         print(estimate.no_source_message(args.profile))
     else:
@@ -134,6 +137,7 @@ def _with_corpus(spec, corpus):
 
 
 def cmd_run(args) -> int:
+    from analysis.reach import spec_lines
     from transformer_core.errors import UserError
     from transformer_core.rundir import DiskFullError
 
@@ -146,10 +150,12 @@ def cmd_run(args) -> int:
     from .storage import is_uri
 
     spec = _with_corpus(load_spec(args.spec), args.corpus)
-    plan(spec, args.profile)  # every trial's config is checked before anything is written
+    trials = plan(spec, args.profile)  # every trial's config is checked before anything is written
     warning = scale_warning(args.profile)
     if warning:  # a test profile's verdicts mean nothing: said before anything runs
         print(warning, flush=True)
+    for line in spec_lines(spec, list(dict.fromkeys(t.row for t in trials)), always=False):  # a rule short of 3 sd
+        print(line, flush=True)
     check_address(args.address)
     out = args.out or spec.output or str(Path("sweep_runs") / f"{spec.name}-{args.profile}")
     out = out if is_uri(out) else Path(out)
