@@ -58,13 +58,17 @@ class PackedForwardLoss:
     (``off``), compiled once at the trial's shape (``on``) or compiled and replayed as a CUDA graph (``graphs``)."""
 
     def __init__(self, model, eps_ls: float, device: torch.device, precision: str, mode: str, backend: str,
-                 shape: PackedShape):  # fmt: skip
+                 shape: PackedShape, accumulate: int = 1):  # fmt: skip
         self.model, self.eps_ls, self.device, self.precision = model, eps_ls, device, precision
         self.backend, self.shape = backend, shape
+        self.why = ""
         if mode == "auto":
             mode = "off"
         if mode == "graphs" and device.type != "cuda":
-            mode = "on"  # CUDA graphs need CUDA; compiled at static shapes is what remains
+            mode, self.why = "on", "CUDA graphs need CUDA: compiled at static shapes"
+        if mode == "graphs" and accumulate > 1:
+            # a replay writes its gradients over the previous replay's, which a second micro-batch accumulates into
+            mode, self.why = "on", f"CUDA graphs take one micro-batch a step (accumulate={accumulate}): compiled"
         self.mode = mode
         self.loss_kernel = "plain"
         self._fn = packed_loss

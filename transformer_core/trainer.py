@@ -202,8 +202,17 @@ class Trainer:
         self.forward_loss: ForwardLoss | PackedForwardLoss
         if isinstance(self.stream, PackedStream) and self.packing:
             self.forward_loss = PackedForwardLoss(
-                self.model, t.eps_ls, self.device, self.precision, t.compile, self.packing, self.stream.shape
+                self.model,
+                t.eps_ls,
+                self.device,
+                self.precision,
+                t.compile,
+                self.packing,
+                self.stream.shape,
+                self.local_accumulate,
             )
+            if self.forward_loss.why:
+                log.info("compile=%s: %s", t.compile, self.forward_loss.why)
         else:
             self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile, t.loss_kernel)
         if self.world > 1:

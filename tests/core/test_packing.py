@@ -206,3 +206,22 @@ def test_a_packed_trial_trains_and_records_its_layout(fixture_corpus, fixture_da
     assert off["packing"] == "off" and off["batch_stream"].startswith("padded")
     for losses, _ in seen.values():  # both learn: the last steps' loss well under the first's
         assert np.mean(losses[-5:]) < np.mean(losses[:3]) - 0.3
+
+
+@pytest.mark.slow
+def test_the_device_script_runs_end_to_end_on_a_cpu(tmp_path):
+    """benchmarks/gpu_candidates.py --dry-run: every candidate row (or its reason) in the table it writes."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    out = tmp_path / "dry.txt"
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_candidates.py"), "--dry-run", "--out", str(out)],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    table = out.read_text()
+    for name in ("padded 2x12.5k", "packed 2x12.5k", "packed graphs", "anchor eager", "anchor compiled",
+                 "share 2 x", "share 3 x", "MPS", "packed compiled", "padded 1x25k", "packed 1x25k"):  # fmt: skip
+        assert name in table
+    assert "failed" not in table and "commit" in table.splitlines()[0]

@@ -1,0 +1,333 @@
+"""Every candidate for the gpu profile's CUDA step, side by side in one run: the device script of issue 56.
+
+Each candidate is a fresh Trainer of the profile's base row (precision auto: bf16 on a GPU) that trains
+``--warmup`` untimed steps (a compiled candidate compiles there; its seconds are printed) and ``--windows`` timed
+windows of ``--steps`` steps; its rate is the best window's target tokens/s.  In the order run (the most telling
+first, so that a run cut short by ``--deadline`` still has them):
+
+    padded 2x12.5k       today's step: padded length buckets, eager, two accumulated micro-batches (the baseline)
+    packed 2x12.5k       packed buffers (data/packing.py), eager
+    packed graphs        packed, compiled and replayed as a CUDA graph (compile=graphs), one 25k micro-batch
+    anchor eager/comp.   benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
+    share k, time-sliced k concurrent processes of the sharing candidate on the one GPU (k = 2, 3)
+    share k, MPS         the same under an MPS daemon of this run's own (a private pipe directory, stopped after)
+    packed compiled      packed, compiled at static shapes (compile=on)
+    padded 1x25k         one micro-batch of the whole step's tokens
+    packed 1x25k         packed, one micro-batch (the sharing candidate's micro-batch is the faster of the two)
+
+MFU is 6 x params x target tokens/s over the bf16 matrix-product peak measured in the same run; a sharing row's
+aggregate MFU sums its processes' tokens/s, each counted over the same timed wall window (a file barrier lines the
+processes' windows up).  The MPS daemon is started with CUDA_MPS_PIPE_DIRECTORY and CUDA_MPS_LOG_DIRECTORY in this
+run's temporary directory and stopped with ``quit``: no compute-mode change, no reset; where it does not start,
+the row says why.  The table goes to ``--out`` with the device, torch version, commit, date and command.
+
+``--dry-run`` runs every candidate on the CPU at the smoke profile on the committed fixture corpus (no CUDA
+graphs there: that candidate runs compiled, and MPS rows say there is no GPU), to check the script end to end.
+
+    python benchmarks/gpu_candidates.py [--profile gpu] [--corpus bible-en-de] [--data-dir D] [--steps 20]
+        [--windows 3] [--warmup 5] [--deadline 480] [--out benchmarks/results/gpu_candidates.txt]
+    python benchmarks/gpu_candidates.py --dry-run --out /tmp/dry.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(ROOT))
+
+CANDIDATES = {  # name: (packing, compile, micro-batches per step)
+    "padded 2x12.5k": ("off", "off", 2),
+    "packed 2x12.5k": ("on", "off", 2),
+    "packed graphs": ("on", "graphs", 1),  # a CUDA graph replays over its outputs: one micro-batch a step
+    "packed compiled": ("on", "on", 2),
+    "padded 1x25k": ("off", "off", 1),
+    "packed 1x25k": ("on", "off", 1),
+}
+
+
+def row_values(args, packing: str, compile_mode: str, micro: int) -> dict:
+    """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches."""
+    from step_profile import base_row_values
+
+    values = base_row_values(args.profile, args.corpus, args.data_dir, {})
+    step_tokens = int(values["tokens_per_batch"]) * int(values.get("accumulate", 1))
+    values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro)
+    if args.dry_run:
+        values.update(device="cpu", threads=1)
+    return values
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Path | None = None, k: int = 1) -> dict:
+    """A fresh Trainer of ``values``: warm-up, then timed windows; with ``barrier``, the first window starts when
+    all ``k`` processes have warmed up, and the result is that one window over a wall time every process shares."""
+    from transformer_core.run_config import make_run_config
+    from transformer_core.tracking import JsonTracker
+    from transformer_core.trainer import Trainer, packing_keys
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    config = make_run_config({**values, "seed": 1, "steps": warmup + windows * steps + 1})
+    with tempfile.TemporaryDirectory(prefix="gpu-cand-") as work:
+        tr = Trainer(config, Path(work), JsonTracker(Path(work) / "t.jsonl"), None)
+        t0 = time.perf_counter()
+        for _ in range(warmup):
+            tr.train_step()
+        _sync(tr.device)
+        warm = time.perf_counter() - t0
+        if barrier is not None:
+            (barrier / f"ready-{os.getpid()}").touch()
+            while len(list(barrier.glob("ready-*"))) < k:
+                time.sleep(0.01)
+        rates = []
+        for _ in range(windows):
+            tokens0, t0 = tr.tokens, time.perf_counter()
+            for _ in range(steps):
+                tr.train_step()
+            _sync(tr.device)
+            seconds = time.perf_counter() - t0
+            rates.append((tr.tokens - tokens0) / seconds)
+        peak = torch.cuda.max_memory_allocated() / 2**30 if tr.device.type == "cuda" else None
+        return {
+            "tokens_per_second": max(rates), "windows": rates, "params": tr.params, "warmup_seconds": warm,
+            "tokens_per_step": (tr.tokens / tr.step) if tr.step else 0.0, "peak_memory_gib": peak,
+            "precision": tr.precision, "compile": tr.forward_loss.mode, **packing_keys(tr),
+        }  # fmt: skip
+
+
+def shared_rate(args, name: str, k: int, mps_dir: Path | None, work: Path) -> dict:
+    """k concurrent processes of candidate ``name``; their window rates summed (each over one shared window)."""
+    barrier = Path(tempfile.mkdtemp(prefix=f"share{k}-", dir=work))
+    env = dict(os.environ)
+    if mps_dir is not None:
+        env.update(CUDA_MPS_PIPE_DIRECTORY=str(mps_dir / "pipe"), CUDA_MPS_LOG_DIRECTORY=str(mps_dir / "log"))
+    outs = [barrier / f"out-{i}.json" for i in range(k)]
+    cmd = [sys.executable, __file__, "--worker", name, "--barrier", str(barrier), "--k", str(k)]
+    cmd += [
+        "--profile",
+        args.profile,
+        "--corpus",
+        args.corpus,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+    ]
+    cmd += ["--data-dir", args.data_dir] if args.data_dir else []
+    cmd += ["--dry-run"] if args.dry_run else []
+    procs = [subprocess.Popen([*cmd, "--json", str(o)], env=env, stderr=subprocess.PIPE, text=True) for o in outs]
+    errors = [p.communicate()[1] for p in procs]
+    if any(p.returncode for p in procs):
+        tail = next(e for p, e in zip(procs, errors) if p.returncode).strip().splitlines()[-1:]
+        raise RuntimeError(f"a sharing process failed: {' '.join(tail)}")
+    runs = [json.loads(o.read_text()) for o in outs]
+    return {**runs[0], "tokens_per_second": sum(r["tokens_per_second"] for r in runs),
+            "per_process": [r["tokens_per_second"] for r in runs],
+            "peak_memory_gib": max((r["peak_memory_gib"] or 0.0) for r in runs)}  # fmt: skip
+
+
+class MPS:
+    """An MPS control daemon of this run's own: pipe and log directories under ``root``; ``quit`` on exit."""
+
+    def __init__(self, root: Path):
+        self.root, self.env, self.why = root, None, ""
+
+    def __enter__(self) -> "MPS":
+        binary = shutil.which("nvidia-cuda-mps-control")
+        if not torch.cuda.is_available():
+            self.why = "no GPU"
+            return self
+        if binary is None:
+            self.why = "nvidia-cuda-mps-control not found"
+            return self
+        for sub in ("pipe", "log"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "CUDA_MPS_PIPE_DIRECTORY": str(self.root / "pipe"),
+               "CUDA_MPS_LOG_DIRECTORY": str(self.root / "log")}  # fmt: skip
+        r = subprocess.run([binary, "-d"], env=env, capture_output=True, text=True, timeout=30)
+        if r.returncode:
+            self.why = f"daemon did not start: {(r.stderr or r.stdout).strip()[:200]}"
+            return self
+        self.env = env
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.env is not None:
+            subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env=self.env, text=True, timeout=30)
+
+
+def matmul_peak(dry_run: bool) -> tuple[float, str]:
+    """The bf16 (CPU: fp32) matrix-product peak in FLOP/s: the best of a few cubes."""
+    device = "cpu" if dry_run else "cuda"
+    dtype = torch.float32 if dry_run else torch.bfloat16
+    best, sizes = 0.0, (256, 512) if dry_run else (4096, 8192)
+    for n in sizes:
+        a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+        for _ in range(3):
+            a @ b
+        for _ in range(3):
+            _sync(torch.device(device))
+            t = time.perf_counter()
+            for _ in range(5):
+                a @ b
+            _sync(torch.device(device))
+            best = max(best, 2.0 * n**3 * 5 / (time.perf_counter() - t))
+    return best, f"{'fp32' if dry_run else 'bf16'} cubes {sizes}"
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip() or "unknown"  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _line(name: str, r: dict, peak: float, base: float | None) -> str:
+    mfu = 6 * r["params"] * r["tokens_per_second"] / peak
+    ratio = f", {r['tokens_per_second'] / base:.2f}x the baseline" if base else ""
+    mem = f", peak memory {r['peak_memory_gib']:.1f} GiB" if r.get("peak_memory_gib") else ""
+    per = f" (per process {', '.join(f'{x:,.0f}' for x in r['per_process'])})" if "per_process" in r else ""
+    how = f"packing {r.get('packing', '-')} ({r.get('packing_reason', '')}), compile {r.get('compile', '-')}"
+    step = f"{r.get('tokens_per_step', 0):,.0f} tokens per step, warm-up {r['warmup_seconds']:.1f} s{mem}"
+    return f"{name}: {r['tokens_per_second']:,.0f} target tokens/s{per}, MFU {100 * mfu:.1f}%{ratio}; {step}; {how}"
+
+
+def run_all(args) -> list[str]:
+    started = time.monotonic()
+    lines: list[str] = []
+    results: dict[str, dict] = {}
+
+    def left() -> float:
+        return args.deadline - (time.monotonic() - started)
+
+    def record(name: str, fn, reserve: float = 20.0) -> None:
+        if left() < reserve:
+            lines.append(f"{name}: skipped (the {args.deadline:.0f} s deadline)")
+            return
+        try:
+            results[name] = fn()
+            base = results.get("padded 2x12.5k", {}).get("tokens_per_second")
+            lines.append(_line(name, results[name], peak, None if name == "padded 2x12.5k" else base))
+        except Exception as exc:  # a candidate that fails is a row saying so, not the end of the table
+            lines.append(f"{name}: failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
+        print(lines[-1], flush=True)
+
+    peak, how = matmul_peak(args.dry_run)
+    lines.append(f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})")
+    print(lines[-1], flush=True)
+    for name in ("padded 2x12.5k", "packed 2x12.5k", "packed graphs"):
+        record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
+                                               args.windows))  # fmt: skip
+    from anchor_transformer import anchor_rate
+
+    from transformer_core.data import load_corpus
+
+    values = row_values(args, *CANDIDATES["padded 2x12.5k"])
+
+    vocab = load_corpus(args.corpus, values["vocab"], args.data_dir).vocab_size
+    sizes = dict(vocab=vocab, d_model=values["d_model"], d_ff=values["d_ff"], h=values["h"], layers=values["N"],
+                 tokens=int(values["tokens_per_batch"]) * int(values["accumulate"]))  # fmt: skip
+    device = "cpu" if args.dry_run else "cuda"
+
+    def anchor_row(compiled: bool) -> dict:
+        r = anchor_rate(**sizes, compiled=compiled, steps=args.steps, warmup=args.warmup, device=device,
+                        bf16=not args.dry_run)  # fmt: skip
+        return {**r, "warmup_seconds": 0.0}
+
+    for compiled in (False, True):
+        record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
+    share = args.share or ("packed graphs" if "packed graphs" in results else "packed 2x12.5k")
+    with tempfile.TemporaryDirectory(prefix="gpu-cand-") as tmp:
+        work = Path(tmp)
+        for k in (2, 3):
+            record(f"share {k} x {share}, time-sliced", lambda k=k: shared_rate(args, share, k, None, work), 60)
+        with MPS(work / "mps") as mps:
+            for k in (2, 3):
+                if mps.env is None:
+                    lines.append(f"share {k} x {share}, MPS: not run ({mps.why})")
+                    print(lines[-1], flush=True)
+                    continue
+                record(f"share {k} x {share}, MPS", lambda k=k: shared_rate(args, share, k, work / "mps", work), 60)
+    for name in ("packed compiled", "padded 1x25k", "packed 1x25k"):
+        record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
+                                               args.windows), 60)  # fmt: skip
+    anchor = results.get("anchor compiled", {}).get("tokens_per_second")
+    singles = {n: r for n, r in results.items() if n in CANDIDATES}
+    if anchor and singles:
+        best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
+        lines.append(f"best single trial: {best}, {singles[best]['tokens_per_second'] / anchor:.2f}x the compiled "
+                     "anchor (target >= 1.2x)")  # fmt: skip
+    shared = {n: r for n, r in results.items() if n.startswith("share")}
+    if shared:
+        best = max(shared, key=lambda n: shared[n]["tokens_per_second"])
+        r = shared[best]
+        lines.append(f"best aggregate: {best}, MFU {100 * 6 * r['params'] * r['tokens_per_second'] / peak:.1f}% "
+                     "of the measured peak (target >= 35%)")  # fmt: skip
+    lines.append(f"total {time.monotonic() - started:.0f} s")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"peak_flops": peak, "results": results}, indent=1))
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profile", default="gpu")
+    ap.add_argument("--corpus", default="bible-en-de")
+    ap.add_argument("--data-dir", default=None)
+    ap.add_argument("--steps", type=int, default=20, help="timed steps per window")
+    ap.add_argument("--windows", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--deadline", type=float, default=480.0, help="seconds: later candidates are skipped past it")
+    ap.add_argument("--share", default=None, help="the candidate the sharing rows run (default: packed graphs)")
+    ap.add_argument("--out", default=None, help="write the table here (with device, torch, commit, command)")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--dry-run", action="store_true", help="the CPU at the smoke profile on the fixture corpus")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--barrier", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--k", type=int, default=1, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.dry_run:
+        args.profile = "smoke"
+        os.environ.setdefault("TSWEEP_BIBLE_DB", str(ROOT / "tests" / "fixtures" / "bible-mini.db"))
+        if args.data_dir is None:
+            args.data_dir = tempfile.mkdtemp(prefix="gpu-cand-data-")
+        args.steps, args.warmup, args.windows = min(args.steps, 3), min(args.warmup, 2), min(args.windows, 2)
+    elif not torch.cuda.is_available():
+        raise SystemExit("gpu_candidates.py: no CUDA device is visible (run with --dry-run to check it on a CPU)")
+    if args.worker:
+        r = train_rate(row_values(args, *CANDIDATES[args.worker]), args.warmup, args.steps, 1, Path(args.barrier),
+                       args.k)  # fmt: skip
+        Path(args.json).write_text(json.dumps(r))
+        return
+    lines = run_all(args)
+    device = "CPU dry run (smoke profile, fixture corpus)" if args.dry_run else torch.cuda.get_device_name()
+    head = [f"# {device}; torch {torch.__version__}; Python {platform.python_version()}; {platform.machine()}, "
+            f"{os.cpu_count()} CPU cores; commit {_commit()}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+            "$ python benchmarks/gpu_candidates.py " + " ".join(sys.argv[1:]),
+            f"# profile {args.profile} base row, corpus {args.corpus}; {args.steps} timed steps x {args.windows} "
+            f"windows after {args.warmup}"]  # fmt: skip
+    if args.out:
+        Path(args.out).write_text("\n".join(head + lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
