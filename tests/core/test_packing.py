@@ -5,6 +5,7 @@ routed to the padded step."""
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from transformer_core.compiling import ForwardLoss
@@ -23,6 +24,7 @@ ROWS = {
     "base": {},
     "B1": dict(d_k=2),  # a smaller key size than d_v: d_k != d_v
     "C4": dict(d_model=16, d_k=4, d_v=4),
+    "wide-keys": dict(d_k=12, d_v=4),  # d_k > d_v, neither a multiple of 8: q, k and v padded to 16
     "E1": dict(positional="learned"),
     "rope": dict(positional="rope", norm="pre", activation="gelu"),
 }
@@ -225,3 +227,57 @@ def test_the_device_script_runs_end_to_end_on_a_cpu(tmp_path):
                  "share 2 x", "share 3 x", "MPS", "packed compiled", "padded 1x25k", "packed 1x25k"):  # fmt: skip
         assert name in table
     assert "failed" not in table and "commit" in table.splitlines()[0]
+
+
+def _reference_varlen(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
+                      **_):  # fmt: skip
+    """varlen_attn's contract on a CPU (torch 2.13's signature: causality as window_size (-1, 0)), segment by
+    segment with SDPA: (T, H, D) in and out; a segment with no keys gives zeros, as FlashAttention's kernel
+    writes; one longer than max_q or max_k is an error, as there."""
+    return _reference(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, scale, tuple(window_size) == (-1, 0))
+
+
+def _reference_varlen_is_causal(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, is_causal=False,
+                                scale=None, **_):  # fmt: skip
+    """The same with torch 2.10-2.11's signature (``is_causal``)."""
+    return _reference(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, scale, is_causal)
+
+
+def _reference(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, scale, causal):
+    out = torch.zeros_like(query)
+    for i in range(len(cu_seq_q) - 1):
+        q0, q1, k0, k1 = int(cu_seq_q[i]), int(cu_seq_q[i + 1]), int(cu_seq_k[i]), int(cu_seq_k[i + 1])
+        assert q1 - q0 <= max_q and k1 - k0 <= max_k, "a segment longer than max_seqlen"
+        if q1 == q0 or k1 == k0:
+            continue
+        q, k, v = (t.transpose(0, 1)[None] for t in (query[q0:q1], key[k0:k1], value[k0:k1]))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+        out[q0:q1] = y[0].transpose(0, 1)
+    return out
+
+
+@pytest.mark.parametrize("signature", [_reference_varlen, _reference_varlen_is_causal])
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus, monkeypatch):
+    """The CUDA path's plumbing (heads as (tokens, h, d), d_k and d_v padded to one size, the tails' pieces
+    paired across cross-attention, causality as this torch takes it) on a CPU, with varlen_attn's contract
+    computed segment by segment: the same loss and gradients as the padded step."""
+    import torch.nn.attention.varlen as varlen
+
+    monkeypatch.setattr(varlen, "varlen_attn", signature)
+    split = fixture_corpus.split("train")
+    cfg = ModelConfig(**{**SMALL, **ROWS[row]})
+    torch.manual_seed(0)
+    model = build_model(cfg, fixture_corpus.vocab_size).train()
+    index = _batch(split, seed=2)
+    padded = ForwardLoss(model, 0.1, torch.device("cpu"), "fp32")
+    batch = collate(split, index)
+    inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
+    ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
+    src_len, tgt_len = _lengths(split)
+    shape = packed_shape(1200, src_len, tgt_len)
+    packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", "varlen", shape)
+    got = _loss_and_grads(model, lambda: packed(packed.prepare(pack(split, index, shape))))
+    torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
+    for name in ref[2]:
+        torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
