@@ -7,6 +7,7 @@ import json
 import optuna
 from mlflow.tracking import MlflowClient
 
+from analysis.scale import NOT_MEASURABLE
 from tests.e2e.conftest import e2e_env
 from tests.helpers import copy_sweep, tsweep
 
@@ -38,5 +39,6 @@ def test_the_parent_run_describes_the_sweep_and_carries_its_report(smoke_sweep, 
     r = tsweep("report", str(out), env=e2e_env(fixture_data_dir))
     assert r.returncode == 0 and "not copied to MLflow" not in r.stdout, r.stdout + r.stderr
     parent = client.get_run(state["parent_run_id"])
-    assert parent.data.tags["verdict.D-dropout-helps.dev_BLEU"] in ("within noise", "held", "contradicted", "mixed")
+    judged = ("within noise", "held", "contradicted", "mixed", NOT_MEASURABLE)  # smoke's BLEU may be at its floor
+    assert parent.data.tags["verdict.D-dropout-helps.dev_BLEU"] in judged
     assert "report/report.html" in [a.path for a in client.list_artifacts(parent.info.run_id, "report")]

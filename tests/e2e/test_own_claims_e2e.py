@@ -33,6 +33,7 @@ def test_a_users_claim_is_judged_and_shapes_the_report(fixture_corpus, fixture_d
     md = (out / "report" / "report.md").read_text()
     assert md.startswith("# Dropout ablation: pdrop\n\nIs dropout needed at this budget?\n")
     assert "## Claims, judged on these results" in md and "(paper)" not in md and "A-one-head" not in md
+    assert "**Test profile**: smoke is a profile for testing the pipeline" in md  # the scale guard, at smoke
     claims = list(csv.DictReader((out / "report" / "claims.csv").open()))
     assert [(c["claim"], c["reading"]) for c in claims] == [("nodrop-worse", "dev cross-entropy (nats, ln PPL)")]
     assert claims[0]["verdict"] in ("held", "contradicted", "within noise")
