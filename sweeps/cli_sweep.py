@@ -37,7 +37,8 @@ def cmd_plan(args) -> int:
 
         source = budget_source(spec, args.profile, trials, data_dir, args.device_flops, args.gpu, args.mfu,
                                args.remeasure)  # fmt: skip
-    devices = estimate.devices_per_trial(spec.resources)
+    devices = estimate.devices_per_trial(spec.resources, source.sharing if source else None)  # speed per trial
+    occupied = estimate.devices_per_trial(spec.resources)  # the devices a trial holds: what device-hours bill
     print(
         f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
         f" ({len(spec.rows)} rows x {len(spec.seeds)} seeds), corpus {spec.corpus.name}"
@@ -88,12 +89,15 @@ def cmd_plan(args) -> int:
     else:
         conc = min(spec.max_concurrent, len(trials))
         print(
-            f"time at {source.flops_per_second:.3g} FLOP/s per device, {devices:g} device(s) per trial: about"
-            f" {estimate.duration(sum(seconds))} of trial time, {sum(seconds) * devices / 3600:,.1f} device-hours,"
+            f"time at {source.flops_per_second:.3g} FLOP/s per device, {occupied:g} device(s) per trial: about"
+            f" {estimate.duration(sum(seconds))} of trial time, {sum(seconds) * occupied / 3600:,.1f} device-hours,"
             f" {estimate.duration(estimate.makespan(seconds, conc))} wall at {conc} concurrent"
             " (evaluation included roughly)"
         )
         print(f"throughput source: {source.source}")
+        note = estimate.sharing_note(spec.resources, source.sharing)
+        if note:
+            print(note)
     if budget is not None:
         from .budget_plan import budget_lines
 

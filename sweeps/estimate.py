@@ -20,7 +20,7 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -55,6 +55,22 @@ KNOWN_DEVICES = {
 class Throughput:
     flops_per_second: float  # per device (one GPU; one CPU trial)
     source: str  # where the figure comes from, in words
+    # k -> what k trials sharing one device train together over what one trains alone (tsweep bench-device --share k)
+    sharing: dict[int, float] = field(default_factory=dict)
+
+
+def measured_sharing(record: dict) -> dict[int, float]:
+    """{k: sharing factor} of a bench-device record's ``sharing`` entries (none where the record has none)."""
+    found = record.get("sharing") if isinstance(record, dict) else None
+    out = {}
+    for k, entry in (found or {}).items() if isinstance(found, dict) else ():
+        try:
+            n, factor = int(k), float(entry["factor"])
+        except (TypeError, ValueError, KeyError):
+            continue
+        if n >= 2 and math.isfinite(factor) and factor > 0:
+            out[n] = factor
+    return out
 
 
 def device_peak(name: str, precision: str = "bf16") -> tuple[str, float, str]:
@@ -165,6 +181,7 @@ def resolve_throughput(
                 float(m["flops_per_second"]),
                 f"measured by tsweep bench-device on {m.get('device', '?')} {m.get('precision', '')}{where}, {when}"
                 f" ({bench_path(data_dir)})",
+                measured_sharing(m),
             )
     from .profiles import canonical_profile_name
 
@@ -192,11 +209,33 @@ def trial_flops(cfg) -> tuple[int, float]:
     return params, 6.0 * params * tokens
 
 
-def devices_per_trial(resources: Resources) -> float:
-    """Devices one trial computes on: its workers, each with a whole GPU or a share of one."""
+def trials_per_device(resources: Resources) -> int:
+    """How many trials share one GPU: k for ``gpus: 1/k`` (rounded), else 1."""
+    gpus = float(resources.gpus or 0)
+    return max(1, round(1.0 / gpus)) if 0 < gpus < 1 else 1
+
+
+def devices_per_trial(resources: Resources, sharing: Optional[dict[int, float]] = None) -> float:
+    """Devices' worth of speed one trial computes at: its workers, each with a whole GPU or a share of one.  A
+    trial sharing a GPU with k - 1 others runs at the measured sharing factor over k (``sharing``: {k: what k
+    trials train together over one alone}), or at 1/k of the GPU where no factor for k was measured."""
     gpus = float(resources.gpus or 0)
     share = gpus if 0 < gpus < 1 else 1.0
-    return max(1, int(resources.workers or 1)) * share
+    factor = (sharing or {}).get(trials_per_device(resources)) if share < 1 else None
+    return max(1, int(resources.workers or 1)) * share * (factor or 1.0)
+
+
+def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> Optional[str]:
+    """The line `tsweep plan` prints about trials sharing a GPU, or None where each trial has its own."""
+    k = trials_per_device(resources)
+    if k == 1:
+        return None
+    factor = (sharing or {}).get(k)
+    if factor:
+        return (f"{k} trials share each GPU: together {factor:.2f}x one trial alone (measured by tsweep bench-device "
+                f"--share {k}), so each at {factor / k:.2f} of a GPU")  # fmt: skip
+    return (f"{k} trials share each GPU, each planned at 1/{k} of one: no sharing measured for {k} (tsweep "
+            f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
 
 
 # Evaluation on top of training: a quarter where beam-search BLEU runs at every evaluation; where it runs only

@@ -1,0 +1,84 @@
+"""Trials sharing a GPU (resources: {gpus: 1/k}): `tsweep bench-device --share k` measures what k trials train
+together over one alone, and `tsweep plan` times and bills shared trials at that factor instead of at 1/k of the
+GPU's speed each."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from sweeps import estimate
+from sweeps.cli import main as tsweep
+from sweeps.spec import Resources
+from tests.helpers import ROOT
+
+TABLE3 = ROOT / "sweeps" / "specs" / "table3.yaml"
+
+
+def _record(sharing=None) -> dict:
+    r = {"profile": "gpu", "device": "NVIDIA H100 80GB HBM3", "precision": "bf16", "flops_per_second": 2.0e14,
+         "measured_at": 0}  # fmt: skip
+    return {**r, "sharing": sharing} if sharing is not None else r
+
+
+def _plan(capsys, tmp_path: Path, gpus: float, sharing=None) -> str:
+    data = tmp_path / f"data-{gpus}-{bool(sharing)}"
+    data.mkdir()
+    (data / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": _record(sharing)}}))
+    doc = yaml.safe_load(TABLE3.read_text())
+    doc.update(resources={"cpus": 1, "gpus": gpus}, seeds=[1])
+    spec = tmp_path / f"t3-{gpus}.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    assert tsweep(["plan", str(spec), "--profile", "gpu", "--data-dir", str(data)]) == 0
+    return capsys.readouterr().out
+
+
+def _device_hours(out: str) -> float:
+    line = next(x for x in out.splitlines() if x.startswith("time at "))
+    return float(line.split(" device-hours")[0].rsplit(" ", 1)[-1].replace(",", ""))
+
+
+def test_a_measured_sharing_factor_cuts_the_bill_by_that_factor(tmp_path, capsys):
+    alone = _plan(capsys, tmp_path, 1)
+    unmeasured = _plan(capsys, tmp_path, 0.5)
+    measured = _plan(capsys, tmp_path, 0.5, {"2": {"factor": 1.6, "tokens_per_second": 1.0}})
+    # without a measurement a shared trial runs at half a GPU: the same GPU-hours as a trial alone
+    assert _device_hours(unmeasured) == pytest.approx(_device_hours(alone), rel=0.01)
+    assert "each planned at 1/2 of one: no sharing measured for 2" in unmeasured
+    # measured: two trials train 1.6x one alone, so each GPU-hour buys 1.6x the training
+    assert _device_hours(measured) == pytest.approx(_device_hours(alone) / 1.6, rel=0.01)
+    assert "2 trials share each GPU: together 1.60x one trial alone" in measured
+    assert "0.5 device(s) per trial" in measured
+    assert "share each GPU" not in alone
+
+
+def test_devices_per_trial_uses_the_factor_of_its_own_k_only():
+    assert estimate.devices_per_trial(Resources(gpus=0.5), {2: 1.6}) == pytest.approx(0.8)
+    assert estimate.devices_per_trial(Resources(gpus=1 / 3), {2: 1.6}) == pytest.approx(1 / 3)  # no factor for 3
+    assert estimate.devices_per_trial(Resources(gpus=1), {2: 1.6}) == 1
+    assert estimate.trials_per_device(Resources(gpus=0.34)) == 3
+    bad = {"2": {"factor": "x"}, "3": {"factor": float("inf")}, "1": {"factor": 2.0}, "4": {"factor": 1.9}, "5": 7}
+    assert estimate.measured_sharing({"sharing": bad}) == {4: 1.9}
+
+
+def test_bench_device_share_measures_trials_side_by_side_and_keeps_other_ks(tmp_path, capsys, fixture_data_dir):
+    """A real (tiny) measurement at the smoke profile on this CPU: two spawned trials timed together."""
+    data = tmp_path / "data"
+    argv = ["bench-device", "--profile", "smoke", "--steps", "2", "--warmup", "1", "--windows", "1",
+            "--data-dir", str(data)]  # fmt: skip
+    assert tsweep([*argv, "--share", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "2 trials sharing the device" in out and "one trial alone" in out
+    m = json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
+    shared = m["sharing"]["2"]
+    assert len(shared["per_trial"]) == 2 and all(x > 0 for x in shared["per_trial"])
+    assert shared["tokens_per_second"] == pytest.approx(sum(shared["per_trial"]), rel=1e-3)
+    assert shared["factor"] == pytest.approx(shared["tokens_per_second"] / m["tokens_per_second"], rel=1e-6)
+    assert tsweep([*argv]) == 0  # a plain measurement replaces the record ...
+    capsys.readouterr()
+    assert "sharing" not in json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
+    assert tsweep([*argv, "--share", "9"]) == 2  # ... and a share out of range is one line
+    assert "--share 9 is invalid" in capsys.readouterr().err
