@@ -38,7 +38,7 @@ from .interrupts import INTERRUPTS
 from .lock import SweepLock
 from .profiles import get_profile, scale_warning
 from .records import RoundRecord, Summary, SummaryEntry, TrialResult
-from .search_state import SearchPlan, plan_search, search_trials
+from .search_state import SearchPlan, plan_search, planned_total, search_trials, seed_trials
 from .spec import Spec, SpecError, Trial
 from .storage import Storage
 from .sweep_state import LOCK_NAME, check_state, locate, read_state
@@ -57,6 +57,7 @@ from .tracking import (
 from .trial import trial_workdir
 from .tune_adapter import Echo, TuningContext, fit_round
 from .warm_start import start_from_earlier
+from .worker_memory import env_worker_bound
 
 log = logging.getLogger(__name__)
 TUNE_NAME = "tune"
@@ -110,6 +111,8 @@ class SweepContext:
     resume: bool = False
     summary: Summary = field(default_factory=dict)
     verbose: bool = False  # Ray Tune's own status tables instead of the live view
+    started: float = field(default_factory=time.time)  # this session's start: the live view's elapsed counts from it
+    total: Optional[int] = None  # a search's whole plan (search and confirmation): the live view counts against it
 
     @property
     def preset(self) -> str:
@@ -135,7 +138,8 @@ class SweepContext:
     def tuning(self) -> TuningContext:
         """What a round's Tune run takes of this sweep (tune_adapter.fit_round)."""
         return TuningContext(self.spec, self.profile_name, self.location, self.sweep_dir, self.store, self.verbose,
-                             tuple(self.state["rounds"]), self.payload, self.start_round, self.sync)  # fmt: skip
+                             tuple(self.state["rounds"]), self.payload, self.start_round, self.sync, self.total,
+                             self.started)  # fmt: skip
 
     def start_round(self, record: RoundRecord) -> None:
         """A round begins: sweep.json's rounds say so (written at once)."""
@@ -167,13 +171,14 @@ class SweepContext:
             return None
 
     def done_results(self) -> tuple[list[TrialResult], int]:
-        """(the finished or diverged results of the sweep's own trials, trials planned)."""
+        """(the finished or diverged results of the sweep's own trials, trials planned); a search's are every seed of
+        its samples and the confirmation round's trials (in the plan), against its whole plan (planned_total)."""
         if self.spec.search:
-            trials = list(search_trials(self.spec, self.profile_name, self.sweep_dir).values())
+            trials = seed_trials(self.spec, self.profile_name, self.sweep_dir) + self.planned()
         else:
             trials = self.planned()
         results = [r for r in (self.result(t.trial_id, t.config_hash) for t in trials) if r]
-        return results, self.spec.search.samples if self.spec.search else len(trials)
+        return results, planned_total(self.spec) if self.spec.search else len(trials)
 
     def finished_count(self) -> tuple[int, int]:
         """(trials with a finished or diverged result, trials planned)."""
@@ -233,6 +238,7 @@ def open_sweep(
     Nothing is written before the spec, the profile, --address and --out are found valid.  The plan of a
     new sweep is the spec's trials; a resumed sweep keeps its plan (trials added by earlier rounds too)."""
     check_address(address)
+    env_worker_bound()  # TSWEEP_WORKER_MEMORY checked here, not by a worker after its first trial
     profile = get_profile(profile_name)
     trials = spec.trials(profile)
     if spec.search and len(spec.rows) > 1:
@@ -256,6 +262,7 @@ def open_sweep(
         local.mkdir(parents=True, exist_ok=True)
         ctx = SweepContext(spec, profile_name, location, local, store, lock, {}, {}, address, resume)
         ctx.summary = _read_summary(local)
+        ctx.total = planned_total(spec) if spec.search else None
         _start_tracking(ctx, state)
         ctx.state = _initial_state(ctx, state, profile.rules())
         if not ctx.add_trials([] if spec.search else trials):
@@ -552,8 +559,10 @@ def run_sweep(
         run_trials(ctx, (ctx.planned() if not spec.search else []) or spec.trials(get_profile(profile_name)), echo=echo)
         if spec.search:  # search.confirm: the best configurations again, with fresh seeds
             from .confirm import run_confirmation  # the search report's statistics: imported only for a search
+            from .search_record import record_search
 
             run_confirmation(ctx, run_trials, echo)
+            record_search(ctx.sweep_dir, ctx.state, ctx.tracking, echo)  # the study's and the parent run's record
     except SweepInterrupted:
         close_sweep(ctx, "KILLED")
         raise

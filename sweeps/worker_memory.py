@@ -16,6 +16,7 @@ No Ray here: tune_adapter.py reports ``after_trial``'s keys with the trial's las
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Optional
 
@@ -27,17 +28,34 @@ WORKER_SHARE = 0.5
 REPLACE_KEY = "tsweep_replace_worker"
 
 
+MEMORY_ENV = "TSWEEP_WORKER_MEMORY"
+LEAST_GB, MOST_GB = 0.001, 1e6  # 1 MB (every worker is over it: replaced after each trial) to 1 PB
+
+
+def env_worker_bound() -> Optional[int]:
+    """The bytes ``TSWEEP_WORKER_MEMORY`` (GB) sets (None where it is unset or empty); any other value than a
+    number of GB from LEAST_GB to MOST_GB is a UserError.  The driver checks it before Ray starts
+    (runner.open_sweep), so that a trial's worker never finds it invalid after training."""
+    value = os.environ.get(MEMORY_ENV)
+    if not value:
+        return None
+    try:
+        bound = float(value)
+    except ValueError:
+        bound = math.nan
+    if not LEAST_GB <= bound <= MOST_GB:  # nan, inf, 0, negative and 1e-30 all fail this
+        raise UserError(
+            f"{MEMORY_ENV}={value!r} is invalid: allowed a number of GB from {LEAST_GB:g} to {MOST_GB:g} (e.g. 6), "
+            "or unset for half the machine's memory over the trials at once"
+        )
+    return int(bound * 1e9)
+
+
 def worker_bound(max_concurrent: int, cpus_per_trial: float = 1.0, memory: Optional[int] = None) -> Optional[int]:
     """Bytes a reused worker may hold after a trial before it is replaced (None: no bound known)."""
-    value = os.environ.get("TSWEEP_WORKER_MEMORY")
-    if value:
-        try:
-            bound = float(value)
-        except ValueError:
-            bound = -1.0
-        if not bound > 0:
-            raise UserError(f"TSWEEP_WORKER_MEMORY={value!r} is invalid: allowed a positive number of GB (e.g. 6)")
-        return int(bound * 1e9)
+    given = env_worker_bound()
+    if given is not None:
+        return given
     memory = memory or machine_memory()
     if not memory:
         return None

@@ -144,3 +144,26 @@ def test_a_name_ending_in_a_newline_is_refused_by_plan(tmp_path, capsys, doc, fi
     spec = write_spec(tmp_path / "s.yaml", **doc)
     refused(["plan", spec, "--profile", "smoke"], capsys, f"{field}: ", "is invalid; allowed letters, digits")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+# TSWEEP_WORKER_MEMORY checked before Ray starts (item 3) --------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", " ", "inf", "nan", "1e-30", "1e300"])
+def test_a_bad_worker_memory_bound_is_refused_before_the_sweep_starts(tmp_path, capsys, monkeypatch, value):
+    from tests.helpers import SMOKE
+
+    monkeypatch.setenv("TSWEEP_WORKER_MEMORY", value)
+    out = tmp_path / "out"
+    refused(["run", SMOKE, "--profile", "smoke", "--out", out], capsys,
+            f"TSWEEP_WORKER_MEMORY={value!r} is invalid: allowed a number of GB from 0.001 to 1e+06")  # fmt: skip
+    assert not out.exists()
+
+
+def test_a_worker_memory_bound_in_range_is_taken_in_bytes(monkeypatch):
+    from sweeps.worker_memory import env_worker_bound, worker_bound
+
+    monkeypatch.setenv("TSWEEP_WORKER_MEMORY", "0.001")
+    assert env_worker_bound() == worker_bound(2) == 1_000_000
+    monkeypatch.setenv("TSWEEP_WORKER_MEMORY", "")
+    assert env_worker_bound() is None

@@ -21,7 +21,7 @@ def test_the_bound_is_a_share_of_the_machine_over_the_trials_that_share_it(monke
     assert wm.worker_bound(2, 1.0, memory=24_000_000_000) == 1_500_000_000
     for bad in ("0", "-1", "lots"):
         monkeypatch.setenv("TSWEEP_WORKER_MEMORY", bad)
-        with pytest.raises(UserError, match=f"TSWEEP_WORKER_MEMORY='{bad}' is invalid: allowed a positive"):
+        with pytest.raises(UserError, match=f"TSWEEP_WORKER_MEMORY='{bad}' is invalid: allowed a number of GB from"):
             wm.worker_bound(2)
 
 
