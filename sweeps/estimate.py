@@ -105,9 +105,39 @@ def read_measurements(data_dir) -> dict[str, dict]:
         return {}
     try:
         body = json.loads(path.read_text())
-        return {k: v for k, v in body["measurements"].items() if float(v["flops_per_second"]) > 0}
+        return _checked(body["measurements"], "measurements", ("flops_per_second",))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
+
+
+# What a stored measurement's numbers may be: FLOP/s from a slow CPU thread to beyond any accelerator, a time of
+# measurement in seconds since 1970, a step's seconds and a trial's target tokens per second above zero
+_LIMITS = {
+    "flops_per_second": (1e3, 1e19),
+    "measured_at": (0.0, 1e11),
+    "seconds_per_step": (1e-9, 1e6),
+    "tokens_per_second": (1e-6, 1e15),
+}
+
+
+def _checked(records, section: str, required: tuple[str, ...]) -> dict[str, dict]:
+    """``records`` (one section of the file) with each record's numbers checked: a ValueError naming the record,
+    the name, its value and what is allowed (the caller names the file)."""
+    if not isinstance(records, dict):
+        raise ValueError(f"{section} is {type(records).__name__}; allowed a mapping of records")
+    for key, record in records.items():
+        if not isinstance(record, dict):
+            raise ValueError(f"{section}[{key!r}] is {type(record).__name__}; allowed a mapping")
+        for name, (lo, hi) in _LIMITS.items():
+            if name not in record and name not in required:
+                continue
+            value = record.get(name)
+            if name not in record or isinstance(value, bool) or not isinstance(value, (int, float)):
+                found = "missing" if name not in record else f"{value!r}"
+                raise ValueError(f"{section}[{key!r}].{name} is {found}; allowed a number from {lo:g} to {hi:g}")
+            if not lo <= value <= hi:  # nan and inf fail too
+                raise ValueError(f"{section}[{key!r}].{name} is {value!r}; allowed a number from {lo:g} to {hi:g}")
+    return records
 
 
 def store_measurement(data_dir, profile: str, record: dict) -> Path:
@@ -137,7 +167,7 @@ def read_machine_measurements(data_dir) -> dict[str, dict]:
         return {}
     try:
         found = json.loads(path.read_text()).get(MACHINES, {})
-        return {k: v for k, v in found.items() if float(v["flops_per_second"]) > 0}
+        return _checked(found, MACHINES, tuple(_LIMITS))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
 

@@ -167,3 +167,56 @@ def test_a_worker_memory_bound_in_range_is_taken_in_bytes(monkeypatch):
     assert env_worker_bound() == worker_bound(2) == 1_000_000
     monkeypatch.setenv("TSWEEP_WORKER_MEMORY", "")
     assert env_worker_bound() is None
+
+
+# the device-bench.json cache checked, the file named in one line (item 4) --------------------------------------
+
+MACHINE_RECORD = {"flops_per_second": 2e10, "measured_at": 1.7e9, "seconds_per_step": 0.5, "tokens_per_second": 900.0}
+
+
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"measured_at": None}, "machines['k'].measured_at is missing"),
+        ({"measured_at": "yesterday"}, "machines['k'].measured_at is 'yesterday'"),
+        ({"seconds_per_step": "abc"}, "machines['k'].seconds_per_step is 'abc'"),
+        ({"tokens_per_second": None, "keep": True}, "machines['k'].tokens_per_second is None"),
+        ({"flops_per_second": float("inf")}, "machines['k'].flops_per_second is inf; allowed a number from 1000 to"),
+        ({"flops_per_second": "1e30"}, "machines['k'].flops_per_second is '1e30'"),
+        ({"flops_per_second": 1e-300}, "machines['k'].flops_per_second is 1e-300"),
+    ],
+    ids=["no-measured_at", "measured_at-text", "step-text", "tokens-null", "flops-inf", "flops-text", "flops-tiny"],
+)
+def test_a_hand_edited_machine_measurement_is_refused_naming_the_file(tmp_path, change, needle):
+    from sweeps.estimate import read_machine_measurements
+    from transformer_core.errors import ConfigError
+
+    keep = change.pop("keep", False)
+    record = {**MACHINE_RECORD, **change}
+    record = {k: v for k, v in record.items() if v is not None or keep}
+    (tmp_path / "device-bench.json").write_text(json.dumps({"measurements": {}, "machines": {"k": record}}))
+    with pytest.raises(ConfigError) as caught:
+        read_machine_measurements(tmp_path)
+    line = str(caught.value)
+    assert line.startswith(f"{tmp_path / 'device-bench.json'} is not a device measurement file (") and needle in line
+    assert "\n" not in line
+
+
+def test_a_stored_measurement_of_inf_flops_is_refused_by_plan(tmp_path, capsys):
+    from tests.helpers import SPECS
+
+    record = {"profile": "gpu", "device": "H100", "precision": "bf16", "flops_per_second": float("inf")}
+    (tmp_path / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": record}}))
+    refused(["plan", SPECS.parent.parent / "sweeps" / "specs" / "table3.yaml", "--profile", "gpu", "--data-dir",
+             tmp_path], capsys, "device-bench.json is not a device measurement file (measurements['gpu']"
+            ".flops_per_second is inf")  # fmt: skip
+
+
+def test_valid_measurements_are_read_as_before(tmp_path):
+    from sweeps.estimate import read_machine_measurements, read_measurements
+
+    body = {"measurements": {"gpu": {"flops_per_second": 2e14, "measured_at": 0}}, "machines": {"k": MACHINE_RECORD}}
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    assert (
+        read_machine_measurements(tmp_path) == body["machines"] and read_measurements(tmp_path) == body["measurements"]
+    )
