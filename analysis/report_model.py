@@ -29,9 +29,10 @@ from .plots import figures
 from .reach import reach_lines
 from .scale import NOT_MEASURABLE, scale_guard
 from .seed_noise import Noise, pooled_noise
+from .stability import unstable_line
 from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
 from .trajectory import REGIME_DROP_NATS, points, regime
-from .verdicts import Rule, Verdict, seed_correlation, seed_values, sweep_rule, unstable_counts, unstable_line
+from .verdicts import Rule, Verdict, seed_correlation, seed_values, sweep_rule, unstable_counts
 
 LEGEND = [
     ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
@@ -39,7 +40,12 @@ LEGEND = [
     ("mixed", "±", "some comparisons are decided on the paper's side and some on the other"),
     ("within noise", "≈", "no comparison is decided at this budget: see the difference the table could detect"),
     ("incomplete", "?", "a row of the claim (or a 'best of' candidate) has no finished trial"),
-    ("unstable", "⚠", "an estimate from the last half of the budget lies outside the final interval"),
+    (
+        "unstable",
+        "⚠",
+        "the effect changed between a point in the last half of the budget and the end, decided "
+        "over the report's family of such changes",
+    ),  # fmt: skip
 ]
 
 
@@ -212,7 +218,9 @@ class ReportModel:
         lines += self.shape.amended_lines()
         lines += self.reach_lines()
         flags = unstable_counts(self.claims, self.versus, list(self.shape.claims))
-        return lines + [x for x in [unstable_line(**flags)] if x]
+        line = unstable_line(flags["flagged"], flags["units"], int(self.claims.attrs.get("unstable_tests", 0)),
+                             self.rule.alpha)  # fmt: skip
+        return lines + [x for x in [line] if x]
 
     def reach_lines(self) -> list[str]:
         """The header's line where the rule falls short of 80% power at 3 seed sd at the seeds a row was given (the

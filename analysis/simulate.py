@@ -147,3 +147,37 @@ def one_comparison(rng, seeds: int, variance: str, tables: int, spread=1.0, tail
         decide([c], rule)
         hits += c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS)
     return hits / tables
+
+
+def late_table(rng, shape: Shape, rho: float = 0.6, before: dict | None = None, after: dict | None = None) -> tuple:
+    """(values at a late evaluation point, values at the end) of one simulated sweep: each seed's noise at the end
+    correlates ``rho`` with its noise at the point (the same run trained on); ``before`` / ``after``: the true
+    effects (sd units, + better) at the point and at the end."""
+    z1, z2 = table(rng, shape), table(rng, shape)
+    at, end = {}, {}
+    for reading, rows in z1.items():
+        sign = 1 if READINGS[reading].higher_is_better else -1
+        centre = 20.0 if sign > 0 else 2.0
+        at[reading], end[reading] = {}, {}
+        for row, v in rows.items():
+            n1, n2 = v - centre, z2[reading][row] - centre
+            shift = sign * shape.sigma[reading]
+            at[reading][row] = centre + shift * (before or {}).get(row, 0.0) + n1
+            end[reading][row] = centre + shift * (after or {}).get(row, 0.0) + rho * n1 + (1 - rho**2) ** 0.5 * n2
+    return at, end
+
+
+def unstable_flags(rng, shape: Shape, rule: Rule, rho: float = 0.6, before: dict | None = None,
+                   after: dict | None = None, control: bool = True, claims=CLAIMS) -> set:  # fmt: skip
+    """The claim-readings and rows against base (dev readings) one simulated report flags unstable
+    (analysis.stability.flagged), its final point judged by ``rule``, one late point (``late_table``)."""
+    from .stability import flagged
+
+    at, end = late_table(rng, shape, rho, before, after)
+    claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}
+    versus = [r for r in shape.rows if r not in claimed]
+    j = judge(end, list(claims), rule, versus, versus_readings=DEV)
+    tested = [((res.claim, res.reading), c) for res in j.claims for c in res.comparisons]
+    tested += [((c.a, r), c) for r, comps in j.versus.items() for c in comps]
+    delta = {2 / 3: {r: {row: at[r][row] - end[r][row] for row in end[r]} for r in end}}
+    return flagged(delta, tested, rule.alpha, control)[0]

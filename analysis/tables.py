@@ -21,8 +21,9 @@ from .metrics import READINGS
 from .paper import load_table3
 from .scale import NOT_MEASURABLE, ScaleGuard, scale_guard
 from .seed_noise import pooled_noise
+from .stability import changes, flagged
 from .stats import combine_pvalues, paired_bootstrap, read_lines
-from .trajectory import frac_label, regime, trajectories, trajectory_text, unstable
+from .trajectory import frac_label, points, regime, trajectories, trajectory_text, unstable
 from .verdicts import Judgement, Outcome, Rule, Verdict, seed_values, sweep_kind
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
@@ -160,11 +161,12 @@ def not_measured_record(claim: Claim, rows: list[str], why: str) -> dict:
 
 
 def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: list | None = None,
-                 guard: ScaleGuard | None = None) -> dict:  # fmt: skip
+                 guard: ScaleGuard | None = None, flag: bool | None = None) -> dict:  # fmt: skip
     """One line of a claims table: verdict, trajectory (when judged over the budget), each comparison's outcome
     and numbers, the difference the table could detect, diverged seeds, caveat.  ``guard`` (analysis.scale): a
     reading at its floor in every row of the claim is not judged (``NOT_MEASURABLE``, no trajectory), and a test
-    profile's caveat goes on every line."""
+    profile's caveat goes on every line.  ``flag``: unstable as the report's family decided it (analysis.stability);
+    None: trajectory.unstable on ``path``."""
     caveats = []
     if undertrained and claim.kind in UNDERTRAINED_KINDS:
         caveats.append("undertrained regime: capacity and regularisation effects may invert")
@@ -182,7 +184,7 @@ def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: l
         "verdict": verdict,
         "symbol": symbol,
         "trajectory": trajectory_text(path) if path else "",
-        "unstable": unstable(path) if path else False,
+        "unstable": bool(flag) if flag is not None and path else unstable(path) if path else False,
         "rows": ",".join(rows),
         "summary": res.detail,
         "evidence": "; ".join(c.evidence() for c in res.comparisons),
@@ -216,14 +218,20 @@ def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
     stated = claims
     claims, apart = claims_for(sweep_task(df), stated)
     vrows = unclaimed_rows(df, stated) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
+    pts = points(df) if pts is None else pts
     final, traj, vtraj = trajectories(df, claims, rule, vrows, pts)
+    tested = [((r.claim, r.reading), c) for r in final.claims for c in r.comparisons]
+    tested += [((c.a, reading), c) for reading, comps in final.versus.items() for c in comps]
+    flags, tests = flagged(changes(pts, {c.reading for _, c in tested}), tested, rule.alpha)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
     rows_of, by_id, guard = claim_rows(stated), {c.id: c for c in claims}, scale_guard(df)
     table = claims_frame(
-        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)], guard)
-         for r in final.claims] + [not_measured_record(c, rows_of[c.id], BLEU_ONLY) for c in apart]
+        [claim_record(r, by_id[r.claim], rows_of[r.claim], undertrained, traj[(r.claim, r.reading)], guard,
+                      (r.claim, r.reading) in flags) for r in final.claims]
+        + [not_measured_record(c, rows_of[c.id], BLEU_ONLY) for c in apart]
     )  # fmt: skip
-    return table, _versus_table(df, final, vtraj, guard)
+    table.attrs["unstable_tests"] = tests  # the changes the flags are decided over (analysis.stability.flagged)
+    return table, _versus_table(df, final, vtraj, guard, flags)
 
 
 VERSUS_LABEL = {Outcome.AGREES: "better than base", Outcome.CONTRADICTS: "worse than base"}
@@ -235,7 +243,8 @@ def unclaimed_rows(df: pd.DataFrame, claims: list[Claim] = CLAIMS) -> list[str]:
     return [r for r in row_order(df) if r not in claimed]
 
 
-def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict, guard: ScaleGuard | None = None) -> pd.DataFrame:
+def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict, guard: ScaleGuard | None = None,
+                  flags: set = frozenset()) -> pd.DataFrame:  # fmt: skip
     """Every row that no claim covers against base, per reading: outcome, trajectory, stability, evidence.
     A row with diverged seeds says so: all diverged is the outcome "diverged", some diverged is compared on
     the seeds that finished, with the count in the evidence; a row and base both at the reading's floor
@@ -257,7 +266,7 @@ def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict, guard: ScaleG
                 "trajectory": " → ".join(
                     f"{frac_label(f)} {VERSUS_LABEL.get(x.outcome, x.outcome.value).replace(' than base', '')}"
                     for f, x in path),
-                "unstable": unstable(path), "diverged": k,
+                "unstable": (c.a, reading) in flags and outcome != NOT_MEASURABLE, "diverged": k,
                 "diff": c.diff, "ci_low": c.ci[0], "ci_high": c.ci[1], "p_looks": c.p, "p_better": c.prob,
                 "evidence": evidence,
             })  # fmt: skip

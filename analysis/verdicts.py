@@ -635,12 +635,6 @@ def versus_base(values: dict, noise: Noise, rows: list[str], reading: str, rule:
 
 
 # ---------------------------------------------------------------------------------------------- unstable flags
-# share of comparisons flagged unstable when their effect is constant over the budget (each seed's noise at 2/3
-# and at the end correlating 0.6; benchmarks/verdict_calibration.py, "unstable flag"): a flag is per comparison,
-# not controlled over the report, so a report of many comparisons shows some by chance
-UNSTABLE_RATE = 0.035
-
-
 def unstable_counts(claims: pd.DataFrame, versus: pd.DataFrame, all_claims: list[Claim] | None = None) -> dict:
     """{flagged, units, comparisons} of a report's tables (tables.judge_report's claims and rows against base):
     lines judged over the budget (with a trajectory), those flagged, and the comparisons they hold."""
@@ -654,19 +648,6 @@ def unstable_counts(claims: pd.DataFrame, versus: pd.DataFrame, all_claims: list
             flagged += bool(r["unstable"])
             comparisons += per_line(r)
     return {"flagged": flagged, "units": units, "comparisons": comparisons}
-
-
-def unstable_line(flagged: int, units: int, comparisons: int) -> str:
-    """The header's line on the ⚠ flags: how many, and how many a report of this size shows by chance."""
-    if not units:
-        return ""
-    expected = UNSTABLE_RATE * comparisons
-    head = f"{flagged} of {units}" if flagged else f"none of {units}"
-    return (f"**Unstable**: {head} claim-readings and rows against base are flagged ⚠ (an estimate from the last "
-            f"half of the budget outside the final interval). The flag is per comparison and not controlled over "
-            f"the report: with every effect constant over the budget about {100 * UNSTABLE_RATE:.1f}% of "
-            f"comparisons are flagged, so about {expected:.1f} flags among these {comparisons} comparisons are "
-            "expected by chance; a flag asks for a look at the learning curves, it is not a finding.")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------- adaptive seeds

@@ -16,7 +16,8 @@ from analysis.collect import collect
 from analysis.evalsets import report_rule
 from analysis.report_model import build
 from analysis.seed_noise import pooled_noise
-from analysis.verdicts import Outcome, Rule, _equivalence, compare, decide, judge_table, unstable_line
+from analysis.stability import unstable_line
+from analysis.verdicts import Outcome, Rule, _equivalence, compare, decide, judge_table
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 
@@ -164,13 +165,6 @@ def test_beyond_the_margin_is_exact_at_alpha_and_reads_off_the_interval():
 
 
 # ------------------------------------------------------------------------------------------- unstable
-def test_unstable_flags_are_printed_with_the_count_expected_by_chance():
-    line = unstable_line(flagged=2, units=30, comparisons=40)
-    assert "2 of 30" in line and "1.4 flags" in line  # 3.5% of 40 comparisons
-    assert unstable_line(flagged=0, units=30, comparisons=40).startswith("**Unstable**: none")
-    assert unstable_line(0, 0, 0) == ""
-
-
 # ------------------------------------------------------------------------------------------- through the report
 def _rewrite(sweep, values: dict) -> None:
     """Every finished trial's readings replaced by ``values`` ({reading: {row: seed values}}): dev and test in
@@ -282,7 +276,7 @@ def test_the_header_counts_the_unstable_flags_of_a_report_judged_over_its_budget
     counts = unstable_counts(claims, versus)
     assert counts["flagged"] >= 1 and counts["units"] >= counts["flagged"]
     assert counts["comparisons"] >= counts["units"]
-    assert f"{counts['flagged']} of {counts['units']}" in unstable_line(**counts)
+    assert f"{counts['flagged']} of {counts['units']}" in unstable_line(counts["flagged"], counts["units"], 10)
 
 
 def test_could_decide_uses_the_verdicts_level():
