@@ -64,12 +64,14 @@ RULE = (
     "the procedure, which accounts for the whole family, leaves the comparison within noise. Evidence lists each "
     "comparison's own outcome. 'Detectable' is the smallest true difference the comparison would detect with 80% "
     "power at its seeds and the family's threshold. The sentence-sampling p (paired bootstrap of test hypotheses) "
-    "is test-set noise of single models and never decides a verdict."
+    "is test-set noise of single models and never decides a verdict. The trajectory's earlier points are "
+    "exploratory: judged at the report's cutoff but not in its family; only the final point is decided."
 )
 VERSUS_RULE = (
     "Rows that no claim of the paper covers, each against base: the difference of seed means, two-sided (no "
     "direction was predicted), decided in the report's family with the claims (see the decision rule above). "
-    "Judged again at every evaluation point the trials share; the last is the sweep's answer, at its budget."
+    "Judged again at every evaluation point the trials share; the last is the sweep's answer, at its budget (the "
+    "earlier points are exploratory, outside the report's family)."
 )
 NOTES = (
     "Ours: mean over finished seeds ± half-width of its 95% interval from the seed-noise model (the row's "

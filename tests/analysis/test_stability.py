@@ -43,3 +43,11 @@ def test_the_header_says_how_flags_are_decided():
     assert "2 of 30" in line and "over the 80 such changes" in line and "at most about 5%" in line
     assert unstable_line(flagged=0, units=30, tests=80).startswith("**Unstable**: none")
     assert unstable_line(0, 0, 0) == ""
+
+
+def test_earlier_trajectory_points_are_labelled_outside_the_family():
+    """Issue 54 item 5: the verdicts at earlier evaluation points are printed as exploratory, outside the family."""
+    from analysis.report_model import RULE, VERSUS_RULE
+
+    assert "earlier points are exploratory" in RULE and "not in its family" in RULE
+    assert "outside the report's family" in VERSUS_RULE
