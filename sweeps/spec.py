@@ -6,6 +6,7 @@ Every error is a SpecError whose message starts with the field path
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,6 +239,10 @@ class Spec:
         return next(r for r in self.rows if r.label == label)
 
     def trials(self, profile: Profile) -> list[Trial]:
+        """The trials of the spec's rows at ``profile`` (a search: its base row's, every value the search may
+        sample checked first, check_space)."""
+        if self.search:
+            check_space(self, profile)
         return [t for row in self.rows if row.label not in profile.exclude for t in expand_row(self, row, profile)]
 
 
@@ -308,6 +313,24 @@ def sample_trials(spec: Spec, profile: Profile, sampled: dict[str, KnobValue], s
         batch = make_run_config(unsampled.values).train.tokens_per_batch  # the profile's, else the default
         rescale = float(batch) / float(cast(float, sampled["tokens_per_batch"]))  # a number (search.space's check)
     return expand_row(spec, row, profile, spec.seeds if seeds is None else seeds, rescale=rescale)
+
+
+def check_space(spec: Spec, profile: Profile) -> None:
+    """Each value a search may sample (every choice, the ends of a range) checked as a row of the base with that
+    one knob is checked at ``profile``: a SpecError naming the value's place in search.space, before any trial."""
+    assert spec.search is not None
+    for key, dist in spec.search.space.items():
+        path = f"search.space.{key}"
+        if dist["type"] == "choice":
+            candidates = [(f"{path}.values[{i}]", v) for i, v in enumerate(dist["values"])]
+        else:
+            candidates = [(f"{path}.low", dist["low"]), (f"{path}.high", dist["high"])]
+        for where, value in candidates:
+            try:
+                sample_trials(spec, profile, {key: value}, spec.seeds[:1])
+            except SpecError as exc:
+                reason = str(exc).split(f"at profile {profile.name!r}: ", 1)[-1]
+                raise SpecError(f"{where}: {value!r} is invalid at profile {profile.name!r} ({reason})") from None
 
 
 def parse_budget(value, path: str = "budget") -> Optional[float]:
@@ -404,6 +427,10 @@ def _parse_search(raw, metrics: tuple = METRICS) -> Optional[Search]:
         if dist["type"] == "choice":
             if not isinstance(dist.get("values"), list) or not dist["values"]:
                 raise SpecError(f"{path}.values: a choice needs a non-empty list of values")
+            for i, v in enumerate(dist["values"]):
+                if not isinstance(v, (str, int, float)) or (isinstance(v, float) and not math.isfinite(v)):
+                    raise SpecError(f"{path}.values[{i}]: {v!r} is invalid; allowed one knob value (a number, a "
+                                    "word or true/false), not a list, a mapping or null")  # fmt: skip
         else:
             lo = _number(dist.get("low"), f"{path}.low", integer=dist["type"] == "int")
             hi = _number(dist.get("high"), f"{path}.high", integer=dist["type"] == "int")

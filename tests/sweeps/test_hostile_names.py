@@ -220,3 +220,40 @@ def test_valid_measurements_are_read_as_before(tmp_path):
     assert (
         read_machine_measurements(tmp_path) == body["machines"] and read_measurements(tmp_path) == body["measurements"]
     )
+
+
+# a search space's values checked at plan, as a row's knobs are (item 5) --------------------------------------------
+
+
+def search_spec(tmp_path: Path, knob: str, dist: dict) -> Path:
+    import yaml
+
+    from tests.helpers import SEARCH_SMOKE
+
+    doc = yaml.safe_load(SEARCH_SMOKE.read_text())
+    doc["search"]["space"] = {knob: dist}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    return tmp_path / "s.yaml"
+
+
+@pytest.mark.parametrize(
+    "knob,dist,needle",
+    [
+        ("lr_scale", {"type": "choice", "values": [0.5, [1, 2]]}, "search.space.lr_scale.values[1]: [1, 2] is invalid"),
+        ("lr_scale", {"type": "choice", "values": [0.5, {"a": 1}]}, "search.space.lr_scale.values[1]: {'a': 1} is "),
+        ("lr_scale", {"type": "choice", "values": [None]}, "search.space.lr_scale.values[0]: None is invalid"),
+        ("lr_scale", {"type": "choice", "values": [0.5, True]}, "search.space.lr_scale.values[1]: True is invalid at"),
+        ("positional", {"type": "choice", "values": ["<img src=x>"]}, "search.space.positional.values[0]: '<img"),
+        ("d_model", {"type": "int", "low": 64, "high": 10**20}, "search.space.d_model.high: 100000000000000000000 is"),
+    ],
+    ids=["list", "mapping", "null", "bool-for-number", "unknown-word", "huge-int"],
+)
+def test_a_search_value_no_trial_could_run_is_refused_by_plan(tmp_path, capsys, knob, dist, needle):
+    refused(["plan", search_spec(tmp_path, knob, dist), "--profile", "smoke"], capsys, needle)
+
+
+def test_a_valid_search_space_plans_as_before(tmp_path, capsys):
+    from sweeps.cli import main
+    from tests.helpers import SEARCH_SMOKE
+
+    assert main(["plan", str(SEARCH_SMOKE), "--profile", "smoke"]) == 0, capsys.readouterr().err
