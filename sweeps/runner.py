@@ -41,7 +41,7 @@ from .records import RoundRecord, Summary, SummaryEntry, TrialResult
 from .search_state import SearchPlan, plan_search, planned_total, search_trials, seed_trials
 from .spec import Spec, SpecError, Trial
 from .storage import Storage
-from .sweep_state import LOCK_NAME, check_state, locate, read_state
+from .sweep_state import LOCK_NAME, check_seeds, check_state, locate, read_state, seed_record
 from .tracking import (
     artifact_root,
     default_uri,
@@ -244,7 +244,8 @@ def open_sweep(
     if spec.search and len(spec.rows) > 1:
         raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
     store, location, local = locate(sweep_dir, address, spec.tracking.get("uri"))
-    check_state(read_state(store, local, location), spec.name, profile_name, resume, location, profile.rules())
+    before = check_state(read_state(store, local, location), spec.name, profile_name, resume, location, profile.rules())
+    check_seeds(before, spec.seeds, spec.adaptive, location)
     for t in trials:  # every workdir a plain name inside the sweep (the spec restricts row labels too)
         trial_workdir(local, t.trial_id)
     if store:
@@ -347,6 +348,7 @@ def _initial_state(ctx: SweepContext, state: dict, rules: dict) -> dict:
         "status": "running",
         "metric": spec.metric,
         "mode": spec.mode,
+        "seed_plan": seed_record(spec.seeds, spec.adaptive),  # a resume with other seeds is refused (check_seeds)
         "objectives": spec.search.objectives if spec.search else None,  # a search with two: the report's Pareto front
         "report": report_record(ctx, state),  # title, description, claims and paper rows the report shows
         "rounds": state.get("rounds", []),

@@ -88,6 +88,32 @@ def check_state(
     return state
 
 
+def seed_record(seeds: list, adaptive: Optional[dict]) -> dict:
+    """What sweep.json's ``seed_plan`` keeps of the spec's seeds: its adaptive {min, max, evidence}, else its list."""
+    return {"adaptive": dict(adaptive)} if adaptive else {"seeds": list(seeds)}
+
+
+def _seeds_text(record: dict) -> str:
+    ad = record.get("adaptive")
+    if isinstance(ad, dict):
+        return "{" + ", ".join(f"{k}: {ad[k]}" for k in ("min", "max", "evidence") if k in ad) + "}"
+    return str(record.get("seeds"))
+
+
+def check_seeds(state: dict, seeds: list, adaptive: Optional[dict], where: str) -> None:
+    """Refuse, in one line, a resume whose spec changes the seeds the sweep was run with (recorded in ``seed_plan``;
+    a sweep recorded before that by its adaptive record's min, max and evidence): a resume keeps its plan, so the
+    change would be silently ignored."""
+    now = seed_record(seeds, adaptive)
+    before = state.get("seed_plan")
+    if not isinstance(before, dict) and isinstance(state.get("adaptive"), dict):
+        ad = state["adaptive"]
+        before = {"adaptive": {k: ad[k] for k in ("min", "max", "evidence") if k in ad}}
+    if isinstance(before, dict) and before != now:
+        raise UserError(f"{where} was run with seeds {_seeds_text(before)}, not {_seeds_text(now)}: a resume keeps "
+                        "the seeds it was planned with; resume with those, or give another --out")  # fmt: skip
+
+
 def _measured_rules(rules: dict) -> dict:
     """What of a profile's rules decides what its trials measure: not run-only settings (threads), not the
     wording of an exclusion, and a recipe or data setting at its default the same as one left out (a key

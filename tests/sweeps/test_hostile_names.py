@@ -257,3 +257,49 @@ def test_a_valid_search_space_plans_as_before(tmp_path, capsys):
     from tests.helpers import SEARCH_SMOKE
 
     assert main(["plan", str(SEARCH_SMOKE), "--profile", "smoke"]) == 0, capsys.readouterr().err
+
+
+# a resume that changes the seeds (item 6) --------------------------------------------------------------------------
+
+
+def earlier_sweep(out: Path, **state) -> Path:
+    out.mkdir()
+    (out / "sweep.json").write_text(json.dumps({"name": "t", "profile": "smoke", "status": "stopped", "plan": {}, **state}))
+    return out
+
+
+@pytest.mark.parametrize(
+    "before,seeds,needle",
+    [
+        (
+            {"seed_plan": {"adaptive": {"min": 2, "max": 3, "evidence": "e"}}},
+            {"min": 2, "max": 4},
+            "was run with seeds {min: 2, max: 3, evidence: e}, not {min: 2, max: 4}: a resume keeps",
+        ),
+        ({"seed_plan": {"seeds": [1, 2]}}, [1, 2, 3], "was run with seeds [1, 2], not [1, 2, 3]"),
+        ({"seed_plan": {"seeds": [1, 2]}}, {"min": 2, "max": 3}, "was run with seeds [1, 2], not {min: 2, max: 3}"),
+        (
+            {"adaptive": {"min": 2, "max": 3, "evidence": "e", "looks": [2, 3], "rounds": []}},
+            {"min": 2, "max": 3},
+            "was run with seeds {min: 2, max: 3, evidence: e}, not {min: 2, max: 3}",
+        ),
+    ],
+    ids=["adaptive-max", "fixed-list", "fixed-to-adaptive", "recorded-before-seed-plan"],
+)
+def test_a_resume_that_changes_the_seeds_is_refused_before_it_starts(tmp_path, capsys, before, seeds, needle):
+    claims = [{"id": "D-dropout-helps", "compare": "D1 < base"}]
+    spec = write_spec(tmp_path / "s.yaml", seeds=seeds, rows={"D": [{"label": "D1", "P_drop": 0.0}]}, claims=claims)
+    out = earlier_sweep(tmp_path / "out", **before)
+    refused(["run", spec, "--profile", "smoke", "--out", out, "--resume"], capsys, needle)
+    assert sorted(p.name for p in out.iterdir()) == ["sweep.json"]
+
+
+def test_the_seeds_a_sweep_runs_with_are_recorded_and_the_same_seeds_resume():
+    from sweeps.sweep_state import check_seeds, seed_record
+
+    state = {"seed_plan": seed_record([1, 2], None)}
+    check_seeds(state, [1, 2], None, "out")
+    check_seeds({"seed_plan": seed_record([1, 2], {"min": 2, "max": 3})}, [1, 2], {"min": 2, "max": 3}, "out")
+    check_seeds({}, [1, 2, 3], None, "out")  # a sweep recorded before seed_plan, not adaptive: nothing to compare
+    with pytest.raises(UserError, match=r"was run with seeds \[1, 2\], not \[2, 1\]"):
+        check_seeds(state, [2, 1], None, "out")
