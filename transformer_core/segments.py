@@ -68,12 +68,25 @@ def flash_head_size(d_k: int, d_v: int) -> int:
     return -(-max(d_k, d_v) // 8) * 8
 
 
-def _varlen_kwargs(causal: bool) -> dict:
-    """Causality as this torch's varlen_attn takes it: ``is_causal`` (torch 2.10-2.11) or ``window_size``."""
-    from torch.nn.attention.varlen import varlen_attn
+def _varlen_module():
+    try:
+        import torch.nn.attention.varlen as varlen
+    except ImportError:
+        return None
+    return varlen
 
-    params = inspect.signature(varlen_attn).parameters
-    if "is_causal" in params:
+
+_VARLEN = _varlen_module()  # torch.nn.attention.varlen, or None in a torch without it
+# how this torch's varlen_attn takes causality, read once here rather than inside a compiled step:
+# ``is_causal`` (torch 2.10-2.11) or ``window_size`` (-1, 0)
+CAUSAL_ARG = (
+    "is_causal" if _VARLEN is not None and "is_causal" in inspect.signature(_VARLEN.varlen_attn).parameters
+    else "window_size"
+)  # fmt: skip
+
+
+def _varlen_kwargs(causal: bool) -> dict:
+    if CAUSAL_ARG == "is_causal":
         return {"is_causal": causal}
     return {"window_size": (-1, 0) if causal else (-1, -1)}
 
@@ -83,22 +96,17 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Se
     if seg.backend == "mask":
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=seg.mask, scale=scale)  # (1, h, Cq, d_v)
         return y.transpose(1, 2).flatten(2)
-    from torch.nn.attention.varlen import varlen_attn
-
     d_v = v.shape[-1]
     size = flash_head_size(q.shape[-1], d_v)
     # (1, h, C, d) -> (C, h, d): the layout the projections wrote, so no copy where no padding is needed
     q, k, v = (_padded_head(t.transpose(1, 2)[0], size) for t in (q, k, v))
-    y = varlen_attn(q, k, v, seg.cu_q, seg.cu_k, seg.span, seg.span, scale=scale, **_varlen_kwargs(seg.causal))
+    attn = _VARLEN.varlen_attn  # type: ignore[union-attr]  # packed_support routes torches without it elsewhere
+    y = attn(q, k, v, seg.cu_q, seg.cu_k, seg.span, seg.span, scale=scale, **_varlen_kwargs(seg.causal))
     return y[None, :, :, :d_v].flatten(2)  # (1, Cq, h * d_v)
 
 
 def varlen_available() -> bool:
-    try:
-        from torch.nn.attention.varlen import varlen_attn  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _VARLEN is not None
 
 
 def packed_support(cfg, device: torch.device, task: str = "translation") -> tuple[Optional[str], str]:

@@ -183,7 +183,7 @@ def test_the_packed_step_compiles_once_across_an_epoch(fixture_corpus):
     model = build_model(ModelConfig(**{**SMALL, "P_drop": 0.1}), fixture_corpus.vocab_size).train()
     stream = PackedStream(split, 400, seed=1, max_len=64)
     dynamo.reset()
-    compiled = torch.compile(packed_loss, dynamic=False, backend="eager")
+    compiled = torch.compile(packed_loss, dynamic=False, backend="eager", fullgraph=True)  # no graph break either
     with dynamo.config.patch(error_on_recompile=True):
         for _ in range(min(12, len(stream._plan))):
             pb = next(stream)
@@ -264,7 +264,12 @@ def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus
     computed segment by segment: the same loss and gradients as the padded step."""
     import torch.nn.attention.varlen as varlen
 
+    from transformer_core import segments
+
     monkeypatch.setattr(varlen, "varlen_attn", signature)
+    monkeypatch.setattr(segments, "_VARLEN", varlen)
+    arg = "is_causal" if signature is _reference_varlen_is_causal else "window_size"
+    monkeypatch.setattr(segments, "CAUSAL_ARG", arg)
     split = fixture_corpus.split("train")
     cfg = ModelConfig(**{**SMALL, **ROWS[row]})
     torch.manual_seed(0)
