@@ -29,6 +29,8 @@ def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
+    # text from specs (group names, titles) drawn as written: a '$' pair is not matplotlib's mathtext
+    matplotlib.rcParams["text.parse_math"] = False
     import matplotlib.pyplot as plt
 
     return plt
