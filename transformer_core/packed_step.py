@@ -31,11 +31,13 @@ STREAM_PACKED = "packed: seeded shuffle cut at the token budget in real tokens; 
 STREAM_PADDED = "padded: length buckets (plan_batches)"
 
 
-def resolve_packing(mode: str, cfg, device: torch.device, task: str) -> tuple[Optional[str], str]:
-    """(attention backend or None, why) for a trial's ``packing`` knob on ``device``."""
+def resolve_packing(
+    mode: str, cfg, device: torch.device, task: str, precision: str = "bf16"
+) -> tuple[Optional[str], str]:
+    """(attention backend or None, why) for a trial's ``packing`` knob on ``device`` at ``precision``."""
     if mode in ("off", "auto"):  # auto: not yet shown to learn as padded batches do (the module docstring)
         return None, f"packing={mode}"
-    return packed_support(cfg, device, task)
+    return packed_support(cfg, device, task, precision)
 
 
 def packed_loss(model, tensors: tuple, span: int, backend: str, eps_ls: float, device_type: str, precision: str):

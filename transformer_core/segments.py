@@ -109,7 +109,9 @@ def varlen_available() -> bool:
     return _VARLEN is not None
 
 
-def packed_support(cfg, device: torch.device, task: str = "translation") -> tuple[Optional[str], str]:
+def packed_support(
+    cfg, device: torch.device, task: str = "translation", precision: str = "bf16"
+) -> tuple[Optional[str], str]:
     """(backend, why): the attention backend a packed step of this model runs on ``device``, or None and the
     reason it trains padded batches instead."""
     if task != "translation":
@@ -120,6 +122,8 @@ def packed_support(cfg, device: torch.device, task: str = "translation") -> tupl
         return "mask", "block-diagonal mask (no varlen kernel off CUDA)"
     if not varlen_available():
         return None, f"torch {torch.__version__} has no torch.nn.attention.varlen"
+    if precision != "bf16":
+        return None, f"FlashAttention takes bf16 or fp16, not {precision}"
     if cfg.attention_dropout > 0:
         return None, "varlen attention has no dropout inside attention (attention_dropout > 0)"
     size = flash_head_size(cfg.d_k, cfg.d_v)

@@ -186,7 +186,9 @@ class Trainer:
         self.params = count_parameters(self.model)
         set_fast_dropout(self.model, t.fast_dropout)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
-        self.packing, self.packing_reason = resolve_packing(t.packing, config.model, self.device, config.data.task)
+        self.packing, self.packing_reason = resolve_packing(
+            t.packing, config.model, self.device, config.data.task, self.precision
+        )
         self.compile_seconds: Optional[float] = None  # compiled: the first step this process trains, compiling included
         self.rank, self.world = world()
         if t.accumulate % self.world:

@@ -165,6 +165,8 @@ def test_rows_packing_cannot_serve_are_routed_to_the_padded_step():
     if backend is None:  # a torch without varlen names that first
         assert "256" in why or "varlen" in why
     assert packed_support(ModelConfig(**{**SMALL, "attention_dropout": 0.1}), cuda)[0] is None
+    assert packed_support(base, cuda, precision="fp32")[0] is None  # FlashAttention: half precision only
+    assert packed_support(base, cpu, precision="fp32")[0] == "mask"
     assert flash_head_size(16, 64) == 64 and flash_head_size(12, 12) == 16
     assert resolve_packing("off", base, cpu, "translation")[0] is None
     assert resolve_packing("auto", base, cpu, "translation")[0] is None
@@ -286,3 +288,32 @@ def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus
     torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
     for name in ref[2]:
         torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("row", ["base", "B1", "E1"])
+def test_on_cuda_varlen_equals_the_padded_step_in_bf16(row, fixture_corpus):
+    """The real FlashAttention varlen kernel against the padded step (its own kernels) under bf16 autocast: the
+    loss to bf16's rounding, and a whole packed trial step compiled as a CUDA graph gives a finite loss."""
+    split = fixture_corpus.split("train")
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**{**SMALL, **ROWS[row]}), fixture_corpus.vocab_size).to(device).train()
+    index = _batch(split)
+    padded = ForwardLoss(model, 0.1, device, "bf16")
+    batch = collate(split, index)
+    ref = _loss_and_grads(model, lambda: padded(*padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)))
+    src_len, tgt_len = _lengths(split)
+    shape = packed_shape(1200, src_len, tgt_len)
+    assert packed_support(model.cfg, device)[0] == "varlen"
+    packed = PackedForwardLoss(model, 0.1, device, "bf16", "off", "varlen", shape)
+    pb = pack(split, index, shape)
+    got = _loss_and_grads(model, lambda: packed(packed.prepare(pb)))
+    torch.testing.assert_close(got[0], ref[0], rtol=2e-2, atol=1e-2)
+    graphs = PackedForwardLoss(model, 0.1, device, "bf16", "graphs", "varlen", shape)
+    for _ in range(3):
+        loss, nll = graphs(graphs.prepare(pb))
+        loss.backward()
+        assert torch.isfinite(loss.detach()) and torch.isfinite(nll)
+    torch.testing.assert_close(loss.detach(), ref[0], rtol=2e-2, atol=1e-2)
