@@ -156,6 +156,18 @@ def _margin(raw, path: str, readings: tuple[str, ...], equal: str):
     return {k: positive(v, f"{path}.{k}") for k, v in raw.items()}
 
 
+def _once_each(comps: tuple, given: list, path: str) -> None:
+    """Each pair of rows compared once in a claim: a repeated comparison would count twice in the report's family,
+    and two contradicting ones (``P0 < base``, ``P0 > base``) would make a real effect read as mixed."""
+    seen: dict = {}
+    for i, (a, _, b) in enumerate(comps):
+        key = (a, b) if b.startswith("best:") else tuple(sorted((a, b)))
+        if key in seen:
+            raise UserError(f"{path}.compare[{i}]: {given[i]!r} compares the rows of compare[{seen[key]}] "
+                            f"({given[seen[key]]!r}) again; allowed each pair of rows once per claim")  # fmt: skip
+        seen[key] = i
+
+
 def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> Claim:
     """One claim of a spec's ``claims:`` list, checked against the spec's rows and task (one-line errors)."""
     if not isinstance(raw, Mapping):
@@ -173,6 +185,7 @@ def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> C
         raise UserError(f"{path}.compare: {compare!r} is invalid; allowed a comparison such as 'P0 < base' or a "
                         "list of them")  # fmt: skip
     comps = tuple(_comparison(c, f"{path}.compare[{i}]", rows) for i, c in enumerate(compare))
+    _once_each(comps, compare, path)
     allowed = TASK_READINGS.get(task, TASK_READINGS["translation"])
     readings = raw.get("readings", list(DEFAULT_READINGS.get(task, QUALITY)))
     readings = [readings] if isinstance(readings, str) else readings

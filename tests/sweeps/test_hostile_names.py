@@ -264,7 +264,9 @@ def test_a_valid_search_space_plans_as_before(tmp_path, capsys):
 
 def earlier_sweep(out: Path, **state) -> Path:
     out.mkdir()
-    (out / "sweep.json").write_text(json.dumps({"name": "t", "profile": "smoke", "status": "stopped", "plan": {}, **state}))
+    (out / "sweep.json").write_text(
+        json.dumps({"name": "t", "profile": "smoke", "status": "stopped", "plan": {}, **state})
+    )
     return out
 
 
@@ -303,3 +305,31 @@ def test_the_seeds_a_sweep_runs_with_are_recorded_and_the_same_seeds_resume():
     check_seeds({}, [1, 2, 3], None, "out")  # a sweep recorded before seed_plan, not adaptive: nothing to compare
     with pytest.raises(UserError, match=r"was run with seeds \[1, 2\], not \[2, 1\]"):
         check_seeds(state, [2, 1], None, "out")
+
+
+# duplicate or contradicting comparisons in one claim (item 11) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "compare,needle",
+    [
+        (["P0 < base", "P0 > base"], "claims[0].compare[1]: 'P0 > base' compares the rows of compare[0] ('P0 < base')"),
+        (["P0 < base", "P0 < base"], "claims[0].compare[1]: 'P0 < base' compares the rows of compare[0]"),
+        (["P0 < base", "base > P0"], "claims[0].compare[1]: 'base > P0' compares the rows of compare[0]"),
+        (["P0 < best of base, P1", "P0 > best of base, P1"], "claims[0].compare[1]: 'P0 > best of base, P1'"),
+    ],
+    ids=["contradicting", "repeated", "the-same-turned-round", "best-of-twice"],
+)
+def test_a_claim_that_compares_one_pair_of_rows_twice_is_refused(compare, needle):
+    from analysis.claims import parse_claim
+
+    with pytest.raises(UserError) as caught:
+        parse_claim({"id": "x", "compare": compare}, "claims[0]", ["base", "P0", "P1"])
+    assert needle in str(caught.value) and "allowed each pair of rows once per claim" in str(caught.value)
+
+
+def test_a_claim_comparing_different_pairs_is_accepted():
+    from analysis.claims import parse_claim
+
+    claim = parse_claim({"id": "x", "compare": ["P0 < base", "P1 > base", "P0 < P1"]}, "c", ["base", "P0", "P1"])
+    assert len(claim.comparisons) == 3
