@@ -169,8 +169,22 @@ def _evaluator(name: str, n: int, seed: int):
 
     if name == "fANOVA":
         return FanovaImportanceEvaluator(seed=seed)
-    # the top quantile holds at least 5 samples where there are 10 or more (Optuna's advice), else half
-    return PedAnovaImportanceEvaluator(target_quantile=min(0.5, max(0.1, 5 / n)))
+    return PedAnovaImportanceEvaluator(target_quantile=_ped_quantile(n))
+
+
+def _ped_quantile(n: int) -> float:
+    """PED-ANOVA's target quantile over n configurations: the top holds at least 5 samples where there are 10 or
+    more (Optuna's advice), else half."""
+    return min(0.5, max(0.1, 5 / n))
+
+
+def method(name: str, n: int, seed: int) -> str:
+    """How an evaluator of ``importance`` computes on ``n`` configurations: Optuna's class with its arguments."""
+    if name == "fANOVA":
+        how = f"optuna.importance.FanovaImportanceEvaluator(seed={seed})"
+    else:
+        how = f"optuna.importance.PedAnovaImportanceEvaluator(target_quantile={_ped_quantile(n):.3g})"
+    return f"{how} on the {n} configuration means, normalised to sum to 1"
 
 
 def importance(configs: pd.DataFrame, objective: Objective, distributions: dict | None = None,
@@ -178,12 +192,12 @@ def importance(configs: pd.DataFrame, objective: Objective, distributions: dict 
     """Each searched parameter's importance by fANOVA and PED-ANOVA (Optuna's evaluators) over the
     configurations with a score, and its spread over ``resamples`` bootstrap resamples of them (median and
     10-90% range).  Parameters that took a single value are left out; an evaluator that cannot run on these
-    samples gives NaN with the reason in ``note``."""
+    samples gives NaN with the reason in ``note``; ``method`` names each evaluator's class and arguments (method)."""
     import optuna
 
     scored = configs.dropna(subset=[objective.metric])
     params = [p for p in configs.attrs.get("params", []) if scored[p].astype(str).nunique() > 1]
-    columns = ["evaluator", "param", "importance", "median", "lo", "hi", "resamples", "note"]
+    columns = ["evaluator", "param", "importance", "median", "lo", "hi", "resamples", "note", "method"]
     if len(scored) < 3 or not params:
         return pd.DataFrame(columns=columns)
     declared = distributions or {}
@@ -217,7 +231,7 @@ def importance(configs: pd.DataFrame, objective: Objective, distributions: dict 
                          "median": float(np.median(b)) if len(b) else math.nan,
                          "lo": float(np.quantile(b, 0.1)) if len(b) else math.nan,
                          "hi": float(np.quantile(b, 0.9)) if len(b) else math.nan,
-                         "resamples": len(b), "note": note})  # fmt: skip
+                         "resamples": len(b), "note": note, "method": method(name, len(scored), seed)})  # fmt: skip
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -233,3 +247,46 @@ def study_distributions(optuna_db, study_name: str) -> dict:
     except StudyFileError:  # another study name, an unreadable file: inferred from the values instead
         return {}
     return out
+
+
+DASHBOARD = "optuna-dashboard"  # the importance rows of the evaluator optuna-dashboard runs (dashboard_importance)
+
+
+def dashboard_importance(optuna_db, study_name: str) -> pd.DataFrame:
+    """Each parameter's importance as optuna-dashboard computes its "Hyperparameter Importance" (0.21): Optuna's
+    PedAnovaImportanceEvaluator at its defaults (target_quantile 0.1: the best tenth of the trials against all of
+    them) over the study's completed trials, its first objective, read from a private copy of the study.  Empty
+    where the study cannot be read or has fewer than two completed trials."""
+    import optuna
+    from optuna.importance import PedAnovaImportanceEvaluator
+    from optuna.study import StudyDirection
+    from optuna.trial import TrialState
+
+    columns = ["evaluator", "param", "importance", "median", "lo", "hi", "resamples", "note", "method"]
+    if not optuna_db.exists():
+        return pd.DataFrame(columns=columns)
+    try:
+        with read_study(optuna_db, study_name, missing_ok=True) as study:
+            if study is None:
+                return pd.DataFrame(columns=columns)
+            done = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+            if len(done) < 2:
+                return pd.DataFrame(columns=columns)
+            sign = -1.0 if study.directions[0] == StudyDirection.MAXIMIZE else 1.0
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                imp = optuna.importance.get_param_importances(
+                    study, target=lambda t: sign * t.values[0], evaluator=PedAnovaImportanceEvaluator()
+                )
+    except StudyFileError:
+        return pd.DataFrame(columns=columns)
+    except Exception as exc:  # noqa: BLE001 - the evaluator refusing these trials: the row says why
+        return pd.DataFrame([{"evaluator": DASHBOARD, "param": "", "importance": math.nan, "median": math.nan,
+                              "lo": math.nan, "hi": math.nan, "resamples": 0,
+                              "note": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                              "method": ""}], columns=columns)  # fmt: skip
+    how = (f"optuna.importance.PedAnovaImportanceEvaluator() at its defaults (target_quantile 0.1) on the study's "
+           f"{len(done)} completed trials, as optuna-dashboard computes its Hyperparameter Importance")  # fmt: skip
+    rows = [{"evaluator": DASHBOARD, "param": p, "importance": float(v), "median": math.nan, "lo": math.nan,
+             "hi": math.nan, "resamples": 0, "note": "", "method": how} for p, v in imp.items()]  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)

@@ -59,7 +59,12 @@ def _figures(study, vis, to_html) -> list[tuple[str, str]]:
             figures.append((f"Slices ({name} against each parameter)", vis.plot_slice(study, target_name=name)))
         if len(done) >= 3 and len(done[0].params) > 1:  # importance needs variation over several parameters
             try:
-                figures.append((f"Parameter importance ({name})", vis.plot_param_importances(study, target_name=name)))
+                from optuna.importance import PedAnovaImportanceEvaluator
+
+                # optuna-dashboard's evaluator and data (analysis.search.dashboard_importance), named in the title
+                title = f"Parameter importance ({name}; PED-ANOVA, target quantile 0.1, as optuna-dashboard)"
+                fig = vis.plot_param_importances(study, evaluator=PedAnovaImportanceEvaluator(), target_name=name)
+                figures.append((title, fig))
             except (ValueError, RuntimeError) as exc:  # too few distinct configurations for the evaluator
                 log.info("no importance plot: %s", exc)
     return [(title, to_html(fig, full_html=False, include_plotlyjs=False, default_width="100%"))

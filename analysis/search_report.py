@@ -29,6 +29,7 @@ from .search import (
     Objective,
     best_so_far,
     configurations,
+    dashboard_importance,
     expected_best,
     importance,
     search_trials,
@@ -50,7 +51,12 @@ IMPORTANCE_NOTE = (
     "forest attributes to each parameter) and PedAnovaImportanceEvaluator (PED-ANOVA: how differently the best "
     "configurations' values of each parameter are distributed from all of them), each normalised to sum to 1, "
     "computed on the configuration means; median and 10-90% range over bootstrap resamples of the configurations. "
-    "With few samples the range is wide: read it before the point value."
+    "With few samples the range is wide: read it before the point value. Each evaluator's method column names its "
+    "Optuna class and arguments; the fANOVA and PED-ANOVA point values are stored in the study as its user attributes "
+    "importance.fANOVA and importance.PED-ANOVA (with the method), written when the sweep ended. The optuna-dashboard "
+    "rows are what optuna-dashboard shows as Hyperparameter Importance: PED-ANOVA at Optuna's default target "
+    "quantile 0.1 over the study's completed trials (with few trials its best tenth is one or two trials, and a warm "
+    "start's trials count), so they differ from the rows above by method and data, not by error."
 )
 
 
@@ -124,21 +130,21 @@ def importance_display(imp: pd.DataFrame) -> pd.DataFrame:
         "evaluator": imp["evaluator"], "parameter": imp["param"], "importance (all)": imp["importance"].map(_num),
         "bootstrap median": imp["median"].map(_num),
         "10-90% range": [f"{_num(a)} - {_num(b)}" for a, b in zip(imp["lo"], imp["hi"])],
-        "resamples": imp["resamples"], "note": imp["note"],
+        "resamples": imp["resamples"], "note": imp["note"], "method": imp["method"],
     })  # fmt: skip
 
 
 def search_title(state: dict) -> str:
     """The search report's heading: the spec's title (sweep.json's report record) with the sweep's name, or
     "Search report: NAME" where the spec gives none."""
-    rec = state.get("report") if isinstance(state.get("report"), dict) else {}
+    rec: dict = state["report"] if isinstance(state.get("report"), dict) else {}
     title = rec.get("title") if isinstance(rec.get("title"), str) else ""
     return f"{title}: {state.get('name')}" if title else f"Search report: {state.get('name')}"
 
 
 def _described(state: dict) -> list[Block]:
     """The spec's description under the heading, where it gives one."""
-    rec = state.get("report") if isinstance(state.get("report"), dict) else {}
+    rec: dict = state["report"] if isinstance(state.get("report"), dict) else {}
     text = rec.get("description") if isinstance(rec.get("description"), str) else ""
     return [Paragraph(text)] if text else []
 
@@ -224,9 +230,11 @@ def build_search(sweep_dir: str | Path, resamples: int = 30) -> SearchReportMode
     m = SearchReportModel(sweep_dir, state, df, objs, trials, configs, params)
     if not len(configs):
         return m
-    dists = study_distributions(sweep_dir / "optuna.db", str(state.get("name")))
+    db, name = sweep_dir / "optuna.db", str(state.get("name"))
+    dists = study_distributions(db, name)
     m.curve, m.evp = best_so_far(configs, o), expected_best(configs, o)
-    m.importance = importance(configs, o, dists, resamples=resamples)
+    ours, dashboard = importance(configs, o, dists, resamples=resamples), dashboard_importance(db, name)
+    m.importance = pd.concat([ours, dashboard], ignore_index=True) if len(dashboard) else ours
     m.front = pareto_front(configs, objs) if len(objs) > 1 else []
     m.confirm = confirmation_table(df, configs, o)
     m.sections = [("Best so far and expected best of n", "progress.png")]

@@ -26,6 +26,7 @@ def pareto_front(configs: pd.DataFrame, objectives: list[Objective]) -> list[str
     return front
 
 
+STUDY_ATTR = "confirmation"  # the prefix of the study's user attributes that hold the confirmation (search_record)
 READING_OF = {"dev_bleu": "dev_bleu", "dev_ppl": "dev_ce", "test_bleu": "test_bleu", "dev_bpb": "dev_bpb",
               "test_bpb": "test_bpb"}  # fmt: skip  # an objective's verdict reading (perplexity: its log)
 
@@ -48,9 +49,11 @@ def confirmation_table(df: pd.DataFrame, configs: pd.DataFrame, objective: Objec
     for sample, sub in confirm.groupby("sample", sort=False):
         v = values.get(sample, np.array([]))
         mean, half, n = noise.mean_ci(v, sample)
+        seeds = sorted(int(x) for x in sub.loc[sub["status"] == "finished", "seed"]) if "status" in sub else []
         rows.append({"sample": sample, "search_rank": search["rank"].get(sample), "search_score":
                      search[objective.metric].get(sample), "search_seeds": search["seeds_finished"].get(sample),
-                     "confirmed": mean, "ci": half, "fresh_seeds": n, "fresh_planned": len(sub)})  # fmt: skip
+                     "confirmed": mean, "ci": half, "fresh_seeds": n, "fresh_planned": len(sub),
+                     "seeds": seeds})  # fmt: skip
     if not rows:
         return None
     table = pd.DataFrame(rows).sort_values("search_rank", kind="stable", na_position="last")
@@ -87,6 +90,50 @@ def _display(table: pd.DataFrame, objective: Objective) -> pd.DataFrame:
     })  # fmt: skip
 
 
+SAID = {Outcome.AGREES: "better than the best of the rest beyond seed noise",
+        Outcome.CONTRADICTS: "worse than the best of the rest beyond seed noise: the search picked wrong",
+        Outcome.WITHIN_NOISE: "not separable from the best of the rest at these seeds (within seed noise)",
+        Outcome.NO_REPLICATES: "not judged: no seed replicates"}  # fmt: skip
+
+
+def verdict_words(table: pd.DataFrame) -> str:
+    """The confirmation's verdict in words ('WINNER is not separable from the best of the rest ...'), or why there
+    is none."""
+    c = table.attrs.get("comparison")
+    if c is None:
+        return "not judged against another configuration: fewer than two were confirmed"
+    return f"{c.a} is {SAID.get(c.outcome, c.outcome.value)}"
+
+
+def confirmed_score(table: pd.DataFrame) -> tuple[float, tuple[float, float]]:
+    """The winner's confirmed mean and 95% interval in its objective's units (perplexity: the geometric mean, the
+    interval's ends exponentiated), comparable with its search score and the study's best value."""
+    first = table.iloc[0]
+    mean, half = float(first["confirmed"]), float(first["ci"]) if pd.notna(first["ci"]) else float("nan")
+    lo, hi = mean - half, mean + half
+    if table.attrs["reading"] == "dev_ce":
+        return float(np.exp(mean)), (float(np.exp(lo)), float(np.exp(hi)))
+    return mean, (lo, hi)
+
+
+def confirmation_note(table: pd.DataFrame, objective: Objective) -> str | None:
+    """The sentence that says the winner's confirmed value differs from its search score, the study's best value
+    (optuna-dashboard's Best Trial), and which one to quote; None where the two are equal."""
+    first = table.iloc[0]
+    score = float(first["search_score"]) if pd.notna(first["search_score"]) else float("nan")
+    confirmed, (lo, hi) = confirmed_score(table)
+    if not np.isfinite(score) or np.isclose(score, confirmed, rtol=1e-9, atol=0.0):
+        return None
+    inside = "within" if lo <= score <= hi else "outside"
+    seeds = ", ".join(str(s) for s in first["seeds"]) or "none finished"
+    return (
+        f"The confirmed {objective.metric} of {first['sample']} is {confirmed:.3f} (fresh seeds {seeds}), not its "
+        f"search score {score:.3f}, the study's best value that optuna-dashboard shows as its Best Trial: the "
+        f"search score is {inside} the confirmed 95% interval and optimistic (the best of "
+        f"{table.attrs['samples']} noisy samples); quote the confirmed value."
+    )
+
+
 def confirmation_lines(table: pd.DataFrame, objective: Objective) -> list[str]:
     """What the confirmation says, in words: the winner's confirmed mean beside its search score, and whether it
     beats the best of the other confirmed configurations beyond seed noise."""
@@ -103,13 +150,14 @@ def confirmation_lines(table: pd.DataFrame, objective: Objective) -> list[str]:
         " confirmed one).",
         f"Seed noise of the confirmation: {table.attrs['noise'].describe()}.",
     ]
+    note = confirmation_note(table, objective)
+    lines += [note] if note else []
+    lines.append(f"The Optuna study holds this confirmation as its user attributes {STUDY_ATTR}.* (the winner, its "
+                 "values, search score, confirmed value, interval, fresh seeds and verdict), written when the sweep "
+                 "ended.")  # fmt: skip
     c = table.attrs.get("comparison")
     if c is None:
         lines.append("Not judged against another configuration: fewer than two were confirmed.")
         return lines
-    said = {Outcome.AGREES: "better than the best of the rest beyond seed noise",
-            Outcome.CONTRADICTS: "worse than the best of the rest beyond seed noise: the search picked wrong",
-            Outcome.WITHIN_NOISE: "not separable from the best of the rest at these seeds (within seed noise)",
-            Outcome.NO_REPLICATES: "not judged: no seed replicates"}.get(c.outcome, c.outcome.value)  # fmt: skip
-    lines.append(f"Verdict: {c.a} is {said}. Evidence: {c.detail}; decided at α = {Rule().alpha}.")
+    lines.append(f"Verdict: {verdict_words(table)}. Evidence: {c.detail}; decided at α = {Rule().alpha}.")
     return lines

@@ -43,6 +43,7 @@ class TrialState:
     attempts: int = 0
     seconds: Optional[float] = None  # wall time of a finished trial
     started: Optional[float] = None  # first attempt's start (epoch seconds)
+    sampled: Optional[dict] = None  # a search sample's knobs (its trial.json's search; a confirmation: its sample's)
 
 
 def _json(path: Path) -> dict:
@@ -84,7 +85,8 @@ def _search_samples(sweep_dir: Path, planned: set) -> dict:
             continue
         rec = _json(path)
         if isinstance(rec.get("search"), dict) or rec.get("group") == "search":
-            out[tid] = {"row": rec.get("row") or tid, "seed": rec.get("seed", "?"), "values": rec.get("values") or {}}
+            out[tid] = {"row": rec.get("row") or tid, "seed": rec.get("seed", "?"), "values": rec.get("values") or {},
+                        "search": rec.get("search") if isinstance(rec.get("search"), dict) else None}  # fmt: skip
     return out
 
 
@@ -98,12 +100,15 @@ def snapshot(sweep_dir: Path) -> list[TrialState]:
     ids = [t for t in state.get("trials") or [] if isinstance(t, str) and SAFE_NAME.match(t)]
     extra = _search_samples(sweep_dir, set(ids)) if (sweep_dir / "trials").is_dir() else {}
     plan = {**plan, **extra}
+    # a search sample's knobs by its row (sample-...): a confirmation trial of the same sample names them too
+    knobs = {e["row"]: e["search"] for e in extra.values() if e.get("search")}
     out = []
     for tid in ids + list(extra):
         planned = plan.get(tid)
         p, wd = planned if isinstance(planned, dict) else {}, sweep_dir / "trials" / tid
         name = f"{p.get('row', tid)} s{p.get('seed', '?')}"
         t = TrialState(tid, printable(name), Status.PENDING.value)  # terminal escapes from disk written as \xNN
+        t.sampled = knobs.get(p.get("row"))
         planned_values = p.get("values")
         values = planned_values if isinstance(planned_values, dict) else {}
         t.steps = _int(values.get("steps"), 0)
@@ -136,23 +141,29 @@ def _eta(per: Optional[float], left: int, concurrent: int) -> str:
     return f"ETA ~{_dur(per * -(-left // max(concurrent, 1)))}" if per else "ETA ?"
 
 
-def progress_line(trials: list[TrialState], started: float, concurrent: int, deadline: Optional[float] = None) -> str:
-    """'k of n trials ended; elapsed; ETA; budget left': what a finished-trial line adds, from the measured times."""
+def progress_line(trials: list[TrialState], started: float, concurrent: int, deadline: Optional[float] = None,
+                  total: Optional[int] = None) -> str:  # fmt: skip
+    """'k of n trials ended; elapsed; ETA; budget left': what a finished-trial line adds, from the measured times;
+    n is ``total`` (a search's whole plan: samples x seeds and its confirmation) where given, else the trials seen."""
     ended = sum(1 for t in trials if t.status in TERMINAL + ("failed",))
-    left = len(trials) - ended
+    planned = max(total or 0, len(trials))
+    left = planned - ended
     done = [t.seconds for t in trials if t.seconds]
     per = sum(done) / len(done) if done else None
     eta = _eta(per, left, concurrent)
     budget = f"; budget left {_dur(deadline - time.time())}" if deadline is not None else ""
-    return f"{ended} of {len(trials)} trials ended; elapsed {_dur(time.time() - started)}; {eta}{budget}"
+    return f"{ended} of {planned} trials ended; elapsed {_dur(time.time() - started)}; {eta}{budget}"
 
 
-def summary_line(trials: list[TrialState], started: float, est_trial_s: Optional[float], concurrent: int) -> str:
-    """finished / running / pending / failed, elapsed, ETA from measured trial times (else the plan's estimate)."""
+def summary_line(trials: list[TrialState], started: float, est_trial_s: Optional[float], concurrent: int,
+                 total: Optional[int] = None) -> str:  # fmt: skip
+    """finished / running / pending / failed, elapsed, ETA from measured trial times (else the plan's estimate); the
+    trials of ``total`` (a search's whole plan) not seen yet are pending."""
     n = {k: 0 for k in ("finished", "running", "pending", "failed")}
     for t in trials:
         key = "finished" if t.status == "finished" else "failed" if t.status in ("diverged", "failed") else t.status
         n[key if key in n else "running"] += 1
+    n["pending"] += max(0, (total or 0) - len(trials))
     done = [t.seconds for t in trials if t.seconds]
     # before the first trial ends: the running trials' pace (time so far / fraction of steps done), else the plan
     pace = [(time.time() - t.started) * t.steps / t.step for t in trials
@@ -185,7 +196,7 @@ def events(before: dict[str, TrialState], now: list[TrialState], progress: Calla
     for t in now:
         b = before.get(t.trial_id)
         if t.status != "pending" and (b is None or b.status == "pending") and t.attempts:
-            out.append(f"{t.name}: started")  # also when it started and ended between two looks
+            out.append(f"{t.name}: started" + (f" ({knob_text(t.sampled)})" if t.sampled else ""))  # a sample's knobs
         elif b is not None and t.attempts > b.attempts and b.attempts:
             out.append(f"{t.name}: retried (attempt {t.attempts}, from its checkpoint)")
         if b is not None and t.evals > b.evals and t.status == "running":
@@ -205,6 +216,13 @@ def events(before: dict[str, TrialState], now: list[TrialState], progress: Calla
     return out
 
 
+def knob_text(values: dict) -> str:
+    """A search sample's knobs as 'lr_scale=0.5234, warmup=10' (floats to 4 significant digits, escaped)."""
+    from analysis.collect import printable
+
+    return printable(", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()))
+
+
 def _f(x, digits: int = 2) -> str:
     return number(x, f".{digits}f") if isinstance(x, (int, float)) else MISSING
 
@@ -219,13 +237,15 @@ class LiveView:
 
     def __init__(self, sweep_dir: Path, concurrent: int, est_trial_s: Optional[float] = None,
                  interval: float = 2.0, out=None, tty: Optional[bool] = None,
-                 refresh: Callable[[], Path] | None = None, deadline: Optional[float] = None):  # fmt: skip
+                 refresh: Callable[[], Path] | None = None, deadline: Optional[float] = None,
+                 total: Optional[int] = None, started: Optional[float] = None):  # fmt: skip
         self.sweep_dir, self.concurrent, self.est, self.interval = Path(sweep_dir), concurrent, est_trial_s, interval
         self.deadline = deadline  # epoch seconds when the wall-clock budget runs out (None: no budget)
         self.out = out or sys.stdout
         self.tty = self.out.isatty() if tty is None else tty
         self.refresh = refresh or (lambda: self.sweep_dir)
-        self.started = time.time()
+        self.started = started if started is not None else time.time()  # elapsed from the sweep's start where given
+        self.total = total  # trials counted against (a search's whole plan), else the trials seen
         self.seen: dict = {}
         self.bars: list[tqdm] = []
         self._stop = threading.Event()
@@ -236,7 +256,7 @@ class LiveView:
         if self.tty:
             self._draw(now)
         else:
-            progress = lambda: progress_line(now, self.started, self.concurrent, self.deadline)  # noqa: E731
+            progress = lambda: progress_line(now, self.started, self.concurrent, self.deadline, self.total)  # noqa: E731
             for line in events(self.seen, now, progress):
                 print(line, file=self.out, flush=True)
         self.seen = {t.trial_id: t for t in now}
@@ -247,7 +267,7 @@ class LiveView:
         need = 1 + max(self.concurrent, len(running))
         while len(self.bars) < need:
             self.bars.append(tqdm(total=0, position=len(self.bars), bar_format="{desc}", file=self.out, leave=True))
-        self.bars[0].set_description_str(summary_line(now, self.started, self.est, self.concurrent))
+        self.bars[0].set_description_str(summary_line(now, self.started, self.est, self.concurrent, self.total))
         for i, bar in enumerate(self.bars[1:]):
             bar.set_description_str(trial_line(running[i]) if i < len(running) else "")
 

@@ -199,3 +199,20 @@ def search_trials(spec: Spec, profile_name: str, sweep_dir: Path) -> dict[str, T
         if trial is not None:
             out[trial.trial_id] = trial
     return out
+
+
+def planned_total(spec: Spec) -> int:
+    """Every trial a search plans: search.samples x the spec's seeds, and search.confirm.top x search.confirm.seeds."""
+    search = spec.searched()
+    return search.samples * len(spec.seeds) + (search.confirm.top * search.confirm.seeds if search.confirm else 0)
+
+
+def seed_trials(spec: Spec, profile_name: str, sweep_dir: Path) -> list[Trial]:
+    """Every seed's trial of every configuration the study has sampled so far (search_trials: the first seed's)."""
+    if not (Path(sweep_dir) / DB).exists():
+        return []
+    profile, keys, out = get_profile(profile_name), tuple(spec.searched().space), {}
+    for t in open_study(spec, sweep_dir).get_trials(deepcopy=False):
+        if t.params and not t.user_attrs.get(WARM_START) and sampled_trial(spec, profile_name, t.params) is not None:
+            out.update({x.trial_id: x for x in sample_trials(spec, profile, {k: t.params[k] for k in keys})})
+    return list(out.values())

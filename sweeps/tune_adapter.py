@@ -58,6 +58,8 @@ class TuningContext:
     payload: Callable[[Trial], TrialRecord]  # what a worker runs of a trial
     start_round: Callable[[RoundRecord], None]  # append the round to sweep.json's rounds and write it
     sync: Callable[[], None]  # push the driver's small files to a URI sweep (nothing for a local path)
+    total: Optional[int] = None  # the live view counts against this many trials (a search's whole plan), else its own
+    started: Optional[float] = None  # the live view's elapsed counts from here (the sweep's start), else the round's
 
 
 def _final_metrics(result: TrialResult) -> dict[str, Any]:
@@ -233,10 +235,11 @@ def fit_round(ctx: TuningContext, trials: list[Trial], round_name: str, echo: Ec
 
 def _live_view(ctx: TuningContext, deadline: Optional[float] = None) -> LiveView:
     """The user's view of this round: rows and seeds from the sweep's files (a URI sweep: its pulled view)."""
+    # counts and elapsed over the whole sweep (a search's plan, the sweep's start), not this round's
     if ctx.store:
         return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, interval=15.0, refresh=ctx.store.view,
-                        deadline=deadline)  # fmt: skip
-    return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, deadline=deadline)
+                        deadline=deadline, total=ctx.total, started=ctx.started)  # fmt: skip
+    return LiveView(ctx.sweep_dir, ctx.spec.max_concurrent, deadline=deadline, total=ctx.total, started=ctx.started)
 
 
 def join_location(location: str, name: str) -> str:

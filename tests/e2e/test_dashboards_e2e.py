@@ -3,8 +3,10 @@ configuration and MLflow run; MLflow's parent run describes the sweep and carrie
 child runs keep the paper's units apart from the run's (issue 45, item 3).  Reads the session's sweeps."""
 
 import json
+import re
 
 import optuna
+import pytest
 from mlflow.tracking import MlflowClient
 
 from analysis.scale import NOT_MEASURABLE
@@ -23,6 +25,22 @@ def test_optuna_names_the_metric_and_each_trial_leads_to_the_sweep_and_mlflow(sm
         tid = t.user_attrs["trial_id"]
         assert (out / "trials" / tid / "result.json").exists() and t.user_attrs["configuration"].startswith("sample-")
         assert t.user_attrs["mlflow_run_id"] == (out / "trials" / tid / "mlflow_run_id").read_text().strip()
+    # the winner and the report's importances with their method in the study; the winner as the parent run's tags
+    attrs = study.user_attrs
+    assert attrs["confirmation.sample"] in {t.user_attrs["configuration"] for t in done}
+    assert attrs["confirmation.search_score"] == pytest.approx(study.best_value)
+    assert "FanovaImportanceEvaluator(seed=0)" in attrs["importance.fANOVA"]["method"]
+    assert set(attrs["importance.fANOVA"]["values"]) <= {"lr_scale", "warmup", "d_model"}
+    parent = MlflowClient(f"sqlite:///{out / 'mlflow.db'}").get_run(state["parent_run_id"])
+    assert parent.data.tags["search.winner"] == attrs["confirmation.sample"]
+    assert parent.data.tags["search.verdict"].startswith("not confirmed")  # the smoke search has no confirm
+    assert parent.data.metrics["trials_planned"] == 5 and parent.data.metrics["trials_finished"] == len(done)
+    # the log counts against the whole plan and names each sample's knobs when it starts
+    log = smoke_search[1].stdout
+    counts = [(int(k), int(n)) for k, n in re.findall(r"\[(\d+) of (\d+) trials ended", log)]
+    assert counts and {n for _, n in counts} == {5} and [k for k, _ in counts] == sorted(k for k, _ in counts)
+    named = re.search(r"sample-[0-9a-f]{8} s1: started \(([^)]*)\)", log)
+    assert named and {x.split("=")[0] for x in named.group(1).split(", ")} == {"lr_scale", "warmup", "d_model"}, log
 
 
 def test_the_parent_run_describes_the_sweep_and_carries_its_report(smoke_sweep, fixture_data_dir, tmp_path):

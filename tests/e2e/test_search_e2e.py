@@ -5,12 +5,14 @@ killed mid-way and resumed."""
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
 import optuna
 import pytest
 import yaml
+from mlflow.tracking import MlflowClient
 
 from analysis.samples import sample_label
 from tests.helpers import ROOT
@@ -85,13 +87,24 @@ def test_the_searcher_and_asha_see_the_mean_of_a_samples_seeds(seeded):
 
 
 def test_the_best_configurations_are_confirmed_with_fresh_seeds_and_judged(seeded):
-    out, _ = seeded
+    out, log = seeded
     confirm = [(t, r) for t, r in _trials(out).values() if t["group"] == "confirm"]
     assert sorted(t["seed"] for t, _ in confirm) == [3, 3, 4, 4] and len({t["row"] for t, _ in confirm}) == 2
     assert all(r.get("status") == "finished" for _, r in confirm)  # no scheduler stops a confirmation
     md = (out / "report" / "report.md").read_text()
     section = md.split("## Confirmation with fresh seeds")[1].split("\n## ")[0]
     assert "Verdict:" in section and "2/2" in section and "optimism" in section
+    # the study and the MLflow parent run say what the report says; the parent counts all 3 x 2 + 2 x 2 trials
+    attrs = _study(out, "seeded").user_attrs
+    assert attrs["confirmation.seeds"] == [3, 4] and f"Verdict: {attrs['confirmation.verdict']}." in section
+    state = json.loads((out / "sweep.json").read_text())
+    parent = MlflowClient(f"sqlite:///{out / 'mlflow.db'}").get_run(state["parent_run_id"])
+    assert parent.data.tags["search.verdict"] == attrs["confirmation.verdict"]
+    assert parent.data.tags["search.winner"] == attrs["confirmation.sample"]
+    assert parent.data.metrics["trials_planned"] == 10
+    # the log counts the search and its confirmation as one plan, from the sweep's start
+    counts = [int(k) for k, n in re.findall(r"\[(\d+) of (\d+) trials ended", log) if n == "10"]
+    assert counts and counts == sorted(counts) and len(counts) == len(re.findall(r"trials ended", log)), log
 
 
 @pytest.fixture(scope="module")

@@ -85,9 +85,37 @@ def test_a_searchs_sampled_trials_are_followed_before_sweep_json_lists_them(tmp_
     _append(wd / "attempts.jsonl", {"from_step": 0})
     (wd / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 2.0, "dev_ppl": 50.0}))
     assert events(before, snapshot(d), lambda: "1 of 5 trials ended") == [
-        "sample-2f8c51d3 s1: started",
+        "sample-2f8c51d3 s1: started (P_drop=0.2)",  # a sample is named with its knobs
         "sample-2f8c51d3 s1: finished: dev BLEU 2.00, dev PPL 50.00 [1 of 5 trials ended]",
     ]
+
+
+def test_a_searchs_log_counts_against_its_whole_plan_from_the_sweeps_start_and_names_confirmed_samples(tmp_path):
+    """Search and confirmation rounds are one count (samples x seeds + confirm.top x confirm.seeds) and one elapsed
+    time; a confirmation trial (in sweep.json's plan, no knobs of its own) is named with its sample's knobs."""
+    d = tmp_path
+    search = d / "trials" / "sample-2f8c51d3-s1-0be3b4ef"
+    search.mkdir(parents=True)
+    (search / "trial.json").write_text(json.dumps({"row": "sample-2f8c51d3", "seed": 1, "group": "search",
+                                                   "search": {"lr_scale": 0.52345678, "warmup": 10},
+                                                   "values": {"steps": 20}}))  # fmt: skip
+    _append(search / "attempts.jsonl", {"from_step": 0})
+    (search / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 2.0, "session_seconds": 60.0}))
+    plan = {"sample-2f8c51d3-s2-0be3b4ef": {"row": "sample-2f8c51d3", "seed": 2, "group": "confirm",
+                                            "values": {"steps": 20}}}  # fmt: skip
+    (d / "sweep.json").write_text(json.dumps({"trials": list(plan), "plan": plan}))
+    confirm = d / "trials" / "sample-2f8c51d3-s2-0be3b4ef"
+    confirm.mkdir()
+    out = io.StringIO()
+    view = LiveView(d, concurrent=1, out=out, tty=False, total=10, started=time.time() - 600)
+    view.seen = {t.trial_id: t for t in snapshot(d)}
+    _append(confirm / "attempts.jsonl", {"from_step": 0})
+    (confirm / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 2.5, "session_seconds": 60.0}))
+    view.tick()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "sample-2f8c51d3 s2: started (lr_scale=0.5235, warmup=10)"
+    assert "[2 of 10 trials ended; elapsed 10m0" in lines[1] and lines[1].endswith("; ETA ~8m00s]")
+    assert "8 pending" in summary_line(snapshot(d), time.time(), None, 1, total=10)
 
 
 def test_names_from_disk_are_escaped_and_ids_that_leave_the_sweep_are_not_followed(tmp_path):
