@@ -154,7 +154,8 @@ def late_table(rng, shape: Shape, rho: float = 0.6, before: dict | None = None, 
     correlates ``rho`` with its noise at the point (the same run trained on); ``before`` / ``after``: the true
     effects (sd units, + better) at the point and at the end."""
     z1, z2 = table(rng, shape), table(rng, shape)
-    at, end = {}, {}
+    at: dict[str, dict] = {}
+    end: dict[str, dict] = {}
     for reading, rows in z1.items():
         sign = 1 if READINGS[reading].higher_is_better else -1
         centre = 20.0 if sign > 0 else 2.0

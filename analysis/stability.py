@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .seed_noise import pooled_noise
+from .seed_noise import Noise, pooled_noise
 from .verdicts import ALPHA, Comparison, Rule, compare, reading_values
 
 UNSTABLE_FROM = 0.5  # evaluation points from this fraction of the budget on are tested against the end
@@ -55,7 +55,7 @@ def flagged(delta: dict[float, dict[str, dict]], tested: Iterable[tuple[Hashable
     whose effect changed: a comparison's change between a late point and the end decided by BH at ``alpha`` over
     every comparison at every late point (``delta``: ``changes``).  ``control`` False: each change at alpha alone
     (the per-comparison rate, for measuring what the control does).  Returns (those keys, the changes tested)."""
-    noise: dict[tuple, object] = {}
+    noise: dict[tuple, Noise] = {}
     keys, p = [], []
     for key, c in tested:
         for f, per in delta.items():

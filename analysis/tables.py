@@ -244,7 +244,7 @@ def unclaimed_rows(df: pd.DataFrame, claims: list[Claim] = CLAIMS) -> list[str]:
 
 
 def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict, guard: ScaleGuard | None = None,
-                  flags: set = frozenset()) -> pd.DataFrame:  # fmt: skip
+                  flags: frozenset | set = frozenset()) -> pd.DataFrame:  # fmt: skip
     """Every row that no claim covers against base, per reading: outcome, trajectory, stability, evidence.
     A row with diverged seeds says so: all diverged is the outcome "diverged", some diverged is compared on
     the seeds that finished, with the count in the evidence; a row and base both at the reading's floor
