@@ -15,9 +15,11 @@ import dataclasses
 from typing import Callable
 
 from analysis.collect import collect
+from analysis.samples import sample_label
 from analysis.search import configurations, search_trials
 from analysis.search_report import objectives
 
+from .live import knob_text
 from .profiles import get_profile
 from .records import Summary
 from .search_state import fits, space_distributions
@@ -72,7 +74,12 @@ def run_confirmation(ctx, run_trials: Callable[..., Summary], echo: Callable[[st
     if not trials:
         return {}
     top = len({t.row for t in trials})
-    echo(f"confirming the {top} best configurations with fresh seeds {fresh_seeds(ctx.spec)}: {len(trials)} trials")
+    named = {sample_label(s): s for s in best_samples(ctx.spec, ctx.sweep_dir, ctx.state)}
+    which = "; ".join(
+        f"{row} ({knob_text(named[row])})" if row in named else row for row in dict.fromkeys(t.row for t in trials)
+    )
+    echo(f"confirming the {top} best configurations with fresh seeds {fresh_seeds(ctx.spec)}: {len(trials)} trials: "
+         f"{which}")  # fmt: skip
     # a grid round of the same sweep (its state, plan and summary), every trial to its full budget: no scheduler
     grid = dataclasses.replace(ctx, spec=dataclasses.replace(ctx.spec, search=None, scheduler=Scheduler()))
     return run_trials(grid, trials, round_name=ROUND, echo=echo)

@@ -131,7 +131,8 @@ def record_search(sweep_dir: Path, state: dict, tracking: Optional[dict], echo: 
             describe_parent(tracking["uri"], tracking["parent_run_id"], {}, parent_tags(outcome))
         except Exception as exc:  # noqa: BLE001
             log.info("search outcome not written to the MLflow parent run: %s", exc)
+    from .live import knob_text
+
     verdict = outcome.get("confirmation.verdict", "")
-    echo(f"search winner {outcome['confirmation.sample']} "
-         f"({', '.join(f'{k}={v}' for k, v in outcome['confirmation.values'].items())}): {verdict}")  # fmt: skip
+    echo(f"search winner {outcome['confirmation.sample']} ({knob_text(outcome['confirmation.values'])}): {verdict}")
     return outcome

@@ -41,6 +41,7 @@ def test_optuna_names_the_metric_and_each_trial_leads_to_the_sweep_and_mlflow(sm
     assert counts and {n for _, n in counts} == {5} and [k for k, _ in counts] == sorted(k for k, _ in counts)
     named = re.search(r"sample-[0-9a-f]{8} s1: started \(([^)]*)\)", log)
     assert named and {x.split("=")[0] for x in named.group(1).split(", ")} == {"lr_scale", "warmup", "d_model"}, log
+    assert re.search(r"search winner sample-[0-9a-f]{8} \([^)]*lr_scale=[^)]*\): not confirmed", log), log
 
 
 def test_the_parent_run_describes_the_sweep_and_carries_its_report(smoke_sweep, fixture_data_dir, tmp_path):

@@ -105,6 +105,7 @@ def test_the_best_configurations_are_confirmed_with_fresh_seeds_and_judged(seede
     # the log counts the search and its confirmation as one plan, from the sweep's start
     counts = [int(k) for k, n in re.findall(r"\[(\d+) of (\d+) trials ended", log) if n == "10"]
     assert counts and counts == sorted(counts) and len(counts) == len(re.findall(r"trials ended", log)), log
+    assert re.search(r"confirming the 2 best configurations .*: 4 trials: sample-[0-9a-f]{8} \(lr_scale=", log), log
 
 
 @pytest.fixture(scope="module")

@@ -44,7 +44,8 @@ def test_the_search_report_of_a_real_smoke_search(search_report):
     evp = pd.read_csv(report / "expected-best.csv")
     assert list(evp["n"]) == [1, 2, 3, 4, 5] and evp["expected_best"].is_monotonic_decreasing  # dev_ppl: min
     imp = pd.read_csv(report / "importance.csv")
-    assert set(imp["evaluator"]) == {"fANOVA", "PED-ANOVA"} and set(imp["param"]) <= {"lr_scale", "warmup", "d_model"}
+    assert set(imp["evaluator"]) == {"fANOVA", "PED-ANOVA", "optuna-dashboard"}
+    assert set(imp["param"]) <= {"lr_scale", "warmup", "d_model"} and imp["method"].str.contains("Evaluator").all()
     for png in ("progress.png", "parallel-coordinates.png", "slices.png"):
         assert (report / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({png})" in md
     page = (report / "report.html").read_text()

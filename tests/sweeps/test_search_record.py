@@ -144,3 +144,16 @@ def test_the_parent_run_counts_every_trial_of_the_search_and_its_confirmation(sw
     _parent_metrics(ctx)
     metrics = MlflowClient(tracking["uri"]).get_run(tracking["parent_run_id"]).data.metrics
     assert (metrics["trials_planned"], metrics["trials_finished"]) == (8, 8)
+
+
+def test_the_confirmation_round_names_each_configuration_with_its_knobs(sweep):
+    from sweeps.confirm import run_confirmation
+
+    spec, root, state, tracking = sweep
+    ctx = SweepContext(spec, "smoke", str(root), root, None, None, state, tracking)  # type: ignore[arg-type]
+    ran, said = [], []
+    run_confirmation(ctx, lambda grid, trials, **kw: ran.extend(trials) or {}, said.append)
+    assert len(ran) == 4 and said == [
+        f"confirming the 2 best configurations with fresh seeds [2, 3]: 4 trials: {ran[0].row} (lr_scale=0.5, "
+        f"warmup=5); {ran[2].row} (lr_scale=0.8, warmup=10)"
+    ]
