@@ -47,6 +47,7 @@ RESULT_KEYS = (  # what is read of result.json, in the frame's column order (eve
     "fused_adam",
     "fast_dropout",
     "loss_kernel",  # the output projection and loss: plain, or chunked (transformer_core/fused_loss.py)
+    "packing",  # as the step ran: off (padded), or the packed step's attention (varlen, mask)
     "corpus_fingerprint",
     "sacrebleu_signature",
     "torch_version",
@@ -66,8 +67,8 @@ RESULT_KEYS = (  # what is read of result.json, in the frame's column order (eve
 )
 NUMBERS = frozenset((*BY_NAME, "params", "target_tokens", "train_flops", "wall_seconds", "tokens_per_second",
                      "eval_fraction", "session_seconds", "peak_rss_gb", "peak_cuda_gb"))  # fmt: skip
-TEXTS = frozenset(("device", "precision", "compile", "loss_kernel", "corpus_fingerprint", "sacrebleu_signature",
-                   "torch_version", "reason", "schedule", "chrf_signature"))  # fmt: skip
+TEXTS = frozenset(("device", "precision", "compile", "loss_kernel", "packing", "corpus_fingerprint",
+                   "sacrebleu_signature", "torch_version", "reason", "schedule", "chrf_signature"))  # fmt: skip
 
 
 def columns() -> tuple[str, ...]:

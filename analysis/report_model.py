@@ -396,6 +396,8 @@ def _step(ran: pd.DataFrame) -> str:
         ran = ran.drop(columns="fast_dropout")  # torch's masks, the default: nothing to say
     if "loss_kernel" in ran and not (ran["loss_kernel"].dropna() != "plain").any():
         ran = ran.drop(columns="loss_kernel")  # the plain projection and loss, the default: nothing to say
+    packed = list(dict.fromkeys(v for v in ran.get("packing", pd.Series(dtype=object)).dropna() if v != "off"))
+    ran = ran.drop(columns="packing", errors="ignore")
     words = {"fused_adam": ("fused", "loop"), "fast_dropout": ("int32", "torch")}
     for col, name in (("compile", "compile {}"), ("fused_adam", "{} Adam"), ("fast_dropout", "{} dropout masks"),
                       ("loss_kernel", "{} loss")):  # fmt: skip
@@ -406,6 +408,8 @@ def _step(ran: pd.DataFrame) -> str:
             seen = list(dict.fromkeys(words[col][0] if bool(v) else words[col][1] for v in seen))
         if seen:
             parts.append(name.format("/".join(str(v) for v in seen)))
+    if packed:  # packed trials draw other batches and dropout masks than padded ones of the same seed
+        parts.append(f"packed batches ({'/'.join(packed)} attention): another random stream than padded batches")
     return f" (step: {', '.join(parts)})" if parts else ""
 
 

@@ -87,6 +87,9 @@ def test_the_header_says_how_the_steps_ran():
     masks = pd.DataFrame({"compile": ["off", "off"], "fused_adam": [True, True], "fast_dropout": [True, False]})
     assert _step(masks) == " (step: compile off, fused Adam, int32/torch dropout masks)"
     assert _step(masks.assign(fast_dropout=False)) == " (step: compile off, fused Adam)"  # the default goes unsaid
+    assert _step(ran.assign(packing=["off", None])) == " (step: compile off, fused Adam)"  # padded: unsaid
+    packed = _step(ran.assign(packing=["varlen", "off"]))
+    assert packed.endswith("packed batches (varlen attention): another random stream than padded batches)")
 
 
 def test_the_header_says_when_trials_ran_at_different_precisions():
