@@ -124,6 +124,27 @@ def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, cl
     return out
 
 
+def row_errors(rng, shape: Shape, rule: Rule, row: str, effects: dict | None = None, claims=CLAIMS,
+               values: dict | None = None) -> dict:  # fmt: skip
+    """One simulated whole printed report judged as ``report_errors`` judges it (one family): is a comparison
+    involving ``row`` falsely decided anywhere ("any"), on dev's readings ("dev"), on the other sets' ("sets"); is
+    any comparison falsely decided ("report"); real comparisons ("real") and those found on their side ("found")."""
+    effects = effects or {}
+    values = table(rng, shape, effects) if values is None else values
+    claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}
+    versus = [r for r in shape.rows if r not in claimed]
+    j = judge(values, shape.claims(claims), rule, versus, versus_readings=DEV)
+    comps = [(c, _margin_sd(res, shape)) for res in j.claims for c in res.comparisons]
+    comps += [(c, None) for cs in j.versus.values() for c in cs]
+    wrong = [c for c, margin in comps if false_outcome(c, effects, margin)]
+    mine = [c for c in wrong if row in (c.a, c.b)]
+    real = [c for c, _ in comps if c.relation != "~" and _truth(effects, c.a) != _truth(effects, c.b)]
+    return {"any": bool(mine), "dev": any(c.reading in DEV for c in mine),
+            "sets": any(c.reading not in DEV for c in mine), "report": bool(wrong), "real": len(real),
+            "found": sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) and not false_outcome(c, effects)
+                         for c in real)}  # fmt: skip
+
+
 def _count(out: dict, comps: list, wrong: list) -> None:
     out["tested"] += sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS, Outcome.WITHIN_NOISE) for c in comps)
     out["decided"] += sum(c.outcome in (Outcome.AGREES, Outcome.CONTRADICTS) for c in comps)

@@ -449,15 +449,76 @@ def evalue_section(rng, n: int) -> None:
         print(f"n={seeds} " + "  ".join(cells))
 
 
+# ---------------------------------------------------------------------------------------------- a noisy row
+NOISY = "D1"  # the row at 3x the others' seed sd (issue 54's audit: D-dropout-helps, on dev and on test)
+
+
+def share_line(hits: int, n: int) -> str:
+    """A share of n with its 95% interval (Wilson, statsmodels)."""
+    from statsmodels.stats.proportion import proportion_confint
+
+    lo, hi = proportion_confint(hits, n, alpha=0.05, method="wilson")
+    return f"{100 * hits / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({hits} of {n})"
+
+
+def noisy_row_section(rng, n: int, rules: dict | None = None) -> None:
+    """Whole printed reports at the report's default rule (p, BH over dev's claims, test's claims and the rows no
+    claim covers against base): a row at 3x the others' seed sd and no effect anywhere, 2 seeds a row, with the
+    looks a sweep of seeds {min: 2, max: 3} is charged (2) and a fixed 2 seeds (1); on the same draws the reports
+    with no noisy row (any false decided) and, at 2 and 3 seeds, 7 rows at 3 sd (power per real comparison).
+    ``rules``: {name: looks -> Rule}, each judged on the same tables (the report's: Rule(looks=looks))."""
+    rules = rules or {"p, BH (the report's)": lambda looks: Rule(looks=looks)}
+    sets = ("test",)
+    shape = sim.Shape(seeds=2, sets=sets, spread={NOISY: 3.0})
+    family = sim.report_errors(np.random.default_rng(0), sim.Shape(seeds=2, sets=sets), Rule())["tested"]
+    print(f"\n## {NOISY} at 3x the others' seed sd, no effect anywhere: the whole printed report (dev + test + rows "
+          f"against base: {family} comparisons, p, BH at 0.05), 2 seeds a row; {n} reports")  # fmt: skip
+    print(f"   {NOISY} falsely decided anywhere in the report [95% Wilson]; on dev; on test; any false decided")
+    for looks in (2, 1):
+        cells = {k: dict.fromkeys(("any", "dev", "sets", "report"), 0) for k in rules}
+        for _ in range(n):
+            values = sim.table(rng, shape)
+            for name, make in rules.items():
+                out = sim.row_errors(rng, shape, make(looks), NOISY, values=values)
+                for k in cells[name]:
+                    cells[name][k] += out[k]
+        for name, c in cells.items():
+            print(f"looks charged {looks} ({'seeds {min: 2, max: 3}' if looks == 2 else 'fixed 2 seeds'}), {name}: "
+                  f"{share_line(c['any'], n)}; dev {100 * c['dev'] / n:.1f}%; test {100 * c['sets'] / n:.1f}%; "
+                  f"any {100 * c['report'] / n:.1f}%")  # fmt: skip
+    m = max(n // 3, 1)
+    mix = {r: np.sign(v) * 3.0 for r, v in MIX.items()}
+    print(f"\n   the same family, 2 looks charged ({m} reports each): null (no noisy row): any false decided; 7 rows "
+          f"at 3 sd on the paper's side: power per real comparison, any false decided")  # fmt: skip
+    for seeds, effects in ((2, {}), (2, mix), (3, mix)):
+        cells = {k: dict.fromkeys(("report", "real", "found"), 0) for k in rules}
+        for _ in range(m):
+            values = sim.table(rng, sim.Shape(seeds=seeds, sets=sets), effects)
+            for name, make in rules.items():
+                out = sim.row_errors(rng, sim.Shape(seeds=seeds, sets=sets), make(2), NOISY, effects, values=values)
+                for k in cells[name]:
+                    cells[name][k] += out[k]
+        for name, c in cells.items():
+            what = f"power {c['found'] / c['real']:.3f}, " if effects else ""
+            print(f"{'7 rows at 3 sd' if effects else 'null'}, {seeds} seeds, {name}: {what}any false decided "
+                  f"{share_line(c['report'], m)}")  # fmt: skip
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tables", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--evalues", action="store_true", help="only the e-value section (Rule(evidence='e'))")
+    ap.add_argument("--noisy-row", action="store_true", help="only the section on a row at 3x the others' seed sd")
     a = ap.parse_args(argv)
     rng = np.random.default_rng(a.seed)
     n = a.tables
     t0 = time.time()
+    if a.noisy_row:
+        print(machine_line(f"python benchmarks/verdict_calibration.py --noisy-row --tables {n} --seed {a.seed}"))
+        noisy_row_section(rng, n)
+        print(f"\n{time.time() - t0:.0f} s")
+        return
     if a.evalues:
         print(machine_line(f"python benchmarks/verdict_calibration.py --evalues --tables {n} --seed {a.seed}"))
         print(f"report cells: {n} tables; one-comparison cells: {4 * n}; demo shape: {len(sim.DEMO_ROWS)} rows")
