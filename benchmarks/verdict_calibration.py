@@ -454,10 +454,11 @@ NOISY = "D1"  # the row at 3x the others' seed sd (issue 54's audit: D-dropout-h
 
 
 def share_line(hits: int, n: int) -> str:
-    """A share of n with its 95% interval (Wilson, statsmodels)."""
-    from statsmodels.stats.proportion import proportion_confint
+    """A share of n with its 95% interval (Wilson, scipy.stats.binomtest)."""
+    from scipy.stats import binomtest
 
-    lo, hi = proportion_confint(hits, n, alpha=0.05, method="wilson")
+    ci = binomtest(hits, n).proportion_ci(confidence_level=0.95, method="wilson")
+    lo, hi = ci.low, ci.high
     return f"{100 * hits / n:.1f}% [{100 * lo:.1f}, {100 * hi:.1f}] ({hits} of {n})"
 
 
