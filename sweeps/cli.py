@@ -12,6 +12,7 @@ cli_args.py:
                  run           run a sweep with Ray Tune
                  status        each trial's state (--watch: the live view)
   cli_report     report        a sweep's report (Table 3 layout, or a search's)
+  cli_dashboard  dashboard     MLflow's UI and optuna-dashboard on one sweep, on 127.0.0.1
   cli_eval       evaluate      score trained models on a test set
   cli_translate  translate     translate text with a trained model
   cli_bench      bench-device  measure this device's training FLOP/s for plan
@@ -29,6 +30,7 @@ from transformer_core.errors import UserError
 
 from . import (
     cli_bench,
+    cli_dashboard,
     cli_data,
     cli_estimate,
     cli_eval,
@@ -48,6 +50,7 @@ COMMANDS = (
     cli_train,
     cli_sweep,
     cli_report,
+    cli_dashboard,
     cli_eval,
     cli_translate,
     cli_bench,
