@@ -3,10 +3,10 @@ pandas DataFrames, for an ablation sweep (rows of a table) and a search sweep (s
 
     from sweeps import load_sweep
     s = load_sweep("sweep_runs/table3-cpu")        # a local directory or the sweep's URI
-    s.trials                                       # one row per trial: row, seed, knobs, state, metrics, cost
+    s.trials                                       # one row per trial: row, seed, knobs, status, metrics, cost
     s.results.groupby("row")["dev_bleu"].mean()    # per seed: the numbers every mean and verdict is made of
     s.curves.pivot_table("dev_ce", "step", "row")  # dev cross-entropy at every evaluation point
-    s.verdicts                                     # the claims judged (a search: the configurations ranked)
+    s.verdicts                                     # the claims judged, each with its verdict (a search too)
 
 Everything is read from what the sweep left on disk (analysis.collect) and judged by the report's own functions
 (analysis.tables.judge_report, analysis.search); nothing here computes a number of its own.  Each frame is
@@ -27,7 +27,7 @@ from analysis.files import read_text
 from analysis.report_model import report_shape, seed_table
 from analysis.search import configurations
 from analysis.search_report import is_search_sweep, objectives
-from analysis.search_verdicts import confirmation_table
+from analysis.search_verdicts import confirmation_table, verdict_words
 from analysis.tables import judge_report
 from analysis.trajectory import eval_records
 from analysis.verdicts import sweep_rule
@@ -35,6 +35,7 @@ from analysis.verdicts import sweep_rule
 from .storage import local_view
 
 CURVE_KEYS = ("dev_ce", "dev_ppl", "dev_bleu", "dev_bpb")
+UNCONFIRMED = "not confirmed: ranked by the search's own score (optimistic: each was picked as a maximum)"
 
 
 @dataclass
@@ -76,19 +77,30 @@ class Sweep:
 
     @cached_property
     def configurations(self) -> pd.DataFrame:
-        """A search: one row per sampled configuration (mean and seed sd of each objective, cost, rank)."""
+        """A search: one row per sampled configuration (mean and seed sd of each objective, cost, rank), ranked: rank 1
+        (the best mean on the first objective) first, configurations without a result last."""
         if self.kind != "search":
             raise AttributeError(f"sweep {self.name!r} is an ablation sweep: it has rows, not sampled configurations")
-        return configurations(self.trials, objectives(self.state))
+        ranked = configurations(self.trials, objectives(self.state))
+        return ranked.sort_values("rank", kind="stable", na_position="last").reset_index(drop=True)
 
     @cached_property
     def verdicts(self) -> pd.DataFrame:
         """An ablation: the claims its spec stated judged (one line per claim and reading), as in the report.  A search:
         the confirmation of its best configurations with fresh seeds where it ran one, else the configurations
-        ranked by the first objective (the search's own, optimistic, verdict)."""
+        ranked by the first objective; either way with a ``verdict`` column: the confirmation's verdict on the
+        winner's line (the report's "Verdict:" sentence, analysis.search_verdicts.verdict_words), what the other
+        lines are to it, or that the ranking is the search's own, optimistic one."""
         if self.kind == "search":
             confirmed = confirmation_table(self.trials, self.configurations, objectives(self.state)[0])
-            return confirmed if confirmed is not None else self.configurations.sort_values("rank")
+            if confirmed is None:
+                return self.configurations.assign(verdict=UNCONFIRMED)
+            c = confirmed.attrs.get("comparison")
+            winner = c.a if c is not None else None
+            words = [verdict_words(confirmed) if c is None or s == winner else
+                     f"one of the rest {winner} was judged against" if n else "not judged: no fresh seed finished"
+                     for s, n in zip(confirmed["sample"], confirmed["fresh_seeds"])]  # fmt: skip
+            return confirmed.assign(verdict=words)
         return self._judged[0]
 
     @cached_property

@@ -45,6 +45,9 @@ def cmd_plan(args) -> int:
     )
     if spec.search:  # the table shows the base configuration; the search runs this many trials of it
         print(f"  a search: {search_size(spec)}")
+    warning = scheduler_warning(spec)
+    if warning:
+        print(warning)
     labels = {r.label for r in spec.rows}
     for label, why in get_profile(args.profile).exclude.items():
         if label in labels:  # only rows this spec has
@@ -106,14 +109,25 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def varied_knobs(flat: list[dict]) -> list:
+def varied_knobs(flat: list[dict], table3: bool = False) -> list:
     """The knobs beyond Table 3's columns whose values differ between the trials (norm, activation, lr_scale, ...),
-    in the knob table's order; run-only knobs and the seed aside."""
+    in the knob table's order; run-only knobs and the seed aside.  ``table3``: Table 3's columns too, where they
+    differ (tsweep status, which has none of its own)."""
     from transformer_core.knobs import KNOBS, plan_columns
 
-    shown = {k.name for k in plan_columns()} | {"seed", "steps"}  # steps: the plan's own column
+    shown = ({k.name for k in plan_columns()} if not table3 else set()) | {"seed", "steps"}  # steps: plan's own column
     return [k for k in KNOBS if k.name not in shown and k.where not in ("run", "spec")
             and len({repr(f.get(k.name)) for f in flat}) > 1]  # fmt: skip
+
+
+def scheduler_warning(spec) -> str | None:
+    """The one warning line of an ablation (rows, no search) under an early-stopping scheduler (docs/search.md,
+    Early stopping: it fits a search, not an ablation); None otherwise."""
+    if spec.search or spec.scheduler.type == "none":
+        return None
+    return (f"warning: scheduler {spec.scheduler.type} stops the trials whose dev metric trails at a rung, so this "
+            "ablation's rows end at unequal budgets and its verdicts compare them there; early stopping fits a "
+            "search (docs/search.md#early-stopping), an ablation runs with scheduler: none")  # fmt: skip
 
 
 def search_size(spec) -> str:
@@ -157,6 +171,9 @@ def cmd_run(args) -> int:
     trials = plan(spec, args.profile)  # every trial's config is checked before anything is written
     warning = scale_warning(args.profile)
     if warning:  # a test profile's verdicts mean nothing: said before anything runs
+        print(warning, flush=True)
+    warning = scheduler_warning(spec)
+    if warning:  # early stopping in an ablation: rows at unequal budgets
         print(warning, flush=True)
     for line in spec_lines(spec, list(dict.fromkeys(t.row for t in trials)), always=False):  # a rule short of 3 sd
         print(line, flush=True)
@@ -346,6 +363,24 @@ def _percent(x):
     return None if x is None or x != x else 100 * x
 
 
+def status_knobs(df) -> list[tuple]:
+    """(knob, column width, each trial's value as text) of the knobs whose values differ between the sweep's trials
+    (varied_knobs with Table 3's columns), from each trial's values as run (trial.json), a train or data knob it
+    leaves unset read at its default."""
+    import dataclasses
+
+    from transformer_core.formatting import is_missing
+    from transformer_core.run_config import DataConfig, TrainConfig
+
+    defaults = {**dataclasses.asdict(TrainConfig()), **dataclasses.asdict(DataConfig())}
+    flat = [{k: (defaults.get(k) if is_missing(v) else v) for k, v in r.items()} for r in df.to_dict("records")]
+    out = []
+    for k in varied_knobs(flat, table3=True):
+        texts = [k.format(f.get(k.name)) for f in flat]
+        out.append((k, 1 + max(len(k.name), *map(len, texts)), texts))
+    return out
+
+
 def _print_status(sweep_dir) -> int:
     from analysis.collect import collect
     from analysis.tables import sweep_task
@@ -353,6 +388,7 @@ def _print_status(sweep_dir) -> int:
     from .storage import local_view
 
     df = collect(local_view(sweep_dir))  # analysis reads local paths: a URI is pulled to a view first
+    knobs = status_knobs(df)  # the knobs the sweep's rows (or samples) vary, after the seed
     lm = sweep_task(df) == "lm"
     a, b = ("dev bpb", "test bpb") if lm else ("dev BLEU", "test BLEU")  # a language-model sweep: bits per byte
     ka, kb = ("dev_bpb", "test_bpb") if lm else ("dev_bleu", "test_bleu")
@@ -362,10 +398,10 @@ def _print_status(sweep_dir) -> int:
     wr = max([6, *(len(str(x)) + 1 for x in df["row"])])
     ws = max([14, *(len(str(x)) + 1 for x in df["status"])])
     print(
-        f"{'trial':<{wt}}{'group':<{wg}}{'row':<{wr}}{'seed':>5} "
+        f"{'trial':<{wt}}{'group':<{wg}}{'row':<{wr}}{'seed':>5}{''.join(f'{k.name:>{w}}' for k, w, _ in knobs)} "
         f" {'state':<{ws}}{'step':>11}{a:>9}{'dev PPL':>9}{b:>10}{'eval %':>7}{'peak GB':>8}{'tries':>6}  reason"
     )
-    for _, r in df.iterrows():
+    for i, (_, r) in enumerate(df.iterrows()):
         total = r["steps"]  # a number where trial.json is sound
         steps = (
             f"{r['step']}/{int(total)}"  # type: ignore[call-overload]  # typeshed does not model numbers.Real
@@ -377,7 +413,7 @@ def _print_status(sweep_dir) -> int:
             reason = "; ".join(x for x in (reason, f"retried after: {r['faults']}") if x)
         print(
             f"{r['trial_id']:<{wt}}{str(r['group']):<{wg}}{str(r['row']):<{wr}}{str(r['seed']):>5}"
-            f"  {r['status']:<{ws}}{steps:>11}"
+            f"{''.join(f'{texts[i]:>{w}}' for _, w, texts in knobs)}  {r['status']:<{ws}}{steps:>11}"
             f"{_fmt(r.get(ka)):>9}{_fmt(r['dev_ppl']):>9}{_fmt(r.get(kb)):>10}"
             f"{_fmt(_percent(r['eval_fraction']), '.1f'):>7}{_fmt(r.get('peak_rss_gb')):>8}"
             f"{r['attempts']:>6}  {reason}"

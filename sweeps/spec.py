@@ -472,6 +472,17 @@ def _search_options(raw: dict, metrics: tuple) -> dict:
     return out
 
 
+def _check_sqlite_uri(uri) -> None:
+    """Refuse a ``tracking.uri`` of ``sqlite:///`` with a relative path: MLflow would resolve it from each process's
+    own directory (the driver's, every trial's), so the trials would write empty stores inside the sweep."""
+    prefix = "sqlite:///"
+    if isinstance(uri, str) and uri.startswith(prefix) and not uri[len(prefix) :].startswith("/"):
+        where = Path(uri[len(prefix) :].split("?", 1)[0]).absolute()
+        raise SpecError(f"tracking.uri: {uri!r} names a relative path, which every process would open from its own "
+                        f"directory; allowed an absolute one (sqlite:///{where} from here: four slashes), or no "
+                        "tracking.uri for the sweep's own mlflow.db")  # fmt: skip
+
+
 def _parse_scheduler(raw) -> Scheduler:
     if raw is None:
         return Scheduler()
@@ -542,6 +553,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         raise SpecError(f"mode: {mode!r} is invalid; allowed max, min")
     train = _mapping(doc.get("train"), "train", TRAIN_KEYS)
     tracking = _mapping(doc.get("tracking"), "tracking", ("uri", "experiment"))
+    _check_sqlite_uri(tracking.get("uri"))
     output = doc.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
         raise SpecError(

@@ -2,11 +2,14 @@
 
 import json
 import math
+import re
 
 import pytest
 
 from analysis.samples import sample_label
 from sweeps import Sweep, load_sweep
+from sweeps.api import UNCONFIRMED
+from tests.helpers import ROOT
 from transformer_core.errors import UserError
 
 # row -> group and per-seed (dev_bleu, dev_ppl): D1 (no dropout) far below base, X1 (no claim covers it) above
@@ -67,6 +70,24 @@ def test_a_search_sweep_as_dataframes_one_row_per_sample(tmp_path):
     assert list(s.verdicts["sample"]) == [sample_label({"lr_scale": x}) for x in (1.0, 0.5, 2.0)]  # best first
     assert s.configurations.set_index("sample").loc[sample_label({"lr_scale": 0.5}), "dev_bleu"] == pytest.approx(3.2)
     assert s.versus_base.empty
+    # ranked as documented (issue 53): rank 1 first, not in the order the samples were drawn
+    assert list(s.configurations["sample"]) == list(s.verdicts["sample"]) and list(s.configurations["rank"]) == [
+        1,
+        2,
+        3,
+    ]
+    assert (s.verdicts["verdict"] == UNCONFIRMED).all()  # no confirmation: the search's own ranking says so
+
+
+def test_the_trial_columns_the_docs_name_are_columns(tmp_path):
+    """docs/usage.md's `trials` line names columns load_sweep has (issue 53: it named a `state` that is `status`),
+    and README's example names status."""
+    line = next(x for x in (ROOT / "docs" / "usage.md").read_text().splitlines() if x.startswith("| `trials` |"))
+    named = re.findall(r"`([a-z_]+)`", line.split("|")[2])
+    columns = set(load_sweep(make_ablation(tmp_path / "sweep")).trials.columns)
+    assert "status" in named and set(named) <= columns, set(named) - columns
+    readme = (ROOT / "README.md").read_text()
+    assert "knobs, status, metrics" in readme and "knobs, state" not in readme
 
 
 def test_a_directory_that_is_not_a_sweep_is_one_clear_error(tmp_path):

@@ -63,3 +63,13 @@ def test_the_report_names_the_confound(tmp_path):
         (trial / "result.json").write_text(json.dumps({**result, "params": 1_770_000}))
     md = (write_report(root, tmp_path / "r", samples=20) / "report.md").read_text()
     assert "**Parameter count confound**: E1 +77% parameters against base" in md
+
+
+def test_asha_in_an_ablation_is_one_warning_line_in_the_plan(tmp_path, capsys):
+    """docs/search.md advises against early stopping in an ablation: plan says so in one line (issue 53); a plan
+    without a scheduler, or a search with one, says nothing of it."""
+    out = _plan(tmp_path, capsys, scheduler={"type": "asha", "grace_period": 1, "reduction_factor": 2})
+    warned = [x for x in out if "warning" in x]
+    assert len(warned) == 1 and warned[0].startswith("warning: scheduler asha stops the trials"), warned
+    assert "docs/search.md#early-stopping" in warned[0]
+    assert not [x for x in _plan(tmp_path, capsys) if "warning" in x]

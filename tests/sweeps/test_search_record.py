@@ -157,3 +157,16 @@ def test_the_confirmation_round_names_each_configuration_with_its_knobs(sweep):
         f"confirming the 2 best configurations with fresh seeds [2, 3]: 4 trials: {ran[0].row} (lr_scale=0.5, "
         f"warmup=5); {ran[2].row} (lr_scale=0.8, warmup=10)"
     ]
+
+
+def test_load_sweeps_verdicts_of_a_search_carry_the_confirmations_verdict(sweep):
+    """A search's ``verdicts`` frame has a verdict column (issue 53): the winner's line says the report's verdict,
+    the runner-up's what it was to the winner."""
+    from sweeps import load_sweep
+
+    spec, root, state, tracking = sweep
+    verdicts = load_sweep(root).verdicts
+    winner, other = verdicts["sample"]
+    assert list(verdicts["verdict"]) == [verdict_words(build_search(root, resamples=2).confirm),
+                                         f"one of the rest {winner} was judged against"]  # fmt: skip
+    assert verdicts["verdict"].iloc[0].startswith(f"{winner} is not separable")
