@@ -138,7 +138,7 @@ def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, ro
         new = next_for(why)
         if not new:
             ad["stop"] = "data"
-            return "every claim decided, or no undecided comparison that one more seed could decide"
+            return data_stop_words(frame(), claims, sweep_rule(ad), ad["max"])
         if budget is not None and spent() + round_seconds(len(new)) > budget:
             ad["stop"] = "budget"
             return f"wall-clock budget ({budget / 60:.0f} min) would be exceeded by the next round"
@@ -154,6 +154,24 @@ def _budget_plan(ctx: SweepContext, left: float, echo: Optional[Callable[[str], 
     if echo and source:
         echo(f"trial time estimates at {source.flops_per_second:.3g} FLOP/s per trial: {source.source}")
     return plan_for(ctx.spec, trials, _collect(ctx), source.flops_per_second if source else None, left)
+
+
+def data_stop_words(df, claims: list[Claim], rule, max_seeds: int) -> str:
+    """Which stop by the data it was, in words: every comparison of every claim decided, or the comparisons still
+    undecided (counted, the first three named) none of which one more seed could decide (undecided_rows: at
+    ``max_seeds`` a row their observed difference would stay within noise, or their rows have that many)."""
+    from analysis.claims import as_claims
+    from analysis.metrics import READINGS
+    from analysis.verdicts import Outcome, judge_table
+
+    undecided = (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES, Outcome.NO_NOISE)
+    left = [f"{r.claim} ({READINGS[r.reading].label}): {c.a} vs {c.b}" for r in judge_table(df, as_claims(claims), rule)
+            .claims for c in r.comparisons if c.outcome in undecided]  # fmt: skip
+    if not left:
+        return "every claim decided"
+    named = "; ".join(left[:3]) + ("; ..." if len(left) > 3 else "")
+    return (f"no undecided comparison that one more seed could decide: {len(left)} undecided ({named}) would stay "
+            f"within noise at {max_seeds} seeds a row, or their rows have them")  # fmt: skip
 
 
 def dispatch_order(ctx: SweepContext, left: Optional[float], echo: Callable[[str], None] = print) -> list[Trial]:

@@ -165,3 +165,19 @@ def test_on_evalues_the_loop_asks_the_guard_too():
     assert sorted(added) == ["R1", "base"] and ad["stop"] == "data"
     j = judge_table(_frame(values), CLAIMS[:1], e)
     assert j.claims[0].comparisons[0].outcome == Outcome.AGREES
+
+
+@pytest.mark.parametrize(("r1", "said"), [
+    ([10.0, 10.1], "every claim decided"),
+    ([20.5, 20.4], "no undecided comparison that one more seed could decide: 1 undecided (R1<base (dev BLEU): R1 vs "
+                   "base) would stay within noise at 3 seeds a row, or their rows have them"),
+])  # fmt: skip
+def test_a_stop_by_the_data_says_which_it_was(r1, said):
+    """Issue 53: the loop's stop by the data says whether every claim was decided or which comparisons are left
+    undecided that one more seed could not decide (the real rule on a two-row table)."""
+    ad = {"min": 2, "max": 3, "looks": 2, "rounds": []}
+    claims = [{"id": "R1<base", "readings": ("dev_bleu",), "comparisons": [("R1", "<", "base")]}]
+    frame = _frame({"base": [20.0, 21.0], "R1": r1})
+    stopped = seed_rounds(ad, lambda: frame, lambda why: [_Seed(r) for r in why], lambda new, k: None,
+                          lambda n: 1.0, None, lambda: 0.0, lambda s: None, claims)  # fmt: skip
+    assert stopped == said and ad["stop"] == "data" and ad["rounds"] == []
