@@ -13,7 +13,8 @@ first, so that a run cut short by ``--deadline`` still has them):
     share k, MPS         the same under an MPS daemon of this run's own (a private pipe directory, stopped after)
     packed compiled      packed, compiled at static shapes (compile=on)
     padded 1x25k         one micro-batch of the whole step's tokens
-    packed 1x25k         packed, one micro-batch (the sharing candidate's micro-batch is the faster of the two)
+    packed 1x25k         packed, one micro-batch
+    packed fill 2x12.5k  packing=fill: buffers filled to the budget in real tokens (more real tokens a step)
 
 MFU is 6 x params x target tokens/s over the bf16 matrix-product peak measured in the same run; a sharing row's
 aggregate MFU sums its processes' tokens/s, each counted over the same timed wall window (a file barrier lines the
@@ -56,6 +57,7 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "packed compiled": ("on", "on", 2),
     "padded 1x25k": ("off", "off", 1),
     "packed 1x25k": ("on", "off", 1),
+    "packed fill 2x12.5k": ("fill", "off", 2),  # buffers filled to the budget in real tokens: more tokens a step
 }
 
 
@@ -267,7 +269,7 @@ def run_all(args) -> list[str]:
                     print(lines[-1], flush=True)
                     continue
                 record(f"share {k} x {share}, MPS", lambda k=k: shared_rate(args, share, k, work / "mps", work), 60)
-    for name in ("packed compiled", "padded 1x25k", "packed 1x25k"):
+    for name in ("packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k"):
         record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
                                                args.windows), 60)  # fmt: skip
     anchor = results.get("anchor compiled", {}).get("tokens_per_second")

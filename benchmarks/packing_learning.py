@@ -68,6 +68,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=1, help="trials at once (on a GPU: processes sharing it)")
+    ap.add_argument("--packing", default="on", choices=["on", "fill"], help="the packed side's packing (default on)")
     ap.add_argument("--set", nargs="*", default=[], help="more key=value for every trial (e.g. compile=graphs)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--dry-run", action="store_true", help="smoke profile, fixture corpus, CPU, 20 steps")
@@ -79,7 +80,7 @@ def main() -> None:
         args.set = [*args.set, "device=cpu"]
         if args.parallel == 1:  # prepare the corpus once before trials race to
             run_trial(args, "off", 1, Path(tempfile.mkdtemp(prefix="packing-learning-warm-")))
-    jobs = [(p, s) for s in range(1, args.seeds + 1) for p in ("off", "on")]
+    jobs = [(p, s) for s in range(1, args.seeds + 1) for p in ("off", args.packing)]
     with tempfile.TemporaryDirectory(prefix="packing-learning-") as tmp:
         with ThreadPoolExecutor(max(1, args.parallel)) as pool:
             results = list(pool.map(lambda j: run_trial(args, j[0], j[1], Path(tmp)), jobs))
@@ -90,14 +91,14 @@ def main() -> None:
                          f"{r.get('why', '')}")  # fmt: skip
             continue
         lines.append(f"packing {r['packing_asked']} seed {r['seed']}: dev cross-entropy {r['dev_ce']:.4f} at step "
-                     f"{r['steps']}; layout {r.get('packing')} ({r.get('packing_reason')}); {r['device']} "
-                     f"{r['precision']}, {r['tokens_per_second']:,.0f} target tokens/s")  # fmt: skip
+                     f"{r['steps']}, {r['target_tokens'] / r['steps']:,.0f} target tokens a step; layout "
+                     f"{r.get('packing')} ({r.get('packing_reason')}); {r['device']} {r['precision']}")  # fmt: skip
     done = [r for r in results if r.get("status") == "finished"]
-    ce = {p: [r["dev_ce"] for r in done if r["packing_asked"] == p] for p in ("off", "on")}
+    ce = {p: [r["dev_ce"] for r in done if r["packing_asked"] == p] for p in ("off", args.packing)}
     if min(len(v) for v in ce.values()) >= 2:
-        c = compare(ce["off"], ce["on"])
+        c = compare(ce["off"], ce[args.packing])
         verdict = "within" if c["within_noise"] else "NOT within"
-        lines.append(f"packed - padded dev cross-entropy: {c['diff']:+.4f} nats, Welch 95% interval "
+        lines.append(f"packing {args.packing} - padded dev cross-entropy: {c['diff']:+.4f} nats, Welch 95% interval "
                      f"[{c['low']:+.4f}, {c['high']:+.4f}], p {c['p']:.3g}; seed sd padded {c['sd_padded']:.4f}, "
                      f"packed {c['sd_packed']:.4f}: {verdict} seed noise")  # fmt: skip
     else:

@@ -178,7 +178,8 @@ KNOBS: tuple[Knob, ...] = (
         "none",
         "packing",
         "",
-        "off (default): padded length buckets; on: sentences packed into buffers of one shape; auto (= off)",
+        "off (default): padded batches; on: the same batches packed into buffers of one shape; fill: buffers "
+        "filled to the budget in real tokens; auto (= off)",
     ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )

@@ -7,10 +7,11 @@ shapes) or replay as a CUDA graph (``compile: graphs``, inductor's ``reduce-over
 a GPU the host queues the whole step without waiting for the device.
 
 ``packing`` (a run-only knob): ``off`` trains padded batches (the default, and what every CPU result was
-measured with); ``on`` packs where ``segments.packed_support`` allows and says in result.json why not where it
-does not; ``auto`` is ``off`` until packed trials are shown to learn as padded ones do on a GPU.  A packed trial
-draws another random stream than a padded one of the same seed: batches are a shuffled sample of the corpus cut
-at the token budget (not length buckets), and its dropout masks are drawn at the buffer's shape.
+measured with); ``on`` packs the padded stream's own batches where ``segments.packed_support`` allows, and says
+in result.json why not where it does not: the same sentences a step, dropout masks drawn at the buffer's shape;
+``fill`` packs buffers filled to the token budget in real tokens from a seeded shuffle (data/packing.py): more
+real tokens a step than a padded batch of that budget, and another batch composition; ``auto`` is ``off`` until
+packed trials are shown to learn as padded ones do on a GPU.
 """
 
 from __future__ import annotations
@@ -26,9 +27,13 @@ from .loss import smoothed_terms
 from .model import PackedSegments
 from .segments import build_segments, packed_support
 
-PACKING = ("off", "on", "auto")
-STREAM_PACKED = "packed: seeded shuffle cut at the token budget in real tokens; dropout masks at the buffer's shape"
-STREAM_PADDED = "padded: length buckets (plan_batches)"
+PACKING = ("off", "on", "fill", "auto")
+STREAMS = {
+    "off": "padded: length buckets (plan_batches)",
+    "on": "packed: the padded stream's batches (plan_batches); dropout masks at the buffer's shape",
+    "fill": "packed and filled: a seeded shuffle cut at the token budget in real tokens (plan_packed); dropout masks "
+    "at the buffer's shape",
+}
 
 
 def resolve_packing(

@@ -30,7 +30,7 @@ EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, 
 TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only language model on one side
 LOSS_KERNELS = ("plain", "chunked")  # the output projection and loss: see transformer_core/fused_loss.py
 COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
-PACKING = ("off", "on", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
+PACKING = ("off", "on", "fill", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ class TrainConfig:
     fused_adam: bool = True  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
     fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
     loss_kernel: str = "plain"  # plain: logits then log_softmax; chunked: projection and loss by row chunks (equal)
-    packing: str = "off"  # off: padded length buckets; on: packed buffers of one shape (packed_step.py); auto (= off)
+    packing: str = "off"  # off: padded length buckets; on/fill: packed buffers of one shape (packed_step.py); auto
 
     def __post_init__(self) -> None:
         _check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)

@@ -29,7 +29,7 @@ from .lm_task import LMTask
 from .model import count_parameters
 from .native_memory import gb, peak_bytes, reset_peak
 from .optim import learning_rate, make_adam
-from .packed_step import STREAM_PACKED, STREAM_PADDED, PackedForwardLoss, resolve_packing
+from .packed_step import STREAMS, PackedForwardLoss, resolve_packing
 from .run_config import RunConfig, TrainConfig
 from .task import Task
 from .tracking import Tracker
@@ -197,10 +197,12 @@ class Trainer:
                 "the worker count (the global batch is tokens_per_batch x accumulate)"
             )
         self.local_accumulate = t.accumulate // self.world
-        stream = PackedStream if self.packing else BatchStream
-        self.stream = stream(
-            self.train_split, t.tokens_per_batch, t.seed, t.max_train_len, rank=self.rank, world_size=self.world
-        )
+        args = (self.train_split, t.tokens_per_batch, t.seed, t.max_train_len)
+        self.stream: BatchStream | PackedStream
+        if self.packing:
+            self.stream = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill")
+        else:
+            self.stream = BatchStream(*args, rank=self.rank, world_size=self.world)
         self.forward_loss: ForwardLoss | PackedForwardLoss
         if isinstance(self.stream, PackedStream) and self.packing:
             self.forward_loss = PackedForwardLoss(
@@ -379,14 +381,14 @@ def result_base(tr: Trainer, started: float) -> dict:
 def packing_keys(tr: Trainer) -> dict:
     """How the trial's batches were laid out: packed (with its attention backend and buffer shape) or padded
     (and why, where packing was asked for), and the random stream that layout draws."""
-    if tr.packing is None:
-        return {"packing": "off", "packing_reason": tr.packing_reason, "batch_stream": STREAM_PADDED}
-    shape = tr.stream.shape if isinstance(tr.stream, PackedStream) else None
+    if not isinstance(tr.stream, PackedStream) or tr.packing is None:
+        return {"packing": "off", "packing_reason": tr.packing_reason, "batch_stream": STREAMS["off"]}
+    shape = tr.stream.shape
     return {
         "packing": tr.packing,
         "packing_reason": tr.packing_reason,
-        "packed_shape": None if shape is None else {"capacity": shape.capacity, "segments": shape.segments},
-        "batch_stream": STREAM_PACKED,
+        "packed_shape": {"capacity": shape.capacity, "segments": shape.segments},
+        "batch_stream": STREAMS["fill" if tr.stream.fill else "on"],
     }
 
 

@@ -89,10 +89,11 @@ def test_a_sentence_that_sees_another_changes_the_loss(fixture_corpus):
     assert abs(float(packed(tuple(leaky))[0].detach() - right)) > 1e-3
 
 
-def test_packing_keeps_every_sentence_and_the_budget_and_one_shape_across_an_epoch(fixture_corpus):
+@pytest.mark.parametrize("fill", [False, True])
+def test_packing_keeps_every_sentence_and_the_budget_and_one_shape_across_an_epoch(fill, fixture_corpus):
     split = fixture_corpus.split("train")
     budget = 300
-    stream = PackedStream(split, budget, seed=3, max_len=64)
+    stream = PackedStream(split, budget, seed=3, max_len=64, fill=fill)
     seen, shapes = [], set()
     for _ in range(len(stream._plan)):
         pb = next(stream)
@@ -108,8 +109,21 @@ def test_packing_keeps_every_sentence_and_the_budget_and_one_shape_across_an_epo
         assert np.diff(cu).max() <= stream.shape.span and np.diff(pb.cu_tgt.numpy()).max() <= stream.shape.span
     assert sorted(seen) == sorted(stream.indices.tolist())  # every pair once per epoch
     assert len(shapes) == 1
-    tokens = sum(len(split.tgt[i]) + 1 for i in seen)
-    assert tokens / (len(stream._plan) * budget) > 0.9  # full buffers: the budget is what a step holds
+    if fill:  # full buffers: the budget in real tokens is what a step holds
+        side = [max(sum(len(split.src[i]) + 1 for i in b), sum(len(split.tgt[i]) + 1 for i in b)) for b in stream._plan]
+        assert np.mean(side) > 0.9 * budget
+
+
+def test_packing_on_trains_the_padded_streams_very_batches(fixture_corpus):
+    """packing=on changes the layout, not the data: the same sentences a step as BatchStream, in the same order."""
+    from transformer_core.data.batching import BatchStream
+
+    split = fixture_corpus.split("train")
+    padded, packed = BatchStream(split, 300, seed=5, max_len=64), PackedStream(split, 300, seed=5, max_len=64)
+    for _ in range(len(padded._plan) + 3):  # into the second epoch
+        assert next(padded).index.tolist() == next(packed).index.tolist()
+    filled = PackedStream(split, 300, seed=5, max_len=64, fill=True)
+    assert next(filled).index.tolist() != next(BatchStream(split, 300, seed=5, max_len=64)).index.tolist()
 
 
 def test_a_planned_batch_never_passes_the_budget_counted_in_real_tokens():
@@ -206,7 +220,7 @@ def test_a_packed_trial_trains_and_records_its_layout(fixture_corpus, fixture_da
         losses = [tr.advance()[0] for _ in range(20)]
         seen[packing] = (losses, packing_keys(tr))
     on, off = seen["on"][1], seen["off"][1]
-    assert on["packing"] == "mask" and on["batch_stream"].startswith("packed")
+    assert on["packing"] == "mask" and on["batch_stream"].startswith("packed: the padded stream's batches")
     assert off["packing"] == "off" and off["batch_stream"].startswith("padded")
     for losses, _ in seen.values():  # both learn: the last steps' loss well under the first's
         assert np.mean(losses[-5:]) < np.mean(losses[:3]) - 0.3

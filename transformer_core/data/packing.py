@@ -17,11 +17,13 @@ most the longest sentence, so that no segment is longer than what varlen attenti
 real target position and 0 in the tail, and ``tokens`` (the real target tokens) is a host number: the step never
 asks the device how many there are.
 
-``plan_packed`` plans an epoch for packed buffers: the sentences in a seeded random order, cut greedily where the
-next pair would take either side past the token budget counted in real tokens (the paper's batches held "about
-25,000 source and 25,000 target tokens").  Without padding there is no need to bucket by length, so a batch is a
-random sample of the corpus rather than a length bucket: another batch composition than ``plan_batches``'s for the
-same seed, which a trial that packs records.
+Which sentences a batch holds: by default the padded stream's own plan (``plan_batches``, the same seed), so a
+packed trial trains on the very batches a padded one does and only its dropout masks differ.  With ``fill``,
+``plan_packed`` plans the epoch instead: the sentences in a seeded random order, cut greedily where the next pair
+would take either side past the token budget counted in real tokens (the paper's batches held "about 25,000
+source and 25,000 target tokens"), so a batch is a random sample of the corpus rather than a length bucket and
+holds more real tokens than a padded batch of the same budget: another batch composition, which the trial
+records.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .batching import Batch, filter_by_length, shard
+from .batching import Batch, filter_by_length, plan_batches, shard
 from .corpus import EncodedSplit
 from .prepare import BOS, EOS, PAD
 
@@ -186,13 +188,21 @@ def pack_batch(split: EncodedSplit, batch: Batch, shape: PackedShape) -> PackedB
 
 
 class PackedStream:
-    """Endless stream of packed training batches of one shape: a fresh seeded ``plan_packed`` per epoch.  Its
-    state is BatchStream's (epoch, position), so that checkpoints of either kind have the same keys."""
+    """Endless stream of packed training batches of one shape: per epoch, the batches BatchStream plans for the
+    same seed (``plan_batches``), or with ``fill`` a fresh seeded ``plan_packed``.  Its state is BatchStream's
+    (epoch, position), so that checkpoints of either kind have the same keys."""
 
     def __init__(
-        self, split: EncodedSplit, budget: int, seed: int, max_len: int = 256, rank: int = 0, world_size: int = 1
+        self,
+        split: EncodedSplit,
+        budget: int,
+        seed: int,
+        max_len: int = 256,
+        rank: int = 0,
+        world_size: int = 1,
+        fill: bool = False,
     ):
-        self.split, self.budget, self.seed = split, budget, seed
+        self.split, self.budget, self.seed, self.fill = split, budget, seed, fill
         self.rank, self.world_size = rank, world_size
         self.src_len = np.array([len(x) + 1 for x in split.src])
         self.tgt_len = np.array([len(x) + 1 for x in split.tgt])
@@ -204,7 +214,8 @@ class PackedStream:
         self._plan = self._make_plan()
 
     def _make_plan(self) -> list[np.ndarray]:
-        plan = plan_packed(self.src_len, self.tgt_len, self.budget, self.seed * 100_003 + self.epoch, self.indices)
+        planner = plan_packed if self.fill else plan_batches
+        plan = planner(self.src_len, self.tgt_len, self.budget, self.seed * 100_003 + self.epoch, self.indices)
         return shard(plan, self.rank, self.world_size) if self.world_size > 1 else plan
 
     def state(self) -> dict:
