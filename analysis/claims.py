@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from transformer_core.errors import UserError, did_you_mean
-from transformer_core.rundir import KEY_ALLOWED, KEY_NAME
+from transformer_core.rundir import KEY_ALLOWED, KEY_NAME, SAFE_NAME
 
 from .metrics import DEFAULT_READINGS, QUALITY, TASK_READINGS
 
@@ -247,27 +247,86 @@ def claim_document(claim: Claim) -> dict:
 
 
 def recorded_claims(raw, where: str) -> list[Claim]:
-    """The claims sweep.json recorded (``claim_document`` each), or one line saying the record is damaged."""
+    """The claims sweep.json recorded (``claim_document`` each), each checked as the spec's claims are (an id,
+    one or more comparisons of named rows, readings the report knows, the margin its relations need), or one line
+    naming the first field of the wrong shape (a record edited by hand)."""
     try:
         if not isinstance(raw, list):
-            raise TypeError
-        out = []
-        for doc in raw:
-            ok = isinstance(doc, Mapping) and isinstance(doc.get("id"), str) and isinstance(doc.get("comparisons"),
-                                                                                           list)  # fmt: skip
-            if not ok or not all(isinstance(c, list) and len(c) == 3 and all(isinstance(x, str) for x in c)
-                                 and c[1] in RELATIONS for c in doc["comparisons"]):  # fmt: skip
-                raise TypeError
-            readings = doc.get("readings") or ()
-            if not all(isinstance(r, str) for r in readings) or not isinstance(doc.get("text", ""), str):
-                raise TypeError
-            out.append(Claim.of(doc))
+            raise _Shape("report.claims", raw, "a list of claims")
+        out = [_recorded(doc, f"report.claims[{i}]") for i, doc in enumerate(raw)]
+        ids = [c.id for c in out]
+        for i, cid in enumerate(ids):
+            if cid in ids[:i]:
+                raise _Shape(f"report.claims[{i}].id", cid, "an id no other claim has")
         return out
-    except (TypeError, ValueError, AttributeError):
+    except _Shape as exc:
         raise UserError(
-            f"sweep.json in {where} records claims of the wrong shape (edited by hand?): restore it "
+            f"sweep.json in {where} records claims of the wrong shape (edited by hand?): {exc}; restore it "
             "from a copy, or resume the sweep with its spec to record them again"
         ) from None
+
+
+class _Shape(Exception):
+    """A field of a recorded claim that is not what ``claim_document`` writes: its path, its value, what is allowed
+    (or, with ``path`` alone, the spec's own one-line rule)."""
+
+    def __init__(self, path: str, value=None, allowed: str = ""):
+        shown = repr(value)
+        shown = shown[:80] + "..." if len(shown) > 80 else shown
+        super().__init__(f"{path} is {shown}, allowed {allowed}" if allowed else path)
+
+
+RECORDED_READINGS = tuple(dict.fromkeys(r for task in TASK_READINGS.values() for r in task))
+
+
+def _recorded_row(name, path: str) -> str:
+    if not isinstance(name, str) or not SAFE_NAME.match(name):
+        raise _Shape(path, name, "a row's label")
+    return name
+
+
+def _recorded_comparison(c, path: str) -> tuple[str, str, str]:
+    """One (a, relation, b) of a recorded claim: b a row or ``best:R1,R2,...`` (two or more other rows)."""
+    if not isinstance(c, list) or len(c) != 3:
+        raise _Shape(path, c, "[ROW, RELATION, ROW]")
+    a, relation, b = c
+    _recorded_row(a, f"{path}[0]")
+    if relation not in RELATIONS:
+        raise _Shape(f"{path}[1]", relation, f"one of {', '.join(RELATIONS)}")
+    names = b[5:].split(",") if isinstance(b, str) and b.startswith("best:") else [b]
+    for name in names:
+        _recorded_row(name, f"{path}[2]")
+    if a in names or (len(names) > 1 and (len(set(names)) != len(names) or relation in MARGINED)):
+        raise _Shape(f"{path}[2]", b, "another row, or 'best:R1,R2,...' of two or more other rows with '<' or '>'")
+    return a, relation, b
+
+
+def _recorded(doc, path: str) -> Claim:
+    """One recorded claim, every field checked (``_Shape`` names the first that is wrong)."""
+    if not isinstance(doc, Mapping):
+        raise _Shape(path, doc, "a claim (id, text, kind, readings, comparisons, margin)")
+    cid = doc.get("id")
+    if not isinstance(cid, str) or not KEY_NAME.match(cid):
+        raise _Shape(f"{path}.id", cid, KEY_ALLOWED)
+    comparisons = doc.get("comparisons")
+    if not isinstance(comparisons, list) or not comparisons:
+        raise _Shape(f"{path}.comparisons", comparisons, "a list of one or more [ROW, RELATION, ROW]")
+    comps = tuple(_recorded_comparison(c, f"{path}.comparisons[{i}]") for i, c in enumerate(comparisons))
+    readings = doc.get("readings", list(QUALITY))
+    ok = isinstance(readings, list) and readings and len(set(map(str, readings))) == len(readings)
+    if not ok or not all(isinstance(r, str) and r in RECORDED_READINGS for r in readings):
+        raise _Shape(f"{path}.readings", readings, f"a list of different readings of {', '.join(RECORDED_READINGS)}")
+    for key, allowed in (("text", "the claim in words"), ("kind", f"one of {', '.join(KINDS)}")):
+        value = doc.get(key, "")
+        if not isinstance(value, str) or (key == "kind" and value and value not in KINDS):
+            raise _Shape(f"{path}.{key}", value, allowed)
+    try:
+        _once_each(comps, [" ".join(c) for c in comps], f"{path}.comparisons")
+        equal = next((rel for _, rel, _ in comps if rel in MARGINED), "")
+        margin = _margin(doc.get("margin"), f"{path}.margin", tuple(readings), equal)
+    except UserError as exc:  # the spec's own rule: its line names the field
+        raise _Shape(str(exc)) from None
+    return Claim(cid, comps, tuple(readings), doc.get("text", ""), doc.get("kind", ""), margin)
 
 
 def _table3_claims() -> list[Claim]:

@@ -17,6 +17,7 @@ from transformer_core.rundir import SAFE_NAME, Status
 from .files import METRICS_BYTES, read_text
 from .metrics import BY_NAME
 from .samples import CONFIRM_GROUP, SEARCH_GROUP, sample_label
+from .text import printable
 
 log = logging.getLogger(__name__)
 
@@ -81,12 +82,6 @@ def columns() -> tuple[str, ...]:
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def printable(text) -> str:
-    """``text`` as a string with control characters (terminal escapes, newlines) written as \\xNN: a name or message
-    read from disk, safe to print to a terminal or write into a CSV cell."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
-
-
 def _number(x) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
@@ -130,19 +125,29 @@ def _record(raw, trial_id: str) -> Optional[rundir.TrialRecord]:
     return r
 
 
+LARGEST = 1e30  # no reading, count, time or FLOPs of a trial comes near it; 1e308 would overflow the report's sums
+
+
+def _in_range(x) -> bool:
+    """A number result.json may hold: finite and at most LARGEST in size (NaN, Infinity and 1e308
+    are not readings)."""
+    return _number(x) and abs(x) <= LARGEST  # NaN fails the comparison
+
+
 def _result(result: dict) -> dict:
-    """result.json's readings, or Corrupt where a status, step or reading has the wrong type (a number as a
-    string, a status that is not a name)."""
+    """result.json's readings, or Corrupt where a status, step or reading has the wrong type (a number as a string,
+    a status that is not a name) or is no finite number of a sane size (NaN, Infinity, 1e308: ``_in_range``)."""
     if isinstance(result, Corrupt) or not result:
         return result
-    bad = [k for k in NUMBERS if result.get(k) is not None and not _number(result[k])]
+    bad = [k for k in NUMBERS if result.get(k) is not None and not _in_range(result[k])]
     steps = result.get("steps")
     if steps is not None and (not isinstance(steps, int) or isinstance(steps, bool)):
         bad.append("steps")
     if not isinstance(result.get("status"), (str, type(None))):
         bad.append("status")
     if bad:
-        log.warning("%s: %s not of the right type: the trial is shown as corrupt", rundir.RESULT, ", ".join(bad))
+        log.warning("%s: %s not of the right type or range: the trial is shown as corrupt", rundir.RESULT,
+                    ", ".join(bad))  # fmt: skip
         return Corrupt(rundir.RESULT)
     faults = result.get("faults")
     faults = "; ".join(printable(x) for x in faults if isinstance(x, str)) if isinstance(faults, list) else None

@@ -32,11 +32,11 @@ from transformer_core.formatting import MISSING
 from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 
 from .claims import CLAIMS, MARGINED, Claim, as_claims, claim_rows, claims_for
-from .collect import printable
 from .metrics import READINGS, Reading
 from .scale import scale_guard
 from .seed_noise import pooled_noise
 from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
+from .text import printable
 from .trajectory import regime
 from .verdicts import Judgement, Rule, family_rule, judge_table, seed_values
 

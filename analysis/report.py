@@ -1,4 +1,4 @@
-"""report.md, a self-contained report.html (plots embedded, no network), table.csv and table.tex.
+"""report.md, a self-contained report.html (plots embedded, no network), table.csv and table.tex, written whole.
 
 ``write_report`` builds the report's model once (analysis.report_model: collect, judge, model) and hands it to
 one writer per format; each writer only draws the model.  Reads a local sweep directory only; the CLI pulls a URI
@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 
+from .files import check_replaceable, whole_folder
 from .html_report import render
 from .markdown import markdown_table
 from .plots import FOREST
 from .report_model import ReportModel, build, cell, facts, legend, measured, versus_summary
+from .text import markdown_text, to_csv, without_controls
 
 
 def _latex(d: pd.DataFrame) -> str:
@@ -68,16 +71,22 @@ def _versus_block(vb: pd.DataFrame, rule: str) -> list[str]:
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000,
-                 family: str = "report", method: str = "bh", evidence: str | None = None) -> Path:  # fmt: skip
-    """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report); ``family``, ``method``
-    and ``evidence`` choose how verdicts are decided (analysis.verdicts.Rule)."""
-    model = build(sweep_dir, samples, family, method, evidence)
+                 family: str = "report", method: str = "bh", evidence: str | None = None,
+                 also: Callable[[Path], object] | None = None) -> Path:  # fmt: skip
+    """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report) whole: into a
+    temporary folder beside it, swapped in once every file (and what ``also`` writes into the folder it is given)
+    is written, so an interrupted report leaves the previous one (analysis.files.whole_folder).  ``family``,
+    ``method`` and ``evidence`` choose how verdicts are decided (analysis.verdicts.Rule)."""
     out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    write_csv(model, out)
-    write_latex(model, out)
-    write_markdown(model, out)
-    (out / "report.html").write_text(render(model))
+    check_replaceable(out)  # a folder of other files: refused before the report is computed
+    model = build(sweep_dir, samples, family, method, evidence)
+    with whole_folder(out) as tmp:
+        write_csv(model, tmp)
+        write_latex(model, tmp)
+        write_markdown(model, tmp)
+        (tmp / "report.html").write_text(without_controls(render(model)))
+        if also is not None:
+            also(tmp)
     return out
 
 
@@ -85,14 +94,14 @@ def write_csv(model: ReportModel, out: Path) -> None:
     """table.csv, claims.csv, seeds.csv; versus-base.csv when rows no claim covers were judged; evalsets.csv and
     claims-SET.csv for a translation sweep."""
     if model.evalsets is not None:
-        model.evalsets.numbers.to_csv(out / "evalsets.csv", index=False)
+        to_csv(model.evalsets.numbers, out / "evalsets.csv")
         for name, table in model.evalsets.claims.items():
-            table.to_csv(out / f"claims-{name}.csv", index=False)
-    model.csv_table.to_csv(out / "table.csv", index=False)
-    model.claims.to_csv(out / "claims.csv", index=False)
+            to_csv(table, out / f"claims-{name}.csv")
+    to_csv(model.csv_table, out / "table.csv")
+    to_csv(model.claims, out / "claims.csv")
     if len(model.versus):
-        model.versus.to_csv(out / "versus-base.csv", index=False)
-    model.seeds.to_csv(out / "seeds.csv", index=False)
+        to_csv(model.versus, out / "versus-base.csv")
+    to_csv(model.seeds, out / "seeds.csv")
 
 
 def write_latex(model: ReportModel, out: Path) -> None:
@@ -128,4 +137,4 @@ def write_markdown(model: ReportModel, out: Path) -> None:
           markdown_table(problems) if len(problems) else "None: every trial finished.", "",
           "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")
           + ").", "", *([] if lm or not h["sacrebleu"] else [f"sacrebleu: `{h['sacrebleu']}`", ""])]  # fmt: skip
-    (out / "report.md").write_text("\n".join(md))
+    (out / "report.md").write_text(markdown_text("\n".join(md)))  # spec text: no control character or HTML tag

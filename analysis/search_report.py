@@ -24,6 +24,7 @@ from transformer_core.rundir import Status
 from . import search_plots as plots
 from .collect import collect, precisions
 from .document import Block, Figure, Heading, Paragraph, Table, html_blocks, markdown_lines
+from .files import check_replaceable, whole_folder
 from .html_report import STYLE
 from .search import (
     Objective,
@@ -37,6 +38,7 @@ from .search import (
 )
 from .search_interactive import SCRIPT, interactive_plots, ship_script
 from .search_verdicts import confirmation_lines, confirmation_table, pareto_front
+from .text import markdown_text, to_csv, without_controls
 
 EVP_NOTE = (
     "Expected best of n: the expected maximum (for a minimised objective, minimum) of n samples drawn at "
@@ -250,19 +252,22 @@ def build_search(sweep_dir: str | Path, resamples: int = 30) -> SearchReportMode
 
 
 def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None, resamples: int = 30) -> Path:
-    """Write the report of a local search sweep into out_dir (default SWEEP_DIR/report)."""
-    model = build_search(sweep_dir, resamples)
+    """Write the report of a local search sweep into out_dir (default SWEEP_DIR/report) whole: into a temporary
+    folder beside it, swapped in once every file is written (analysis.files.whole_folder)."""
     out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    write_search_csv(model, out)
+    check_replaceable(out)  # a folder of other files: refused before the report is computed
+    model = build_search(sweep_dir, resamples)
     blocks = search_blocks(model)
-    for name, png in model.figures.items():
-        (out / name).write_bytes(png)
-    (out / "report.md").write_text("\n".join(markdown_lines(blocks)))
     live = interactive_plots(Path(sweep_dir) / "optuna.db", str(model.state.get("name")))
-    if live and ship_script(out) is None:
-        live = []  # no plotly.min.js to load: the static images only
-    (out / "report.html").write_text(render_html(blocks, model.figures, str(model.state.get("name")), live))
+    with whole_folder(out) as tmp:
+        write_search_csv(model, tmp)
+        for name, png in model.figures.items():
+            (tmp / name).write_bytes(png)
+        (tmp / "report.md").write_text(markdown_text("\n".join(markdown_lines(blocks))))
+        if live and ship_script(tmp) is None:
+            live = []  # no plotly.min.js to load: the static images only
+        page = render_html(blocks, model.figures, str(model.state.get("name")), live)
+        (tmp / "report.html").write_text(without_controls(page))
     return out
 
 
@@ -270,10 +275,10 @@ def write_search_csv(model: SearchReportModel, out: Path) -> None:
     """trials.csv, configurations.csv, expected-best.csv and importance.csv (none before a configuration starts)."""
     if not len(model.configs) or model.evp is None or model.importance is None:  # set together (build_search)
         return
-    trials_display(model.trials, model.params, model.objectives).to_csv(out / "trials.csv", index=False)
-    model.configs.drop(columns=["started"]).to_csv(out / "configurations.csv", index=False)
-    model.evp.to_csv(out / "expected-best.csv", index=False)
-    model.importance.to_csv(out / "importance.csv", index=False)
+    to_csv(trials_display(model.trials, model.params, model.objectives), out / "trials.csv")
+    to_csv(model.configs.drop(columns=["started"]), out / "configurations.csv")
+    to_csv(model.evp, out / "expected-best.csv")
+    to_csv(model.importance, out / "importance.csv")
 
 
 def search_blocks(model: SearchReportModel) -> list[Block]:

@@ -2,7 +2,8 @@
 
 The YAML document: at most ``TSWEEP_MAX_SPEC_BYTES`` bytes (default 256 KiB; Table 3 is 3 KB), nested at most
 MAX_DEPTH deep (a spec needs fewer than ten levels), and at most MAX_NODES values once anchors and aliases are expanded
-(a few dozen aliases nested ten deep stand for billions of values: the "billion laughs").  The plan: at most
+(a few dozen aliases nested ten deep stand for billions of values: the "billion laughs"); no key given twice in one
+mapping (YAML would keep the last silently).  The plan: at most
 ``TSWEEP_MAX_TRIALS`` trials (default 2,000: rows x seeds, seeds.max for adaptive seeds; for a search
 search.samples x seeds plus search.confirm.top x search.confirm.seeds), counted from the document before any row
 is expanded.  A trial's memory: transformer_core.memory.
@@ -81,6 +82,30 @@ def expanded_size(node) -> int:
     return size(node)  # recursion depth is bounded by MAX_DEPTH
 
 
+def _check_unique_keys(root, path: str) -> None:
+    """Refuse a mapping that gives one key twice: YAML keeps the last value silently (a second rows group of the
+    same name would drop the first).  A merge (``<<: *anchor``) is not a duplicate: its keys are the defaults."""
+    seen: set[int] = set()
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: dict[str, int] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                    if key.value in keys:
+                        raise SpecLimit(f"spec file {path!r} gives the key {key.value!r} twice in one mapping (lines "
+                                        f"{keys[key.value]} and {key.start_mark.line + 1}): YAML would keep the last "
+                                        "silently; allowed each key once")  # fmt: skip
+                    keys[key.value] = key.start_mark.line + 1
+                todo += [key, value]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += node.value
+
+
 def read_document(path: str | Path) -> Any:
     """The YAML document of the spec file at ``path``, within the limits, or one line saying why not."""
     try:
@@ -116,6 +141,7 @@ def _read_document(p: Path) -> Any:
                 f"spec file {path!r} expands to more than {MAX_NODES:,} values through its anchors and"
                 " aliases (&name, *name); a spec has a few hundred: write the values out"
             )
+        _check_unique_keys(node, path)
         return loader.construct_document(node)
     finally:
         loader.dispose()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 
 from transformer_core.errors import UserError
@@ -41,6 +42,7 @@ from . import (
     cli_train,
     cli_translate,
 )
+from .cli_args import check_deprecated
 
 # the modules of the subcommands, in the order `tsweep --help` lists them
 COMMANDS = (
@@ -74,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    check_deprecated(parser, args)  # --device h100 --gpu a100: one of them, not the last silently
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
     )
@@ -82,7 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args) or 0
     except UserError as exc:
-        print(f"tsweep {args.command}: error: {exc}", file=sys.stderr)
+        from analysis.text import printable  # spec text and names in the message: no terminal escape runs
+
+        line = printable(re.sub(r"\s*\n\s*", " ", str(exc)))  # one line (a YAML error's position on the next)
+        print(f"tsweep {args.command}: error: {line}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"tsweep {args.command}: interrupted", file=sys.stderr)

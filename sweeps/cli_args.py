@@ -88,7 +88,13 @@ class DeprecatedOption(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None):
         import sys
 
+        now = getattr(namespace, self.dest, None)
+        earlier = (getattr(namespace, "deprecated_values", None) or {}).get(self.dest, (None, None))[1]
+        if now not in (None, parser.get_default(self.dest), values, earlier):  # the new spelling, another value
+            parser.error(f"{option_string} {values} and {self.new} {now} both given; allowed one of them ({self.new})")
         setattr(namespace, self.dest, values)
+        given = getattr(namespace, "deprecated_values", None) or {}
+        namespace.deprecated_values = {**given, self.dest: (option_string, values, self.new)}
         noted = getattr(namespace, "deprecations_noted", None) or set()
         if option_string not in noted:
             print(
@@ -98,9 +104,28 @@ class DeprecatedOption(argparse.Action):
         namespace.deprecations_noted = noted
 
 
+def check_deprecated(parser, args) -> None:
+    """Refuse (argparse's error, exit 2) an old spelling given with its new one and another value, the new one
+    later on the command line (``DeprecatedOption`` refuses the other order)."""
+    for dest, (old, value, new) in (getattr(args, "deprecated_values", None) or {}).items():
+        if getattr(args, dest) != value:
+            parser.error(f"{old} {value} and {new} {getattr(args, dest)} both given; allowed one of them ({new})")
+
+
 def add_deprecated(parser, old: str, new: str, dest: str, type=None) -> None:
     """``old`` keeps working for one release as a hidden spelling of ``new`` (stored in ``dest``)."""
     parser.add_argument(old, dest=dest, action=DeprecatedOption, new=new, type=type, default=argparse.SUPPRESS)
+
+
+def positive_int(text: str) -> int:
+    """An option's value that counts something (tokens per batch, bootstrap samples): a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; allowed a whole number >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid; allowed a whole number >= 1")
+    return value
 
 
 def add_data_dir_argument(parser) -> None:

@@ -106,7 +106,7 @@ def cmd_list(args) -> int:
 
 
 def register(sub) -> None:
-    from .cli_args import add_data_dir_argument, add_deprecated
+    from .cli_args import add_data_dir_argument, add_deprecated, positive_int
 
     data = sub.add_parser("data", help="prepare and inspect corpora").add_subparsers(dest="data_command", required=True)
     for name, func, text in (
@@ -119,10 +119,9 @@ def register(sub) -> None:
         add_data_dir_argument(p)
         p.add_argument("--direction", default=None, help="e.g. en-de (default) or de-en")
         # was --budget, which everywhere else is wall-clock time; named as the knob tokens_per_batch
-        p.add_argument(
-            "--tokens-per-batch", type=int, default=4096, help="tokens per batch for the padding report (default 4096)"
-        )
-        add_deprecated(p, "--budget", "--tokens-per-batch", "tokens_per_batch", type=int)
+        p.add_argument("--tokens-per-batch", type=positive_int, default=4096,
+                       help="tokens per batch for the padding report (default 4096)")  # fmt: skip
+        add_deprecated(p, "--budget", "--tokens-per-batch", "tokens_per_batch", type=positive_int)
         for key, recipes in recipe_options().items():  # a flag per option of a recipe, e.g. --dev-src
             flag = key.replace("_", "-")
             takes = " and ".join(f"'{r}'" for r in recipes) + (" recipes" if len(recipes) > 1 else " recipe")

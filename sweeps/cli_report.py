@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from transformer_core.errors import UserError
+
+BOOTSTRAP = 1000  # paired bootstrap samples, unless --bootstrap says
+
 
 def cmd_report(args) -> int:
     from analysis.search_report import is_search_sweep, write_search_report
@@ -16,7 +20,14 @@ def cmd_report(args) -> int:
     report = Path(view) / "report"
     for path in [] if args.out else [report, *(report.iterdir() if report.is_dir() else ())]:
         check_inside(view, path)  # SWEEP/report and its files written inside the sweep, not through a symlink
+    if args.out:
+        _check_out(view, Path(args.out))
     if is_search_sweep(view):  # one row per sampled configuration, not the Table 3 layout
+        given = (("--family", args.family), ("--method", args.method), ("--evidence", args.evidence))
+        judging = [flag for flag, value in given if value is not None]  # (--bootstrap has a default: not told apart)
+        if judging:
+            raise UserError(f"{', '.join(judging)}: how claims are judged, and a search sweep's report judges none; "
+                            "allowed without them (its confirmation round is judged as the spec set it)")  # fmt: skip
         out = write_search_report(view, args.out)
         if args.compare_rules:
             print("--compare-rules: a search sweep's report judges no claims, so there is nothing to compare")
@@ -24,31 +35,51 @@ def cmd_report(args) -> int:
     else:
         from analysis.report import write_report
 
-        out = write_report(view, args.out, samples=args.bootstrap, family=args.family, method=args.method,
-                           evidence=args.evidence)  # fmt: skip
+        changes = []  # rule_changes.md is written into the report's folder before it is swapped in
+
+        def compare_rules(folder: Path) -> None:
+            from analysis.rule_changes import write
+
+            changes.append(write(view, folder)[1])
+
+        out = write_report(view, args.out, samples=args.bootstrap, family=args.family or "report",
+                           method=args.method or "bh", evidence=args.evidence,
+                           also=compare_rules if args.compare_rules else None)  # fmt: skip
         print(f"report written: {out / 'report.md'}, {out / 'report.html'}, {out / 'table.csv'}, {out / 'table.tex'}")
         if not args.out:  # the sweep's own report (not one written elsewhere) goes to its MLflow parent run
             _to_mlflow(view, out, local=not store)
         if args.compare_rules:
-            from analysis.rule_changes import write
-
-            path, table = write(view, out)
-            print(
-                f"{int(table['changed'].sum())} of {len(table)} claim-readings changed from the previous rule: {path}"
-            )
+            table = changes[0]
+            print(f"{int(table['changed'].sum())} of {len(table)} claim-readings changed from the previous rule: "
+                  f"{out / 'rule_changes.md'}")  # fmt: skip
     if store and not args.out:
         store.push(out, "report")
         print(f"and copied to {args.sweep_dir.rstrip('/')}/report/")
     return 0
 
 
+def _check_out(view, out: Path) -> None:
+    """Refuse, in one line, an --out inside another sweep (SWEEP2/report, SWEEP2/trials/...): this report would
+    replace that sweep's own files."""
+    own = Path(view).resolve()
+    where = out.resolve()
+    for folder in (where, *where.parents):
+        if folder != own and (folder / "sweep.json").is_file():
+            raise UserError(f"--out {str(out)!r} lies inside the sweep {str(folder)!r}, whose files this report "
+                            "would replace; allowed a folder outside other sweeps (or no --out: this sweep's own "
+                            "report)")  # fmt: skip
+        if folder == own:
+            return
+
+
 def _to_mlflow(view, out: Path, local: bool = True) -> None:
     """The report as the sweep's MLflow parent run's artifacts, each claim-reading's verdict as a tag; where the
-    tracking store cannot take them, one line says so and the report stands."""
+    tracking store cannot take them (a server that accepts no connection within seconds among them), one line says
+    so, the report stands and the command exits 0: MLflow holds a copy of the report, not the report."""
     import csv
     import json
 
-    from .tracking import log_report, resolve_uri, sweep_store_uri
+    from .tracking import DEFAULT_DB, check_reachable, log_report, resolve_uri, sweep_store_uri
 
     try:
         state = json.loads((Path(view) / "sweep.json").read_text())
@@ -57,7 +88,12 @@ def _to_mlflow(view, out: Path, local: bool = True) -> None:
     except (OSError, ValueError, KeyError, TypeError):
         return  # no tracking recorded (an old or hand-made sweep): nothing to attach to
     try:
+        check_reachable(uri)  # a dead server: this one line, not minutes of MLflow's retries
         if local:  # a sweep on this machine: its own store re-rooted at it (a view's store is the URI's)
+            db = Path(view) / DEFAULT_DB
+            if stored == DEFAULT_DB and (not db.is_file() or db.stat().st_size == 0):  # MLflow would make a new one
+                raise UserError(f"{db} is {'empty' if db.is_file() else 'missing'}, so it holds no parent run "
+                                f"{run_id}; allowed the sweep's own store, as tsweep run left it")  # fmt: skip
             sweep_store_uri(stored, Path(view))
         with open(out / "claims.csv", newline="") as f:
             verdicts = {
@@ -69,15 +105,17 @@ def _to_mlflow(view, out: Path, local: bool = True) -> None:
 
 
 def register(sub) -> None:
+    from .cli_args import positive_int
+
     p = sub.add_parser("report", help="report of a sweep: Table 3 layout (markdown, HTML, CSV, "
                        "LaTeX), or for a search one row per sampled configuration")  # fmt: skip
     p.add_argument("sweep_dir")
     p.add_argument("--out", default=None, help="output directory (default SWEEP_DIR/report)")
-    p.add_argument("--bootstrap", type=int, default=1000, help="paired bootstrap samples")
-    p.add_argument("--family", choices=["report", "claim"], default="report",
+    p.add_argument("--bootstrap", type=positive_int, default=BOOTSTRAP, help="paired bootstrap samples")
+    p.add_argument("--family", choices=["report", "claim"], default=None,
                    help="what the multiple-testing procedure covers: the whole report (default: every claim-reading "
                    "and row against base together) or each claim-reading alone (the header says so)")  # fmt: skip
-    p.add_argument("--method", choices=["bh", "holm"], default="bh",
+    p.add_argument("--method", choices=["bh", "holm"], default=None,
                    help="the procedure over the report's family: bh (Benjamini-Hochberg, false discovery rate; "
                    "default) or holm (family-wise error rate)")  # fmt: skip
     p.add_argument("--evidence", choices=["p", "e"], default=None,

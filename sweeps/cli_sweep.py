@@ -18,7 +18,9 @@ def _fmt(x, spec=".2f"):
 def cmd_plan(args) -> int:
     from analysis.reach import spec_lines
     from analysis.scale import confound_line, param_confounds, sized_rows
+    from analysis.text import printable
     from transformer_core.data import default_data_dir
+    from transformer_core.errors import UserError
     from transformer_core.knobs import plan_columns
     from transformer_core.run_config import make_run_config
 
@@ -32,6 +34,9 @@ def cmd_plan(args) -> int:
     data_dir = args.data_dir or default_data_dir()
     source = estimate.resolve_throughput(args.profile, args.device_flops, args.gpu, args.mfu, data_dir)
     budget = parse_budget(args.budget, "--budget")
+    if args.remeasure and budget is None:
+        raise UserError("--remeasure measures this machine's step time again for a --budget plan; allowed with "
+                        "--budget (e.g. --budget 60m --remeasure)")  # fmt: skip
     if budget is not None:  # this machine's measured step time of the base row (cached), unless one is given
         from .budget_plan import budget_source
 
@@ -76,7 +81,8 @@ def cmd_plan(args) -> int:
             shown = estimate.duration(est)
         total_flops += flops
         print(
-            f"{t.group:<6}{t.row:<{rw}}{t.seed:>5}{''.join(f'{k.format(values[k.name]):>{w}}' for k, w in columns)}"
+            f"{printable(t.group):<6}{t.row:<{rw}}{t.seed:>5}"
+            f"{''.join(f'{k.format(values[k.name]):>{w}}' for k, w in columns)}"
             f"{tr.steps:>8}{tr.tokens_per_batch * tr.accumulate:>10}"
             f"{params / 1e6:>8.2f}M{flops:>10.2e}{shown:>11}  {t.trial_id}"
         )

@@ -92,7 +92,7 @@ def _search_samples(sweep_dir: Path, planned: set) -> dict:
 
 def snapshot(sweep_dir: Path) -> list[TrialState]:
     """Every planned trial's state (and a search's sampled ones), read from sweep.json and the trials' files."""
-    from analysis.collect import printable
+    from analysis.text import printable
 
     state = _json(sweep_dir / "sweep.json")
     recorded = state.get("plan")
@@ -218,7 +218,7 @@ def events(before: dict[str, TrialState], now: list[TrialState], progress: Calla
 
 def knob_text(values: dict) -> str:
     """A search sample's knobs as 'lr_scale=0.5234, warmup=10' (floats to 4 significant digits, escaped)."""
-    from analysis.collect import printable
+    from analysis.text import printable
 
     return printable(", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items()))
 

@@ -44,6 +44,7 @@ from .storage import Storage
 from .sweep_state import LOCK_NAME, check_seeds, check_state, locate, read_state, seed_record
 from .tracking import (
     artifact_root,
+    check_reachable,
     default_uri,
     describe_parent,
     end_open_runs,
@@ -246,6 +247,7 @@ def open_sweep(
     store, location, local = locate(sweep_dir, address, spec.tracking.get("uri"))
     before = check_state(read_state(store, local, location), spec.name, profile_name, resume, location, profile.rules())
     check_seeds(before, spec.seeds, spec.adaptive, location)
+    check_reachable(spec.tracking.get("uri") or (before or {}).get("uri") or "")  # not minutes of MLflow retries
     for t in trials:  # every workdir a plain name inside the sweep (the spec restricts row labels too)
         trial_workdir(local, t.trial_id)
     if store:
@@ -365,7 +367,11 @@ def report_record(ctx: SweepContext, state: dict) -> dict:
     if isinstance(before, dict) and isinstance(before.get("claims"), list):
         old = {c.get("id"): c for c in before["claims"] if isinstance(c, dict)}
         new = {c["id"]: c for c in now["claims"]}
-        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k) and isinstance(k, str))
+        changed = sorted(k for k in new if old.get(k) != new[k])  # a claim removed is not judged: nothing to mark
+        removed = sorted(k for k in old if k not in new and isinstance(k, str))
+        if removed:
+            print(f"claims removed since the sweep started ({', '.join(removed)}): the report no longer judges them",
+                  flush=True)  # fmt: skip
         if changed:
             plan = state.get("plan") or {}
             finished = sum(bool(ctx.result(tid, p.get("config_hash", ""))) for tid, p in plan.items())

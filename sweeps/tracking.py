@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import sqlite3
 import time
 from pathlib import Path
@@ -113,6 +114,33 @@ def _reroot_one(con: sqlite3.Connection, tables: set, exp_id, old: str, new: str
                 f"WHERE experiment_id = ? AND substr({column}, 1, ?) = ?",
                 (new, len(old) + 1, exp_id, len(old) + 1, old + "/"),
             )
+
+
+REACH_SECONDS = 5.0  # how long a tracking server may take to accept a connection before it counts as unreachable
+_PORTS = {"http": 80, "https": 443, "postgresql": 5432, "mysql": 3306, "mssql": 1433}  # the servers' default ports
+
+
+def check_reachable(uri: str, timeout: float = REACH_SECONDS) -> None:
+    """Refuse, in one line, a tracking URI naming a server (http, https, or a database: postgresql, mysql, mssql)
+    that accepts no TCP connection at its host and port within ``timeout`` seconds: MLflow would retry it for
+    minutes before failing.  A local store (a SQLite file, a folder) passes; nothing is sent to the server."""
+    parsed = urlparse(uri or "")
+    scheme = parsed.scheme.split("+")[0]  # postgresql+psycopg2
+    if scheme not in _PORTS:
+        return
+    try:
+        host, port = parsed.hostname, parsed.port or _PORTS[scheme]
+    except ValueError as exc:  # a port that is not a number, or out of range
+        raise UserError(f"MLflow tracking URI {uri!r} is invalid ({exc}); allowed SCHEME://HOST[:PORT]/...") from None
+    if not host:
+        raise UserError(f"MLflow tracking URI {uri!r} names no host; allowed SCHEME://HOST[:PORT]/...")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise UserError(f"MLflow tracking server {host}:{port} ({uri}) is not reachable: {why} within {timeout:g} s; "
+                        "allowed a running server (mlflow server --host HOST --port PORT), or no tracking.uri in "
+                        "the spec for the sweep's own mlflow.db") from None  # fmt: skip
 
 
 def _client(uri: str):

@@ -454,7 +454,7 @@ class FaultLog:
         tid, reason = self.trial_id(trial), self.reason(trial)
         failures = getattr(getattr(trial, "run_metadata", None), "num_failures", None)
         then = "retried from its checkpoint in a fresh worker" if retried else "not retried again: failed"
-        from analysis.collect import printable  # names from disk: no terminal escapes reach the user
+        from analysis.text import printable  # names from disk: no terminal escapes reach the user
 
         self.say(f"{printable(tid)}: {printable(reason)}; {then}" + (f" (failure {failures})" if failures else ""))
         if self.sweep_dir is None or not SAFE_NAME.match(tid):

@@ -333,3 +333,172 @@ def test_a_claim_comparing_different_pairs_is_accepted():
 
     claim = parse_claim({"id": "x", "compare": ["P0 < base", "P1 > base", "P0 < P1"]}, "c", ["base", "P0", "P1"])
     assert len(claim.comparisons) == 3
+
+
+# a tracking server that accepts no connection (item 8) -----------------------------------------------------------
+
+
+def dead_port() -> int:
+    """A loopback port nothing listens on (bound, then closed)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_dead_tracking_server_is_refused_in_seconds_before_the_sweep_starts(tmp_path, capsys):
+    import time
+
+    import yaml
+
+    from tests.helpers import SMOKE
+
+    uri = f"http://127.0.0.1:{dead_port()}"
+    doc = yaml.safe_load(Path(SMOKE).read_text())
+    spec = write_spec(tmp_path / "s.yaml", **{**doc, "tracking": {"uri": uri}})
+    out = tmp_path / "out"
+    t0 = time.monotonic()
+    needle = f"MLflow tracking server 127.0.0.1:{uri.rsplit(':', 1)[1]} ({uri}) is not reachable"
+    refused(["run", spec, "--profile", "smoke", "--out", out], capsys, needle, "allowed a running")
+    assert time.monotonic() - t0 < 30 and not out.exists()  # MLflow's retries took 251 s
+
+
+def test_a_report_whose_tracking_server_is_dead_says_so_in_one_line_and_stands(tmp_path, capsys):
+    import time
+
+    from sweeps.cli_report import _to_mlflow
+
+    (tmp_path / "sweep.json").write_text(json.dumps({"uri": f"http://127.0.0.1:{dead_port()}", "parent_run_id": "r"}))
+    t0 = time.monotonic()
+    _to_mlflow(tmp_path, a_report(tmp_path))
+    out = capsys.readouterr().out
+    assert time.monotonic() - t0 < 30  # MLflow's retries took 254 s
+    assert out.startswith("report not copied to MLflow") and "is not reachable" in out and out.count("\n") == 1
+
+
+@pytest.mark.parametrize(("uri", "needle"), [("http://127.0.0.1:99999/", "is invalid"), ("https:///x", "names no host"),
+                                             ("sqlite:///x.db", None), ("file:///tmp/x", None)])  # fmt: skip
+def test_which_tracking_uris_are_checked(uri, needle):
+    from sweeps.tracking import check_reachable
+
+    if needle is None:
+        check_reachable(uri)  # a local store: nothing to connect to
+    else:
+        with pytest.raises(UserError, match=needle):
+            check_reachable(uri)
+
+
+# small items (item 13) ---------------------------------------------------------------------------------------------
+
+
+def test_remeasure_without_a_budget_is_refused(capsys):
+    from tests.helpers import SMOKE
+
+    refused(["plan", SMOKE, "--profile", "smoke", "--remeasure"], capsys, "--remeasure", "allowed with --budget")
+
+
+def test_a_search_report_refuses_the_options_that_judge_claims(tmp_path, capsys):
+    sweep = tmp_path / "search"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text(json.dumps({"name": "s", "spec": "s.yaml", "profile": "smoke"}))
+    (sweep / "optuna.db").write_bytes(b"")  # a search sweep
+    refused(["report", sweep, "--evidence", "e", "--family", "claim"], capsys, "--family, --evidence: how claims are",
+            "allowed without them")  # fmt: skip
+    refused(["report", sweep, "--method", "holm"], capsys, "--method: how claims are")
+    assert sorted(p.name for p in sweep.iterdir()) == ["optuna.db", "sweep.json"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["data", "info", "bible-en-de", "--tokens-per-batch", "-5"], "'-5' is invalid; allowed a whole number >= 1"),
+        (["data", "info", "bible-en-de", "--budget", "0"], "'0' is invalid; allowed a whole number >= 1"),
+        (["report", "S", "--bootstrap", "x"], "'x' is not a whole number"),
+        (["plan", "S", "--device", "h100", "--gpu", "a100"], "--device h100 and --gpu a100 both given"),
+        (["plan", "S", "--gpu", "a100", "--device", "h100"], "--device h100 and --gpu a100 both given"),
+    ],
+    ids=["tokens-negative", "budget-zero", "bootstrap-text", "device-then-gpu", "gpu-then-device"],
+)
+def test_bad_option_values_are_refused_by_the_parser(capsys, argv, needle):
+    from sweeps.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and needle in err and "Traceback" not in err
+
+
+def test_the_same_value_in_both_spellings_is_allowed(capsys):
+    from sweeps.cli import build_parser
+    from sweeps.cli_args import check_deprecated
+
+    parser = build_parser()
+    args = parser.parse_args(["plan", "S", "--device", "a100", "--gpu", "a100"])
+    check_deprecated(parser, args)
+    assert args.gpu == "a100"
+
+
+@pytest.mark.parametrize("empty", [True, False], ids=["empty", "missing"])
+def test_a_report_does_not_give_an_empty_or_missing_mlflow_db_a_fresh_schema(tmp_path, capsys, empty):
+    from sweeps.cli_report import _to_mlflow
+
+    (tmp_path / "sweep.json").write_text(json.dumps({"uri": "mlflow.db", "parent_run_id": "r"}))
+    if empty:
+        (tmp_path / "mlflow.db").write_bytes(b"")
+    _to_mlflow(tmp_path, a_report(tmp_path))
+    out = capsys.readouterr().out
+    assert out.startswith("report not copied to MLflow") and ("is empty" if empty else "is missing") in out
+    assert (tmp_path / "mlflow.db").exists() == empty and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["report", "sweep.json"] + (["mlflow.db"] if empty else [])
+    )
+    if empty:
+        assert (tmp_path / "mlflow.db").stat().st_size == 0
+
+
+def test_claims_removed_on_a_resume_are_not_marked_amended(capsys):
+    from types import SimpleNamespace
+
+    from sweeps.runner import report_record
+
+    claim = {"id": "c1", "text": "t", "kind": "other", "readings": ["dev_ce"], "comparisons": [["P0", "<", "base"]],
+             "margin": None}  # fmt: skip
+    before = {"report": {"title": "", "description": "", "paper": {}, "claims": [claim]}, "plan": {}}
+    ctx = SimpleNamespace(spec=SimpleNamespace(report_record=lambda: {"title": "", "paper": {}, "claims": []}),
+                          result=lambda tid, h: None)  # fmt: skip
+    record = report_record(ctx, before)
+    out = capsys.readouterr().out
+    assert "amended" not in record and "claims removed since the sweep started (c1)" in out and "changed" not in out
+
+
+def test_a_report_out_inside_another_sweep_is_refused(tmp_path, capsys):
+    from tests.analysis.test_analysis import make_sweep
+
+    a, b = make_sweep(tmp_path / "A"), make_sweep(tmp_path / "B")
+    before = tree(b)
+    for out in (b / "report", b / "trials" / "x"):
+        refused(["report", a, "--out", out, "--bootstrap", "20"], capsys, f"lies inside the sweep {str(b)!r}")
+    assert tree(b) == before
+
+
+# the second hostile read ---------------------------------------------------------------------------------------------
+
+
+def test_a_spec_giving_a_key_twice_is_refused_and_a_merge_key_is_not(tmp_path, capsys):
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("name: t\ncorpus: {name: bible-en-de}\nseeds: [1]\nrows:\n  A: [{label: P0, P_drop: 0.0}]\n"
+                   "  A: [{label: P1, P_drop: 0.3}]\n")  # fmt: skip
+    refused(["plan", dup, "--profile", "smoke"], capsys, "gives the key 'A' twice in one mapping (lines 5 and 6)")
+    merged = tmp_path / "merge.yaml"
+    merged.write_text("name: t\ncorpus: {name: bible-en-de}\nseeds: [1]\nrows:\n  A:\n"
+                      "    - &p {label: P0, P_drop: 0.0}\n    - {<<: *p, label: P1}\n")  # fmt: skip
+    from sweeps.cli import main
+
+    assert main(["plan", str(merged), "--profile", "smoke"]) == 0
+    assert "P1-s1-" in capsys.readouterr().out
+
+
+def test_an_error_whose_text_spans_lines_is_printed_on_one(tmp_path, capsys):
+    spec = tmp_path / "nul.yaml"
+    spec.write_bytes(b"name: t\ndescription: 'a\x00b'\n")  # YAML's message puts the position on a line of its own
+    refused(["plan", spec, "--profile", "smoke"], capsys, "is not valid YAML", "special characters are not allowed in")
