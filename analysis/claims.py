@@ -19,6 +19,7 @@ from pathlib import Path
 from transformer_core.errors import UserError, did_you_mean
 from transformer_core.rundir import KEY_ALLOWED, KEY_NAME, SAFE_NAME
 
+from .adaptive_record import AdaptiveRecord, read_adaptive
 from .metrics import DEFAULT_READINGS, QUALITY, TASK_READINGS
 
 
@@ -368,12 +369,13 @@ def claim_rows(claims: list[Claim] = CLAIMS) -> dict[str, list[str]]:
     return out
 
 
-def budget_unreached(adaptive: dict | None, judged: frozenset | set = frozenset()) -> list[str]:
+def budget_unreached(adaptive: AdaptiveRecord | dict | None, judged: frozenset | set = frozenset()) -> list[str]:
     """The report's line on the claims a spent wall-clock budget did not reach (sweep.json's adaptive record,
     written by sweeps.adaptive when the budget ran out): each with the budget, over every session of the sweep,
     that the measured trial times say would finish it.  Claims in ``judged`` (the table judges them: a later
     session finished their rows) are left out."""
-    unreached = {c: b for c, b in ((adaptive or {}).get("unreached") or {}).items() if c not in judged}
+    ad = read_adaptive(adaptive)
+    unreached = {c: b for c, b in (ad.unreached if ad else {}).items() if c not in judged}
     if not unreached:
         return []
     each = "; ".join(f"{claim}: DEMO_BUDGET={budget}" for claim, budget in unreached.items())

@@ -20,6 +20,7 @@ from transformer_core.formatting import MISSING, is_missing, number
 from transformer_core.knobs import knob
 from transformer_core.rundir import Status
 
+from .adaptive_record import StopReason, read_adaptive
 from .claims import BLEU_ONLY, CLAIMS, Claim, budget_unreached, recorded_claims
 from .collect import collect, precisions
 from .evalsets import EvalSetsReport, evaluation_sets, report_rule
@@ -230,7 +231,8 @@ class ReportModel:
         fin = self.frame[self.frame["status"] == Status.FINISHED]
         if not self.rule.size or self.rule.method != "bh" or fin.empty:
             return []
-        seeds = int((self.header.get("adaptive") or {}).get("max") or fin.groupby("row").size().max())
+        ad = read_adaptive(self.header.get("adaptive"))
+        seeds = int((ad.max if ad else None) or fin.groupby("row").size().max())
         units = {"dev_bleu": "BLEU", "dev_ce": "nats"}
         sigma = {u: self.noise[r].sigma for r, u in units.items() if r in self.noise}
         found = reach_lines(self.rule.evidence, seeds, self.rule.size, int(fin["row"].nunique()), self.rule.looks,
@@ -270,8 +272,9 @@ def problems(df: pd.DataFrame, h: dict) -> pd.DataFrame:
     """Trials that did not finish, with their reason (a wall-clock budget stop where the trial gives none), and
     finished trials whose worker failed first (result.json's ``faults``)."""
     out = df[df["status"] != Status.FINISHED][["trial_id", "row", "seed", "status", "reason"]].copy()
-    stopped = (h.get("adaptive") or {}).get("stopped") or ""
-    why = "the wall-clock budget was spent before it finished" if "budget" in stopped and "spent" in stopped else ""
+    ad = read_adaptive(h.get("adaptive"))
+    spent = ad is not None and ad.stop is StopReason.BUDGET_SPENT
+    why = "the wall-clock budget was spent before it finished" if spent else ""
     out["reason"] = [r if isinstance(r, str) and r else why for r in out["reason"]]
     if "faults" in df:  # finished, but only after its worker failed (Ray's memory monitor, an error) and was replaced
         retried = df[(df["status"] == Status.FINISHED) & df["faults"].apply(lambda x: isinstance(x, str) and bool(x))]
@@ -371,7 +374,7 @@ def header(sweep_dir: Path, df: pd.DataFrame) -> dict:
         "sacrebleu": _first(fin, "sacrebleu_signature"),
         "budget": f"{_first(ref, 'steps')} steps x {f'{int(tokens):,}' if tokens else '?'} target tokens per step, "
         f"schedule {_first(ref, 'schedule') or 'rsqrt'}",
-        "adaptive": state.get("adaptive"),
+        "adaptive": read_adaptive(state.get("adaptive"), repr(str(sweep_dir))),  # typed (old records migrated)
         "shape": report_shape(state, repr(str(sweep_dir))),
     }
 
@@ -456,10 +459,10 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
         )
     else:
         lines.append(f"**Regime**: not measured ({reg['detail']}).")
-    ad = h.get("adaptive")
+    ad = read_adaptive(h.get("adaptive"))
     if ad:
-        stopped = ad.get("stopped", "not yet")
-        if judged & set(ad.get("unreached") or {}):
+        stopped = "not yet" if ad.stopped is None else ad.stopped
+        if judged & set(ad.unreached):
             stopped += (" (recorded by an earlier session: a later one ran more trials and was stopped before it "
                         "wrote its own record; the trial count above is the table's)")  # fmt: skip
         spending = (
@@ -472,10 +475,10 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
             "their e-value is calibrated from a fixed-seed p)."
         )
         lines.append(
-            f"**Adaptive seeds**: min {ad['min']}, max {ad['max']}, {ad['looks']} planned looks; "
-            f"{len(ad.get('rounds', []))} rounds added seeds; stopped: {stopped}. {spending}"
+            f"**Adaptive seeds**: min {ad.min}, max {ad.max}, {ad.looks} planned looks; "
+            f"{len(ad.rounds)} rounds added seeds; stopped: {stopped}. {spending}"
         )
-        for rnd in ad.get("rounds", []):
+        for rnd in ad.rounds:
             added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
             lines.append(f"- round {rnd['round']}: one more seed for {added}")
     lines += budget_unreached(ad, judged)  # claims a spent budget did not reach: "not measured: budget"

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .adaptive_record import AdaptiveRecord, read_adaptive
 from .claims import CLAIMS, Claim
 from .evalsets import report_rule
 from .tables import judge_report
@@ -41,9 +42,10 @@ class Step:
     rule: Rule
 
 
-def steps(adaptive: dict | None, looks_taken: int) -> list[Step]:
-    """The four rules, previous to now, for a sweep whose adaptive loop planned ``adaptive['looks']``."""
-    planned = int((adaptive or {}).get("looks", 1))
+def steps(adaptive: AdaptiveRecord | dict | None, looks_taken: int) -> list[Step]:
+    """The four rules, previous to now, for a sweep whose adaptive loop planned ``adaptive.looks``."""
+    ad = read_adaptive(adaptive)
+    planned = ad.looks if ad else 1
     return [
         Step("previous", f"seed noise pooled over the rows, Holm within each claim-reading, every planned look "
              f"charged ({planned})",
@@ -58,7 +60,7 @@ def steps(adaptive: dict | None, looks_taken: int) -> list[Step]:
     ]  # fmt: skip
 
 
-def compare(df: pd.DataFrame, adaptive: dict | None, looks_taken: int, sweep_dir=None,
+def compare(df: pd.DataFrame, adaptive: AdaptiveRecord | dict | None, looks_taken: int, sweep_dir=None,
             claims: list[Claim] = CLAIMS) -> pd.DataFrame:  # fmt: skip
     """One line per claim-reading: its verdict under each step's rule (⚠ where unstable), whether the first and
     the last differ, and the steps where the verdict changed.  ``sweep_dir``: where the trials' evaluation sets
@@ -110,7 +112,7 @@ def write(sweep_dir: str | Path, out_dir: str | Path) -> tuple[Path, pd.DataFram
 
     sweep_dir, out_dir = Path(sweep_dir), Path(out_dir)
     state = json.loads((sweep_dir / "sweep.json").read_text())
-    adaptive = state.get("adaptive")
+    adaptive = read_adaptive(state.get("adaptive"), repr(str(sweep_dir)))
     looks = charged_looks(adaptive)
     stated = list(report_shape(state, repr(str(sweep_dir))).claims)  # the claims the sweep's spec stated
     table = compare(collect(sweep_dir), adaptive, looks, sweep_dir, stated)

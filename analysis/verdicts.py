@@ -41,6 +41,7 @@ from scipy import optimize, stats
 
 from transformer_core.rundir import Status
 
+from .adaptive_record import AdaptiveRecord, StopReason, read_adaptive
 from .claims import CLAIMS, MARGINED, Claim, as_claims
 from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, uncalibrated
 from .metrics import LOG_COLUMNS, READINGS
@@ -711,30 +712,32 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
     return True
 
 
-def sweep_rule(adaptive: dict | None, family: str = "report", method: str = "bh", evidence: str | None = None) -> Rule:
+def sweep_rule(
+    adaptive: AdaptiveRecord | dict | None, family: str = "report", method: str = "bh", evidence: str | None = None
+) -> Rule:
     """The rule a sweep is judged by, in its adaptive loop and its report: on the evidence its spec chose
-    (``seeds: {min, max, evidence: e}``, recorded in sweep.json's adaptive record; p where none) unless
-    ``evidence`` overrides it; on p-values every planned look is charged (charged_looks), on e-values none."""
-    evidence = evidence or (adaptive or {}).get("evidence", "p")
-    looks = charged_looks(adaptive) if evidence == "p" else 1
+    (``seeds: {min, max, evidence: e}``, recorded in sweep.json's adaptive record, typed or as sweep.json holds
+    it; p where none) unless ``evidence`` overrides it; on p-values every planned look is charged (charged_looks),
+    on e-values none."""
+    record = read_adaptive(adaptive)
+    evidence = evidence or (record.evidence if record else "p")
+    looks = charged_looks(record) if evidence == "p" else 1
     return Rule(looks=looks, family=family, method=method, evidence=evidence)
 
 
-def charged_looks(adaptive: dict | None) -> int:
+def charged_looks(adaptive: AdaptiveRecord | dict | None) -> int:
     """The looks a sweep's comparisons are charged for (their p is multiplied by it): every planned look once the
     loop has looked at the data, however it stopped.  A wall-clock budget stop is no exception: the loop stops
     when the next round would overrun, and the next round's cost is the number of rows still undecided, so the
     data choose that stop too (charged only the looks taken, a null sweep under a budget of 3 trials is falsely
     decided 5% per comparison: benchmarks/verdict_calibration.py).  One look where the session stopped before the
     loop's first look (a signal, or the budget spent, during the minimum seeds: no result chose it).  A sweep
-    without adaptive seeds looks once."""
-    if not adaptive:
+    without adaptive seeds looks once.  ``adaptive``: the record typed, or as sweep.json holds it."""
+    record = read_adaptive(adaptive)
+    if not record:
         return 1
-    planned, rounds = int(adaptive.get("looks", 1)), len(adaptive.get("rounds", []))
-    if rounds:
-        return planned
-    if adaptive.get("stop") == "interrupted":  # stopped by hand before the loop's first look
-        return 1
-    if adaptive.get("stop") == "budget" and "minimum seeds" in str(adaptive.get("stopped", "")):
-        return 1  # spent before the loop judged anything (sweeps.adaptive._budget_spent)
-    return planned
+    if record.rounds:
+        return record.looks
+    if record.stop in (StopReason.INTERRUPTED, StopReason.BUDGET_SPENT):  # by hand, or the budget spent, before
+        return 1  # the loop judged anything
+    return record.looks

@@ -14,7 +14,8 @@ look.  The budget
 bounds the minimum seeds too: when it runs out there, Tune stops the running trials (they keep their
 checkpoints) and the rows left incomplete say so in the report; a larger ``--budget`` with ``--resume`` goes
 on.  The budget counts every session of the sweep (sweep.json's ``spent_seconds``).  Each session replaces
-the stop record (``stop``, ``stopped``, ``unreached``) of the one before it, when it starts and when it ends.
+the stop record (``stop``, a StopReason; ``stopped``, in words; ``unreached``) of the one before it, when it starts
+and when it ends; the record's module is analysis.adaptive_record.
 
 Every round is a Tune run of its own (runner.run_trials); a finished trial is never dispatched again,
 so ``--resume`` after a kill mid-round completes that round and goes on.
@@ -26,6 +27,7 @@ import signal
 import time
 from typing import Callable, Optional
 
+from analysis.adaptive_record import StopReason, new_record, record_stop
 from analysis.claims import CLAIMS, Claim
 from analysis.collect import collect
 from analysis.verdicts import sweep_rule, undecided_rows
@@ -84,12 +86,12 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
     spec = ctx.spec
     if spec.adaptive is None:
         raise TypeError(f"spec {spec.name!r} has fixed seeds: no adaptive rounds")
-    ad = ctx.state.setdefault("adaptive", {**spec.adaptive, "looks": looks(spec.adaptive), "rounds": []})
+    ad = ctx.state.setdefault("adaptive", new_record(spec.adaptive, looks(spec.adaptive)))
     ad.setdefault("spent_seconds", 0.0)
-    # the stop record is the current session's: none until it ends ("not recorded" if it is killed first, which
+    # the stop record is the current session's: "not recorded" until it ends (and if it is killed first, which
     # the report charges every planned look)
-    ad.pop("stop", None)
-    ad["stopped"] = f"not recorded: the session started {time.strftime('%Y-%m-%d %H:%M')} did not close"
+    started_at = time.strftime("%Y-%m-%d %H:%M")
+    record_stop(ad, StopReason.NOT_RECORDED, f"not recorded: the session started {started_at} did not close")
     ctx.write_state()
     started, spent0 = time.time(), ad["spent_seconds"]
     left = None if budget is None else budget - spent0
@@ -125,22 +127,22 @@ def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, ro
                 claims: list[Claim] = CLAIMS) -> str:  # fmt: skip
     """The rounds after the minimum seeds: judge (frame() is the sweep's trials), add one seed to each row whose
     verdict one more seed could decide (next_for(why) gives the trials, run(trials, k) runs round k), until the
-    data decide, max is reached or the next round would exceed the budget.  Records why in ad["stop"] (data,
-    max or budget; every planned look is charged for each: analysis.verdicts.charged_looks) and returns the
-    reason."""
+    data decide, max is reached or the next round would exceed the budget.  Records why in ad["stop"] (a
+    StopReason: data, max or budget; every planned look is charged for each: analysis.verdicts.charged_looks) and
+    returns the reason in words."""
     while True:
         spent()
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:
-            ad["stop"] = "max"
+            record_stop(ad, StopReason.MAX)
             return f"max seeds ({ad['max']}) reached"
         # the sweep's rule, as its report will read it (seeds.evidence): p charges every planned look, e none
         why = undecided_rows(frame(), claims, sweep_rule(ad), ad["max"])
         new = next_for(why)
         if not new:
-            ad["stop"] = "data"
+            record_stop(ad, StopReason.DATA)
             return data_stop_words(frame(), claims, sweep_rule(ad), ad["max"])
         if budget is not None and spent() + round_seconds(len(new)) > budget:
-            ad["stop"] = "budget"
+            record_stop(ad, StopReason.BUDGET)
             return f"wall-clock budget ({budget / 60:.0f} min) would be exceeded by the next round"
         k = len(ad["rounds"]) + 1
         ad["rounds"].append({"round": k, "added": {t.row: why[t.row] for t in new}, "started": time.time()})
@@ -190,12 +192,12 @@ def dispatch_order(ctx: SweepContext, left: Optional[float], echo: Callable[[str
     return plan.ordered
 
 
-def _record_stop(ctx: SweepContext, stop: str, spent: float) -> tuple[str, str]:
-    """Record a stop that left claims incomplete: ``stop`` (budget or interrupted) and the claims not complete,
+def _record_stop(ctx: SweepContext, stop: StopReason, spent: float) -> tuple[str, str]:
+    """Record a stop that left claims incomplete: ``stop`` (budget spent or interrupted) and the claims not complete,
     each with the budget (``spent`` so far, every session's) that would finish it.  Returns "N of M trials
     finished" and the "; CLAIM needs --budget B" tail of the stop's sentence."""
     ad = ctx.state["adaptive"]
-    ad["stop"] = stop
+    record_stop(ad, stop)
     ad["unreached"] = _budget_plan(ctx, 0.0).unreached(spent)
     done, total = ctx.finished_count()
     need = "".join(f"; {c} needs --budget {b}" for c, b in ad["unreached"].items())
@@ -203,7 +205,7 @@ def _record_stop(ctx: SweepContext, stop: str, spent: float) -> tuple[str, str]:
 
 
 def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:
-    finished, need = _record_stop(ctx, "budget", budget)
+    finished, need = _record_stop(ctx, StopReason.BUDGET_SPENT, budget)
     return (
         f"wall-clock budget ({budget / 60:.0f} min) spent {when}: {finished}; the rest are not in the table (their "
         f"rows are incomplete); a larger --budget with --resume goes on{need}"
@@ -213,7 +215,7 @@ def _budget_spent(ctx: SweepContext, budget: float, when: str) -> str:
 def _interrupted(ctx: SweepContext, exc: SweepInterrupted) -> str:
     """The stop record of a session ended by a signal (or by trials that ended without a result)."""
     ad = ctx.state["adaptive"]
-    finished, need = _record_stop(ctx, "interrupted", ad.get("spent_seconds", 0.0))
+    finished, need = _record_stop(ctx, StopReason.INTERRUPTED, ad.get("spent_seconds", 0.0))
     how = f"by {signal.Signals(exc.signum).name}" if exc.signum else f"with {exc.missing} trials ended without a result"
     during = f"round {len(ad['rounds'])}" if ad["rounds"] else "the minimum seeds"
     return f"interrupted {how} during {during}: {finished}; --resume goes on{need}"
@@ -228,21 +230,22 @@ def run_adaptive(spec: Spec, profile_name: str, out, address=None, resume=False,
     ctx.spec = fit_to_memory(ctx, echo, address)  # as many trials at once as the machine's memory holds
     try:
         stopped = adaptive_rounds(ctx, budget if budget is not None else spec.budget, echo)
-        ctx.state["adaptive"]["stopped"] = stopped
+        ctx.state["adaptive"]["stopped"] = stopped  # its StopReason recorded where the loop stopped
         ctx.write_state()
         echo(f"adaptive seeds stopped: {stopped}")
     except (SweepInterrupted, KeyboardInterrupt) as exc:  # KeyboardInterrupt: a second signal outside a Tune run
         exc = as_interrupted(ctx, exc)
         INTERRUPTS.closing = True  # more signals are only counted while the stop is recorded
         try:
-            ctx.state["adaptive"]["stopped"] = _interrupted(ctx, exc)
+            stopped = _interrupted(ctx, exc)
         except Exception as err:  # noqa: BLE001 - the sweep must still close
-            ctx.state["adaptive"]["stopped"] = f"interrupted ({err})"
+            stopped = f"interrupted ({err})"
+        record_stop(ctx.state["adaptive"], StopReason.INTERRUPTED, stopped)
         close_sweep(ctx, "KILLED")
         raise exc from None
     except BaseException as exc:
         ctx.state["error"] = why(exc)  # sweep.json and the report's stop line say why
-        ctx.state["adaptive"]["stopped"] = f"failed: {ctx.state['error']}"
+        record_stop(ctx.state["adaptive"], StopReason.FAILED, f"failed: {ctx.state['error']}")
         close_sweep(ctx, "FAILED")
         raise
     close_sweep(ctx, "FINISHED")

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.adaptive_record import read_adaptive
 from analysis.collect import collect
 from analysis.files import read_text
 from analysis.report_model import report_shape, seed_table
@@ -113,7 +114,8 @@ class Sweep:
     @cached_property
     def _judged(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         stated = list(report_shape(self.state, repr(str(self.path))).claims)  # the claims its spec stated
-        return judge_report(self.trials, sweep_rule(self.state.get("adaptive")), claims=stated)
+        adaptive = read_adaptive(self.state.get("adaptive"), repr(str(self.path)))  # typed (old records migrated)
+        return judge_report(self.trials, sweep_rule(adaptive), claims=stated)
 
 
 def load_sweep(location: str | Path) -> Sweep:

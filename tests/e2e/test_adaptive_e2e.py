@@ -38,6 +38,7 @@ def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
     adaptive.run_adaptive(spec, "smoke", out, budget=0.001, num_cpus=2, echo=lines.append)
     state = json.loads((out / "sweep.json").read_text())
     assert "budget" in state["adaptive"]["stopped"] and "minimum seeds" in state["adaptive"]["stopped"]
+    assert state["adaptive"]["stop"] == "budget_spent" and state["adaptive"]["version"] == 2  # the typed reason
     finished = [t for t in state["trials"] if (out / "trials" / t / "result.json").exists()]
     assert len(state["trials"]) == 4 and len(finished) < 4 and state["adaptive"]["rounds"] == []
 
@@ -47,6 +48,7 @@ def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
     state = json.loads((out / "sweep.json").read_text())
     assert all((out / "trials" / t / "result.json").exists() for t in state["trials"])
     assert "exceeded by the next round" in state["adaptive"]["stopped"] and state["adaptive"]["rounds"] == []
+    assert state["adaptive"]["stop"] == "budget"
     assert state["adaptive"]["looks"] == 2
     first = {t: (out / "trials" / t / "attempts.jsonl").read_text().count("\n") for t in state["trials"]}
 
@@ -55,7 +57,7 @@ def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
     rows = sorted(state["plan"][t]["row"] + str(state["plan"][t]["seed"]) for t in state["trials"])
     assert rows == ["D11", "D12", "D13", "base1", "base2"]  # only D1 got a third seed
     assert state["adaptive"]["rounds"][0]["added"] == {"D1": "D-dropout-helps: test"}
-    assert "max seeds" in state["adaptive"]["stopped"]
+    assert "max seeds" in state["adaptive"]["stopped"] and state["adaptive"]["stop"] == "max"
     attempts = {t: (out / "trials" / t / "attempts.jsonl").read_text().count("\n") for t in state["trials"]}
     assert all(attempts[t] == n for t, n in first.items()), (first, attempts)  # round 0 not trained again
 

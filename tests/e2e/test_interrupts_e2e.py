@@ -118,7 +118,7 @@ def test_a_resume_stopped_by_hand_replaces_the_earlier_sessions_stop_record(tmp_
     r = subprocess.run(_run(spec, out, env, "--budget", "1s"), env=env, cwd=ROOT, capture_output=True, text=True,
                        timeout=600)  # fmt: skip
     first = json.loads((out / "sweep.json").read_text())["adaptive"]
-    assert first["stop"] == "budget" and first["stopped"].startswith("wall-clock budget"), r.stderr[-3000:]
+    assert first["stop"] == "budget_spent" and first["stopped"].startswith("wall-clock budget"), r.stderr[-3000:]
     assert "D-ls-hurts-ppl" in first["unreached"]
 
     resumed = time.time()
