@@ -4,7 +4,6 @@ mean nothing, and a reading at its floor in every row of a claim is not judged."
 import json
 
 import pandas as pd
-from mlflow.tracking import MlflowClient
 
 from analysis.claims import claim_document, parse_claims
 from analysis.collect import collect
