@@ -48,7 +48,10 @@ class Knob:
         if is_missing(value):
             return MISSING
         if self.fmt and isinstance(value, (int, float)) and not isinstance(value, bool):
-            return format(value, self.fmt)
+            try:
+                return format(value, self.fmt)
+            except (ValueError, OverflowError):  # a value of another kind than the knob's (a float where an int goes)
+                return str(value)
         return str(value)
 
 
