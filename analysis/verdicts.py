@@ -117,7 +117,7 @@ def seed_correlation(df: pd.DataFrame, reading: str, base: str = "base") -> tupl
         xs += list(theirs - theirs.mean())
         ys += list(mine - mine.mean())
         independent += len(common) - 1
-    if independent < 4:
+    if independent < 4 or not (np.std(xs) > 0 and np.std(ys) > 0):  # no spread (quantised readings): no correlation
         return float("nan"), independent
     return float(np.corrcoef(xs, ys)[0, 1]), independent
 

@@ -263,6 +263,18 @@ def test_seed_correlation_recovers_a_shared_seed_effect():
     assert abs(seed_correlation(independent, "dev_bleu")[0]) < 0.15
 
 
+def test_seed_correlation_of_readings_with_no_spread_is_nan_without_a_warning():
+    """Quantised readings (every seed of every row at one BLEU, as at the smoke profile): no correlation to
+    measure, and no numpy division warning printed by `tsweep report` or load_sweep."""
+    import warnings
+
+    recs = [{"row": row, "seed": s, "status": "finished", "dev_bleu": 0.01} for row in ["base"] + ROWS for s in (1, 2)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rho, n = seed_correlation(pd.DataFrame(recs), "dev_bleu")
+    assert np.isnan(rho) and n == len(ROWS)
+
+
 def test_learning_curves_are_one_panel_per_group_with_base_in_each(tmp_path):
     from analysis.plots import curve_panels, panel_groups, row_curves
 
