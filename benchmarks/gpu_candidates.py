@@ -81,6 +81,7 @@ def _sync(device: torch.device) -> None:
 def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Path | None = None, k: int = 1) -> dict:
     """A fresh Trainer of ``values``: warm-up, then timed windows; with ``barrier``, the first window starts when
     all ``k`` processes have warmed up, and the result is that one window over a wall time every process shares."""
+    from sweeps.cli_bench import timed_windows
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer, packing_keys
@@ -90,23 +91,14 @@ def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Pat
     config = make_run_config({**values, "seed": 1, "steps": warmup + windows * steps + 1})
     with tempfile.TemporaryDirectory(prefix="gpu-cand-") as work:
         tr = Trainer(config, Path(work), JsonTracker(Path(work) / "t.jsonl"), None)
-        t0 = time.perf_counter()
-        for _ in range(warmup):
-            tr.train_step()
-        _sync(tr.device)
-        warm = time.perf_counter() - t0
-        if barrier is not None:
+
+        def ready() -> None:  # processes sharing the GPU start their timed windows together
             (barrier / f"ready-{os.getpid()}").touch()
             while len(list(barrier.glob("ready-*"))) < k:
                 time.sleep(0.01)
-        rates = []
-        for _ in range(windows):
-            tokens0, t0 = tr.tokens, time.perf_counter()
-            for _ in range(steps):
-                tr.train_step()
-            _sync(tr.device)
-            seconds = time.perf_counter() - t0
-            rates.append((tr.tokens - tokens0) / seconds)
+
+        warm, timed = timed_windows(tr, warmup, steps, windows, ready if barrier is not None else None)
+        rates = [r[0] for r in timed]
         peak = torch.cuda.max_memory_allocated() / 2**30 if tr.device.type == "cuda" else None
         return {
             "tokens_per_second": max(rates), "windows": rates, "params": tr.params, "warmup_seconds": warm,

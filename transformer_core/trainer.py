@@ -198,13 +198,11 @@ class Trainer:
             )
         self.local_accumulate = t.accumulate // self.world
         args = (self.train_split, t.tokens_per_batch, t.seed, t.max_train_len)
-        self.stream: BatchStream | PackedStream
-        if self.packing:
-            self.stream = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill")
-        else:
-            self.stream = BatchStream(*args, rank=self.rank, world_size=self.world)
+        self.stream: BatchStream
         self.forward_loss: ForwardLoss | PackedForwardLoss
-        if isinstance(self.stream, PackedStream) and self.packing:
+        if self.packing:
+            packed = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill")
+            self.stream = packed
             self.forward_loss = PackedForwardLoss(
                 self.model,
                 t.eps_ls,
@@ -212,12 +210,13 @@ class Trainer:
                 self.precision,
                 t.compile,
                 self.packing,
-                self.stream.shape,
+                packed.shape,
                 self.local_accumulate,
             )
             if self.forward_loss.why:
                 log.info("compile=%s: %s", t.compile, self.forward_loss.why)
         else:
+            self.stream = BatchStream(*args, rank=self.rank, world_size=self.world)
             self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile, t.loss_kernel)
         if self.world > 1:
             torch.manual_seed(t.seed * 1000 + self.rank)  # same initial weights, own dropout masks
@@ -381,7 +380,7 @@ def result_base(tr: Trainer, started: float) -> dict:
 def packing_keys(tr: Trainer) -> dict:
     """How the trial's batches were laid out: packed (with its attention backend and buffer shape) or padded
     (and why, where packing was asked for), and the random stream that layout draws."""
-    if not isinstance(tr.stream, PackedStream) or tr.packing is None:
+    if not isinstance(tr.stream, PackedStream):
         return {"packing": "off", "packing_reason": tr.packing_reason, "batch_stream": STREAMS["off"]}
     shape = tr.stream.shape
     return {

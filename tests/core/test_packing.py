@@ -47,23 +47,27 @@ def _loss_and_grads(model, fn):
     return loss.detach(), nll, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("row", sorted(ROWS))
-def test_packed_loss_and_gradients_equal_the_padded_step_in_fp32(row, fixture_corpus):
-    split = fixture_corpus.split("train")
-    cfg = ModelConfig(**{**SMALL, **ROWS[row]})
+def _padded_and_packed(row: str, corpus, backend: str, seed: int = 0):
+    """Loss and gradients of one batch of the row's fp32 model, padded and packed (``backend``): (padded, packed,
+    the padded batch, the packed one, the target positions the padded step selected)."""
+    split = corpus.split("train")
     torch.manual_seed(0)
-    model = build_model(cfg, fixture_corpus.vocab_size).train()
-    index = _batch(split)
+    model = build_model(ModelConfig(**{**SMALL, **ROWS[row]}), corpus.vocab_size).train()
+    index = _batch(split, seed=seed)
     padded = ForwardLoss(model, 0.1, torch.device("cpu"), "fp32")
     batch = collate(split, index)
     inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
     ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
-    src_len, tgt_len = _lengths(split)
-    shape = packed_shape(1200, src_len, tgt_len)
-    packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", "mask", shape)
+    shape = packed_shape(1200, *_lengths(split))
+    packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", backend, shape)
     pb = pack(split, index, shape)
-    got = _loss_and_grads(model, lambda: packed(packed.prepare(pb)))
-    assert pb.tokens == batch.target_tokens == idx.numel()
+    return ref, _loss_and_grads(model, lambda: packed(packed.prepare(pb))), batch, pb, idx.numel()
+
+
+@pytest.mark.parametrize("row", sorted(ROWS))
+def test_packed_loss_and_gradients_equal_the_padded_step_in_fp32(row, fixture_corpus):
+    ref, got, batch, pb, selected = _padded_and_packed(row, fixture_corpus, "mask")
+    assert pb.tokens == batch.target_tokens == selected
     torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
     torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-4)
     assert got[2].keys() == ref[2].keys()
@@ -286,19 +290,7 @@ def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus
     monkeypatch.setattr(segments, "_VARLEN", varlen)
     arg = "is_causal" if signature is _reference_varlen_is_causal else "window_size"
     monkeypatch.setattr(segments, "CAUSAL_ARG", arg)
-    split = fixture_corpus.split("train")
-    cfg = ModelConfig(**{**SMALL, **ROWS[row]})
-    torch.manual_seed(0)
-    model = build_model(cfg, fixture_corpus.vocab_size).train()
-    index = _batch(split, seed=2)
-    padded = ForwardLoss(model, 0.1, torch.device("cpu"), "fp32")
-    batch = collate(split, index)
-    inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
-    ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
-    src_len, tgt_len = _lengths(split)
-    shape = packed_shape(1200, src_len, tgt_len)
-    packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", "varlen", shape)
-    got = _loss_and_grads(model, lambda: packed(packed.prepare(pack(split, index, shape))))
+    ref, got, *_ = _padded_and_packed(row, fixture_corpus, "varlen", seed=2)
     torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
     for name in ref[2]:
         torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
@@ -317,7 +309,8 @@ def test_on_cuda_varlen_equals_the_padded_step_in_bf16(row, fixture_corpus):
     index = _batch(split)
     padded = ForwardLoss(model, 0.1, device, "bf16")
     batch = collate(split, index)
-    ref = _loss_and_grads(model, lambda: padded(*padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)))
+    inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
+    ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
     src_len, tgt_len = _lengths(split)
     shape = packed_shape(1200, src_len, tgt_len)
     assert packed_support(model.cfg, device)[0] == "varlen"

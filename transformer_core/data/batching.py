@@ -91,7 +91,10 @@ def collate(split: EncodedSplit, index: np.ndarray) -> Batch:
 
 
 class BatchStream:
-    """Endless stream of training batches: a fresh seeded plan per epoch."""
+    """Endless stream of training batches: a fresh seeded plan per epoch.  A subclass changes how an epoch is
+    planned (``planner``) and how a planned batch is laid out (``make_batch``)."""
+
+    planner = staticmethod(plan_batches)
 
     def __init__(
         self, split: EncodedSplit, budget: int, seed: int, max_len: int = 256, rank: int = 0, world_size: int = 1
@@ -107,7 +110,7 @@ class BatchStream:
         self._plan = self._make_plan()
 
     def _make_plan(self) -> list[np.ndarray]:
-        plan = plan_batches(self.src_len, self.tgt_len, self.budget, self.seed * 100_003 + self.epoch, self.indices)
+        plan = self.planner(self.src_len, self.tgt_len, self.budget, self.seed * 100_003 + self.epoch, self.indices)
         return shard(plan, self.rank, self.world_size) if self.world_size > 1 else plan
 
     def state(self) -> dict:
@@ -126,6 +129,9 @@ class BatchStream:
             self._plan = self._make_plan()
         index = self._plan[self.position]
         self.position += 1
+        return self.make_batch(index)
+
+    def make_batch(self, index: np.ndarray) -> Batch:
         return collate(self.split, index)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .batching import Batch, filter_by_length, plan_batches, shard
+from .batching import Batch, BatchStream
 from .corpus import EncodedSplit
 from .prepare import BOS, EOS, PAD
 
@@ -187,7 +187,7 @@ def pack_batch(split: EncodedSplit, batch: Batch, shape: PackedShape) -> PackedB
     return pack(split, batch.index, shape)
 
 
-class PackedStream:
+class PackedStream(BatchStream):
     """Endless stream of packed training batches of one shape: per epoch, the batches BatchStream plans for the
     same seed (``plan_batches``), or with ``fill`` a fresh seeded ``plan_packed``.  Its state is BatchStream's
     (epoch, position), so that checkpoints of either kind have the same keys."""
@@ -202,36 +202,11 @@ class PackedStream:
         world_size: int = 1,
         fill: bool = False,
     ):
-        self.split, self.budget, self.seed, self.fill = split, budget, seed, fill
-        self.rank, self.world_size = rank, world_size
-        self.src_len = np.array([len(x) + 1 for x in split.src])
-        self.tgt_len = np.array([len(x) + 1 for x in split.tgt])
-        self.indices = filter_by_length(split, max_len)
-        if len(self.indices) == 0:
-            raise ValueError(f"no training pair fits max_len={max_len} tokens")
+        self.fill = fill
+        if fill:
+            self.planner = plan_packed
+        super().__init__(split, budget, seed, max_len, rank, world_size)
         self.shape = packed_shape(budget, self.src_len[self.indices], self.tgt_len[self.indices])
-        self.epoch, self.position = 0, 0
-        self._plan = self._make_plan()
 
-    def _make_plan(self) -> list[np.ndarray]:
-        planner = plan_packed if self.fill else plan_batches
-        plan = planner(self.src_len, self.tgt_len, self.budget, self.seed * 100_003 + self.epoch, self.indices)
-        return shard(plan, self.rank, self.world_size) if self.world_size > 1 else plan
-
-    def state(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position}
-
-    def restore(self, state: dict) -> None:
-        self.epoch, self.position = state["epoch"], state["position"]
-        self._plan = self._make_plan()
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> PackedBatch:
-        if self.position >= len(self._plan):
-            self.epoch, self.position = self.epoch + 1, 0
-            self._plan = self._make_plan()
-        index = self._plan[self.position]
-        self.position += 1
+    def make_batch(self, index: np.ndarray) -> PackedBatch:  # type: ignore[override]
         return pack(self.split, index, self.shape)
