@@ -205,10 +205,34 @@ def _line(name: str, r: dict, peak: float, base: float | None) -> str:
     return f"{name}: {r['tokens_per_second']:,.0f} target tokens/s{per}, MFU {100 * mfu:.1f}%{ratio}; {step}; {how}"
 
 
+def header(args) -> list[str]:
+    device = "CPU dry run (smoke profile, fixture corpus)" if args.dry_run else torch.cuda.get_device_name()
+    return [f"# {device}; torch {torch.__version__}; Python {platform.python_version()}; {platform.machine()}, "
+            f"{os.cpu_count()} CPU cores; commit {_commit()}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+            "$ python benchmarks/gpu_candidates.py " + " ".join(sys.argv[1:]),
+            f"# profile {args.profile} base row, corpus {args.corpus}; {args.steps} timed steps x {args.windows} "
+            f"windows after {args.warmup}"]  # fmt: skip
+
+
+def best_sets(args, results: dict[str, dict]) -> list[str]:
+    """``--set`` arguments of the fastest single-trial candidate measured (what bench-device should time next)."""
+    singles = {n: r for n, r in results.items() if n in CANDIDATES}
+    if not singles:
+        return []
+    best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
+    values = row_values(args, *CANDIDATES[best])
+    return [f"{k}={values[k]}" for k in ("packing", "compile", "accumulate", "tokens_per_batch")]
+
+
 def run_all(args) -> list[str]:
     started = time.monotonic()
     lines: list[str] = []
     results: dict[str, dict] = {}
+    head = header(args)
+
+    def flush() -> None:  # the table so far: a run cut short at the device's limit still brings its rows back
+        if args.out:
+            Path(args.out).write_text("\n".join(head + lines) + "\n")
 
     def left() -> float:
         return args.deadline - (time.monotonic() - started)
@@ -224,6 +248,7 @@ def run_all(args) -> list[str]:
         except Exception as exc:  # a candidate that fails is a row saying so, not the end of the table
             lines.append(f"{name}: failed: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}")
         print(lines[-1], flush=True)
+        flush()
 
     peak, how = matmul_peak(args.dry_run)
     lines.append(f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})")
@@ -279,6 +304,9 @@ def run_all(args) -> list[str]:
     lines.append(f"total {time.monotonic() - started:.0f} s")
     if args.json:
         Path(args.json).write_text(json.dumps({"peak_flops": peak, "results": results}, indent=1))
+    if args.best_sets:
+        Path(args.best_sets).write_text(" ".join(f"--set {s}" for s in best_sets(args, results)) + "\n")
+    flush()
     return lines
 
 
@@ -294,6 +322,7 @@ def main() -> None:
     ap.add_argument("--share", default=None, help="the candidate the sharing rows run (default: packed graphs)")
     ap.add_argument("--out", default=None, help="write the table here (with device, torch, commit, command)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--best-sets", default=None, help="write the fastest single candidate's --set arguments here")
     ap.add_argument("--dry-run", action="store_true", help="the CPU at the smoke profile on the fixture corpus")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--barrier", default=None, help=argparse.SUPPRESS)
@@ -312,15 +341,7 @@ def main() -> None:
                        args.k)  # fmt: skip
         Path(args.json).write_text(json.dumps(r))
         return
-    lines = run_all(args)
-    device = "CPU dry run (smoke profile, fixture corpus)" if args.dry_run else torch.cuda.get_device_name()
-    head = [f"# {device}; torch {torch.__version__}; Python {platform.python_version()}; {platform.machine()}, "
-            f"{os.cpu_count()} CPU cores; commit {_commit()}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
-            "$ python benchmarks/gpu_candidates.py " + " ".join(sys.argv[1:]),
-            f"# profile {args.profile} base row, corpus {args.corpus}; {args.steps} timed steps x {args.windows} "
-            f"windows after {args.warmup}"]  # fmt: skip
-    if args.out:
-        Path(args.out).write_text("\n".join(head + lines) + "\n")
+    run_all(args)
 
 
 if __name__ == "__main__":
