@@ -39,10 +39,9 @@ def _sinusoids(n: int, d: int) -> torch.Tensor:
     return pe
 
 
-def anchor_rate(vocab: int, d_model: int, d_ff: int, h: int, layers: int, tokens: int, length: int = 28,
-                compiled: bool = False, steps: int = 10, warmup: int = 3, device: str = "cuda",
-                bf16: bool = True) -> dict:  # fmt: skip
-    """Target tokens/s of the anchor's training step at ``tokens`` target tokens per step (sentences of ``length``)."""
+def anchor_step(vocab: int, d_model: int, d_ff: int, h: int, layers: int, tokens: int, length: int = 28,
+                compiled: bool = False, device: str = "cuda", bf16: bool = True):  # fmt: skip
+    """(step, params, target tokens per step): the anchor's training step at ``tokens`` target tokens per step."""
     torch.manual_seed(0)
     model = Anchor(vocab, d_model, d_ff, h, layers).to(device)
     params = sum(p.numel() for p in model.parameters())
@@ -60,7 +59,14 @@ def anchor_rate(vocab: int, d_model: int, d_ff: int, h: int, layers: int, tokens
         opt.zero_grad(set_to_none=True)
         return loss
 
-    fn = torch.compile(step) if compiled else step
+    return (torch.compile(step) if compiled else step), params, batch * length
+
+
+def anchor_rate(vocab: int, d_model: int, d_ff: int, h: int, layers: int, tokens: int, length: int = 28,
+                compiled: bool = False, steps: int = 10, warmup: int = 3, device: str = "cuda",
+                bf16: bool = True) -> dict:  # fmt: skip
+    """Target tokens/s of the anchor's training step at ``tokens`` target tokens per step (sentences of ``length``)."""
+    fn, params, per_step = anchor_step(vocab, d_model, d_ff, h, layers, tokens, length, compiled, device, bf16)
     sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
     for _ in range(warmup):
         fn()
@@ -70,6 +76,6 @@ def anchor_rate(vocab: int, d_model: int, d_ff: int, h: int, layers: int, tokens
         loss = fn()
     sync()
     seconds = time.perf_counter() - t0
-    rate = batch * length * steps / seconds
-    return {"compiled": compiled, "params": params, "tokens_per_step": batch * length, "tokens_per_second": rate,
-            "loss": float(loss)}  # fmt: skip
+    rate = per_step * steps / seconds
+    return {"compiled": compiled, "params": params, "tokens_per_step": per_step, "tokens_per_second": rate,
+            "loss": float(loss.detach())}  # fmt: skip

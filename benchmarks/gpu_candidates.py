@@ -238,6 +238,8 @@ def run_all(args) -> list[str]:
         return args.deadline - (time.monotonic() - started)
 
     def record(name: str, fn, reserve: float = 20.0) -> None:
+        if args.only and not any(o in name for o in args.only.split(",")):
+            return
         if left() < reserve:
             lines.append(f"{name}: skipped (the {args.deadline:.0f} s deadline)")
             return
@@ -281,6 +283,8 @@ def run_all(args) -> list[str]:
             record(f"share {k} x {share}, time-sliced", lambda k=k: shared_rate(args, share, k, None, work), 60)
         with MPS(work / "mps") as mps:
             for k in (2, 3):
+                if args.only and not any(o in f"share {k} x {share}, MPS" for o in args.only.split(",")):
+                    continue
                 if mps.env is None:
                     lines.append(f"share {k} x {share}, MPS: not run ({mps.why})")
                     print(lines[-1], flush=True)
@@ -319,6 +323,7 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--deadline", type=float, default=480.0, help="seconds: later candidates are skipped past it")
+    ap.add_argument("--only", default=None, help="comma list: run only the rows whose names contain one of these")
     ap.add_argument("--share", default=None, help="the candidate the sharing rows run (default: packed graphs)")
     ap.add_argument("--out", default=None, help="write the table here (with device, torch, commit, command)")
     ap.add_argument("--json", default=None)

@@ -36,7 +36,7 @@ tail -3 "$OUT/gpu_tests_$name.txt"
 timeout $((DEADLINE + 50)) "$PY" benchmarks/gpu_candidates.py --corpus bible-en-de --deadline "$DEADLINE" \
   --out "$OUT/gpu_candidates_$name.txt" --json "$OUT/gpu_candidates_$name.json" --best-sets "$OUT/best_sets.txt"
 sets=$(cat "$OUT/best_sets.txt" 2>/dev/null)
-echo "bench-device with: ${sets:-the profile's defaults}"
+echo "bench-device with: ${sets:-the profile defaults}"
 timeout 110 "$PY" -m sweeps.cli bench-device --profile gpu --steps 10 --windows 3 --warmup 5 --share 3 $sets \
   > "$OUT/bench_device_$name.txt" 2>&1
 tail -6 "$OUT/bench_device_$name.txt"
