@@ -220,6 +220,11 @@ class Trainer:
             self.forward_loss = ForwardLoss(self.model, t.eps_ls, self.device, self.precision, t.compile, t.loss_kernel)
         if self.world > 1:
             torch.manual_seed(t.seed * 1000 + self.rank)  # same initial weights, own dropout masks
+        # a packed step on one GPU draws its next micro-batch (and starts its copy to the device) after queueing
+        # its optimizer's kernels and before its one read of the device, so the GPU does not wait for the host's
+        # packing between steps: the same batches in the same order, a checkpoint saves the stream before it
+        self.lookahead = self.device.type == "cuda" and bool(self.packing) and self.world == 1
+        self._ahead: Optional[tuple] = None  # (stream state before the draw, batch, device tensors)
         self.step, self.tokens = 0, 0
         self.seconds = {"train": 0.0, "data": 0.0, "eval": 0.0}
         self.last_eval: dict = {}
@@ -233,7 +238,8 @@ class Trainer:
             "step": self.step,
             "model": self.model.state_dict(),
             "optimizer": self.opt.state_dict(),
-            "stream": {k: int(v) for k, v in self.stream.state().items()},
+            # where the next batch was drawn ahead, the stream as it was before: a resumed run draws it again
+            "stream": {k: int(v) for k, v in (self._ahead[0] if self._ahead else self.stream.state()).items()},
             "rng": torch.get_rng_state(),
             "tokens": int(self.tokens),
             "seconds": {k: float(v) for k, v in self.seconds.items()},
@@ -248,6 +254,7 @@ class Trainer:
         self.model.load_state_dict(state["model"])
         self.opt.load_state_dict(state["optimizer"])
         self.stream.restore(state["stream"])
+        self._ahead = None
         torch.set_rng_state(state["rng"])
         self.step, self.tokens = state["step"], state["tokens"]
         self.seconds, self.last_eval = state["seconds"], state["last_eval"]
@@ -265,14 +272,15 @@ class Trainer:
         started = time.perf_counter()
         for _ in range(self.local_accumulate):
             t0 = time.perf_counter()
-            batch = next(self.stream)
             if isinstance(self.forward_loss, PackedForwardLoss):
-                tensors = self.forward_loss.prepare(batch)
+                batch, tensors = self._ahead[1:] if self._ahead else self._draw_packed()
+                self._ahead = None
                 t1 = time.perf_counter()
                 self.seconds["data"] += t1 - t0
                 loss, nll = self.forward_loss(tensors)  # every position of the buffer, the tail weighted 0
                 ntok += batch.tokens  # a host number: the step reads nothing back
             else:
+                batch = next(self.stream)
                 inputs, index, target = self.forward_loss.prepare(self.task.inputs(batch), batch.tgt_out)
                 t1 = time.perf_counter()
                 self.seconds["data"] += t1 - t0
@@ -296,6 +304,11 @@ class Trainer:
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
         if self.world == 1:
+            if self.lookahead:  # the next micro-batch is drawn and sent while the device runs this step
+                t2 = time.perf_counter()
+                self._ahead = (self.stream.state(), *self._draw_packed())
+                self.seconds["data"] += time.perf_counter() - t2
+                t1 += time.perf_counter() - t2
             # the step's one read of the device, after the optimizer's kernels are queued: on a GPU a read waits
             # for the device, and the host queues nothing meanwhile (benchmarks/results/gpu_step_h200.txt)
             loss_sum, nll_sum = _read_sums(sums)
@@ -305,6 +318,11 @@ class Trainer:
         self.step += 1
         self.tokens += ntok
         return loss_sum / max(ntok, 1), nll_sum / max(ntok, 1), ntok
+
+    def _draw_packed(self) -> tuple:
+        """The stream's next packed batch and its tensors on their way to the device."""
+        batch = next(self.stream)
+        return batch, self.forward_loss.prepare(batch)
 
     def advance(self) -> tuple[float, Optional[dict], Optional[str]]:
         """One optimiser step: its loss, the train record when it closes a logging window, and why the run

@@ -230,6 +230,33 @@ def test_a_packed_trial_trains_and_records_its_layout(fixture_corpus, fixture_da
         assert np.mean(losses[-5:]) < np.mean(losses[:3]) - 0.3
 
 
+def test_drawing_the_next_packed_batch_ahead_changes_no_step_and_no_checkpoint(fixture_data_dir, tmp_path):
+    """The lookahead a packed CUDA trial uses (forced on here, on a CPU): the same losses step for step, and a
+    checkpoint taken with a batch drawn ahead resumes into the same steps as the run that went on."""
+    from tests.helpers import tiny_run_config
+    from transformer_core.tracking import JsonTracker
+    from transformer_core.trainer import Trainer, save_checkpoint
+
+    def trainer(name: str, ahead: bool) -> Trainer:
+        config = tiny_run_config(fixture_data_dir, packing="on", steps=40, P_drop=0.1)
+        torch.manual_seed(0)
+        (tmp_path / name).mkdir(exist_ok=True)
+        tr = Trainer(config, tmp_path / name, JsonTracker(tmp_path / f"{name}.jsonl"), None)
+        tr.lookahead = ahead
+        return tr
+
+    plain = trainer("plain", False)  # one trainer at a time: dropout draws from the one global generator
+    expected = [plain.train_step()[0] for _ in range(12)]
+    ahead = trainer("ahead", True)
+    assert [ahead.train_step()[0] for _ in range(6)] == expected[:6]
+    assert ahead._ahead is not None and ahead.state()["stream"] != ahead.stream.state()  # saved before the draw
+    save_checkpoint(tmp_path / "ahead", ahead.state(), keep=1)
+    assert [ahead.train_step()[0] for _ in range(6)] == expected[6:]
+    resumed = trainer("ahead", True)
+    assert resumed.resume() and resumed.step == 6
+    assert [resumed.train_step()[0] for _ in range(6)] == expected[6:]
+
+
 @pytest.mark.slow
 def test_the_device_script_runs_end_to_end_on_a_cpu(tmp_path):
     """benchmarks/gpu_candidates.py --dry-run: every candidate row (or its reason) in the table it writes."""
