@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parents[1]
 def rate(root: Path, profile: str, precision: str, steps: int) -> float:
     """Target tokens/s of ``steps`` timed steps, from the tree's own step_profile.py worker (no profiler) run
     with that tree's transformer_core first on the path; a tree from before step_profile.py existed is timed by
-    this checkout's worker (it needs only the tree's Trainer, make_run_config and profile_values)."""
+    this checkout's worker (it needs only the tree's Trainer, make_run_config, profiles and preset values)."""
     worker = root / "benchmarks" / "step_profile.py"
     worker = worker if worker.exists() else HERE / "benchmarks" / "step_profile.py"
     cmd = [sys.executable, str(worker), "--worker", f"time:{precision}:1",

@@ -89,10 +89,24 @@ def matmul_peak(precision: str, shapes: list[tuple[int, int, int]]) -> dict:
 
 
 # ----------------------------------------------------------------------------------------- step profile
-def base_row_values(profile: str, corpus: str, data_dir, overrides: dict) -> dict:
-    from sweeps.cli_train import profile_values
+def base_preset_values(profile: str) -> dict:
+    """The base preset's run values at ``profile`` (sweeps.profiles.profile_values).  A tree from before that
+    function left the CLI (step_ab.py times such a tree with this worker) gets the same values from its own
+    profile and preset."""
+    try:
+        from sweeps.profiles import profile_values
+    except ImportError:
+        from sweeps.profiles import get_profile
+        from transformer_core.config import MODEL_KEYS, paper_values
 
-    values = {**profile_values("base", profile), "corpus": corpus, **overrides}
+        p, paper = get_profile(profile), paper_values("base")
+        knobs, steps = p.scale_model({k: paper[k] for k in MODEL_KEYS}), p.scale_steps(paper["train_steps"])
+        return {**knobs, **p.train, **p.data, "steps": steps, "eps_ls": paper["eps_ls"]}
+    return profile_values("base", profile)
+
+
+def base_row_values(profile: str, corpus: str, data_dir, overrides: dict) -> dict:
+    values = {**base_preset_values(profile), "corpus": corpus, **overrides}
     if data_dir:
         values["data_dir"] = str(data_dir)
     return values

@@ -40,7 +40,7 @@ SETTINGS = {
 
 def worker(args) -> None:
     """One process: ``--trials`` trials in a row; a JSON line per trial."""
-    from sweeps.cli_train import profile_values
+    from sweeps.profiles import profile_values
     from transformer_core.native_memory import gb, peak_bytes, release_free_memory, resident_bytes
     from transformer_core.run_config import make_run_config
     from transformer_core.train import train_and_evaluate

@@ -64,8 +64,8 @@ def measure(
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer
 
-    from .cli_train import profile_values
     from .estimate import KNOWN_DEVICES, match_device
+    from .profiles import profile_values
 
     values = {**profile_values("base", profile), "corpus": corpus, **overrides, "steps": warmup + windows * steps}
     if data_dir:

@@ -10,20 +10,6 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def profile_values(preset: str, profile_name: str | None) -> dict:
-    """Flat run keys for a preset at a profile's scale (empty: the preset as published)."""
-    if not profile_name:
-        return {}
-    from transformer_core.config import MODEL_KEYS, paper_values
-
-    from .profiles import get_profile
-
-    profile, paper = get_profile(profile_name), paper_values(preset)
-    knobs = profile.scale_model({k: paper[k] for k in MODEL_KEYS})
-    steps = profile.scale_steps(paper["train_steps"])
-    return {**knobs, **profile.train, **profile.data, "steps": steps, "eps_ls": paper["eps_ls"]}
-
-
 class TrainView:
     """What `tsweep train` shows while it trains: the fields of a sweep's live view (sweeps/live.py: step, loss,
     target tokens/s, the dev scores) for this one run.  On a terminal, a tqdm bar redrawn at every step; otherwise
@@ -157,6 +143,7 @@ def cmd_train(args) -> int:
     from transformer_core.trainer import task_for
 
     from .cli_args import set_values
+    from .profiles import profile_values
 
     values = {**profile_values(args.preset, args.profile), "corpus": args.corpus, **set_values(args)}
     if args.data_dir:

@@ -10,7 +10,7 @@ from typing import Optional
 
 import yaml
 
-from transformer_core.config import ModelConfig
+from transformer_core.config import MODEL_KEYS, ModelConfig, paper_values
 from transformer_core.errors import ConfigError, did_you_mean
 from transformer_core.knobs import DEPTH_KNOBS, EVEN_WHEN, WIDTH_KNOBS  # the knob table says what scales
 
@@ -49,6 +49,16 @@ class Profile:
     def scale_steps(self, paper_steps: int) -> int:
         return max(1, int(round(paper_steps * self.steps_factor)))
 
+    def scale_paper(self, paper: dict) -> dict:
+        """A preset's values in paper units (transformer_core.config.paper_values) at this profile's scale: its
+        model knobs scaled, its eps_ls, its steps scaled.  The one place paper units become run values: a spec's
+        rows (spec.expand_row) and a preset at a profile (profile_values) both come through here."""
+        return {
+            **self.scale_model({k: paper[k] for k in MODEL_KEYS}),
+            "eps_ls": paper["eps_ls"],
+            "steps": self.scale_steps(paper["train_steps"]),
+        }
+
     def rules(self) -> dict:
         return {
             "profile": self.name,
@@ -59,6 +69,15 @@ class Profile:
             "data": self.data,
             "exclude": self.exclude,
         }
+
+
+def profile_values(preset: str, profile_name: str | None) -> dict:
+    """Flat run keys for a preset at a profile's scale, with the profile's train and data settings (empty: the
+    preset as published): what `tsweep train --profile` and `tsweep bench-device` train."""
+    if not profile_name:
+        return {}
+    profile = get_profile(profile_name)
+    return {**profile.scale_paper(paper_values(preset)), **profile.train, **profile.data}
 
 
 def scale_warning(name: str) -> str | None:

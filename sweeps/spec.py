@@ -18,7 +18,7 @@ from analysis.metrics import objectives as task_objectives
 from analysis.paper import parse_paper
 from analysis.samples import SEARCH_GROUP, sample_label
 from transformer_core import knobs
-from transformer_core.config import MODEL_KEYS, paper_values
+from transformer_core.config import paper_values
 from transformer_core.data.monolingual import lm_language
 from transformer_core.data.prepare import check_direction
 from transformer_core.errors import ConfigError, UserError, did_you_mean
@@ -250,7 +250,8 @@ def expand_row(
     spec: Spec, row: Row, profile: Profile, seeds: Optional[list] = None, rescale: Optional[float] = None
 ) -> list[Trial]:
     """The trials of one row (at the spec's seeds, or the seeds given) at a profile: the only place a row's
-    paper-unit knobs become run values; search samples come through here too (search_trial).
+    knobs become run values (the paper-unit ones through Profile.scale_paper); search samples come through here
+    too (search_trial).
 
     rescale (search_trial, for a sampled batch size): steps, warmup and eval_every are multiplied by it."""
     base = dict(spec.base)
@@ -259,11 +260,8 @@ def expand_row(
     in_run_units, in_paper_units = run_keys(), paper_keys()
     run_knobs = {k: v for k, v in knobs.items() if k in in_run_units}
     paper = paper_values(preset, {k: v for k, v in knobs.items() if k in in_paper_units})
-    model_knobs = {k: paper[k] for k in MODEL_KEYS}
     values = {
-        **profile.scale_model(model_knobs),
-        "eps_ls": paper["eps_ls"],
-        "steps": profile.scale_steps(paper["train_steps"]),
+        **profile.scale_paper(paper),
         **profile.train,
         **spec.train,
         **run_knobs,
