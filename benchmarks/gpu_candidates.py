@@ -6,11 +6,13 @@ windows of ``--steps`` steps; its rate is the best window's target tokens/s.  In
 first, so that a run cut short by ``--deadline`` still has them):
 
     padded 2x12.5k       today's step: padded length buckets, eager, two accumulated micro-batches (the baseline)
-    packed 2x12.5k       packed buffers (data/packing.py), eager
+    padded compiled      the same compiled (compile=on): the incumbent a new step has to beat
     packed graphs        packed, compiled and replayed as a CUDA graph (compile=graphs), one 25k micro-batch
-    anchor eager/comp.   benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
-    share k, time-sliced k concurrent processes of the sharing candidate on the one GPU (k = 2, 3)
-    share k, MPS         the same under an MPS daemon of this run's own (a private pipe directory, stopped after)
+    anchor compiled/eager benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
+    share k, MPS         k concurrent processes of the sharing candidate under an MPS daemon of this run's own
+                         (a private pipe directory, stopped after; k = 2, 3)
+    share 2, time-sliced the same without MPS
+    packed 2x12.5k       packed buffers (data/packing.py), eager
     packed compiled      packed, compiled at static shapes (compile=on)
     padded 1x25k         one micro-batch of the whole step's tokens
     packed 1x25k         packed, one micro-batch
@@ -52,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 
 CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "padded 2x12.5k": ("off", "off", 2),
+    "padded compiled 2x12.5k": ("off", "on", 2),  # the incumbent to beat: today's step compiled
     "packed 2x12.5k": ("on", "off", 2),
     "packed graphs": ("on", "graphs", 1),  # a CUDA graph replays over its outputs: one micro-batch a step
     "packed compiled": ("on", "on", 2),
@@ -81,7 +84,7 @@ def _sync(device: torch.device) -> None:
 def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Path | None = None, k: int = 1) -> dict:
     """A fresh Trainer of ``values``: warm-up, then timed windows; with ``barrier``, the first window starts when
     all ``k`` processes have warmed up, and the result is that one window over a wall time every process shares."""
-    from sweeps.cli_bench import timed_windows
+    from sweeps.device_bench import timed_windows
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer, packing_keys
@@ -255,7 +258,7 @@ def run_all(args) -> list[str]:
     peak, how = matmul_peak(args.dry_run)
     lines.append(f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})")
     print(lines[-1], flush=True)
-    for name in ("padded 2x12.5k", "packed 2x12.5k", "packed graphs"):
+    for name in ("padded 2x12.5k", "padded compiled 2x12.5k", "packed graphs"):
         record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
                                                args.windows))  # fmt: skip
     from anchor_transformer import anchor_rate
@@ -274,14 +277,12 @@ def run_all(args) -> list[str]:
                         bf16=not args.dry_run)  # fmt: skip
         return {**r, "warmup_seconds": 0.0}
 
-    for compiled in (False, True):
+    for compiled in (True, False):
         record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
     share = args.share or ("packed graphs" if "packed graphs" in results else "packed 2x12.5k")
     with tempfile.TemporaryDirectory(prefix="gpu-cand-") as tmp:
         work = Path(tmp)
-        for k in (2, 3):
-            record(f"share {k} x {share}, time-sliced", lambda k=k: shared_rate(args, share, k, None, work), 60)
-        with MPS(work / "mps") as mps:
+        with MPS(work / "mps") as mps:  # MPS first: it measured 1.31x one trial alone, time-slicing 1.08x
             for k in (2, 3):
                 if args.only and not any(o in f"share {k} x {share}, MPS" for o in args.only.split(",")):
                     continue
@@ -290,7 +291,8 @@ def run_all(args) -> list[str]:
                     print(lines[-1], flush=True)
                     continue
                 record(f"share {k} x {share}, MPS", lambda k=k: shared_rate(args, share, k, work / "mps", work), 60)
-    for name in ("packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k"):
+        record(f"share 2 x {share}, time-sliced", lambda: shared_rate(args, share, 2, None, work), 60)
+    for name in ("packed 2x12.5k", "packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k"):
         record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
                                                args.windows), 60)  # fmt: skip
     anchor = results.get("anchor compiled", {}).get("tokens_per_second")
