@@ -30,12 +30,13 @@ UNIT_FLOPS = 1e12  # the FLOP/s that sets the cost scale where no throughput is 
 
 
 def trial_estimates(spec: Spec, trials: list[Trial], flops_per_second: Optional[float]) -> dict[str, float]:
-    """{trial id: estimated seconds} of whole trials (evaluation included, estimate.trial_seconds)."""
+    """{trial id: estimated seconds} of whole trials (evaluation included, estimate.trial_seconds, with the
+    split sizes of each trial's corpus)."""
     fps = (flops_per_second or UNIT_FLOPS) * estimate.devices_per_trial(spec.resources)
     out = {}
     for t in trials:
         cfg = make_run_config(t.values, spec.base.get("preset", "base"))
-        out[t.trial_id] = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, fps)
+        out[t.trial_id] = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, fps, cfg.data)
     return out
 
 

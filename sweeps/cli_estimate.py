@@ -24,7 +24,7 @@ def cmd_estimate(args) -> int:
         raise TypeError("tsweep estimate: no spec and no default")
     spec = load_spec(path)
     print(f"{spec.name}, one seed of every row; {full}: {peak:.3g} FLOP/s dense {precision} x MFU {args.mfu:g} =")
-    print(f"{per_device:.3g} FLOP/s per GPU; trial time = FLOPs / FLOP/s x 1.25 + 5 s per evaluation\n")
+    print(f"{per_device:.3g} FLOP/s per GPU; trial time = FLOPs / FLOP/s + evaluation by the sentences decoded\n")
     n = args.gpus
     print(
         f"| profile | GPUs per trial | base trial FLOPs | base trial | Table 3 FLOPs | GPU-hours | wall on 1 GPU"

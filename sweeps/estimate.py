@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from transformer_core.errors import ConfigError
+from transformer_core.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
     from .spec import Resources
@@ -268,17 +268,84 @@ def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> O
             f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
 
 
-# Evaluation on top of training: a quarter where beam-search BLEU runs at every evaluation; where it runs only
-# at the end (eval_bleu: final, the cpu profile), 12%: the share measured in the published cpu-profile trials
-# on both CPU kinds (results/table3/README.md, results/README.md) lies between 6% and about 12%, median near 10%.
-EVAL_SHARE = {"all": 0.25, "final": 0.12}
+# --- evaluation -----------------------------------------------------------------------------------------
+# What a translation trial evaluates (transformer_core/translation_task.py): at every evaluation (every
+# eval_every steps, and the last step) the whole dev split's perplexity and a checkpoint; beam search on the first
+# eval_sentences dev sentences (0: all) at the evaluations before the last where eval_bleu is "all"; the whole dev
+# split at the last; the whole test split and its perplexity at the final evaluation.  None of it grows with the
+# steps, so it is costed per sentence, not as a share of training: at the smoke profile decoding dev and test
+# (1,108 bible sentences) is most of a trial.  The constants are this project's measurements on its 2-core
+# machine, one thread (benchmarks/results/eval_estimate_cpu.txt); on a GPU they are not measured.
+SENTENCE_SECONDS = 0.0065  # a decoded sentence's search overhead, whatever the model (smoke: 6.6 ms, 62 steps)
+DECODE_FLOPS_PER_PARAM = 30.0  # and each beam hypothesis's arithmetic: ~2 FLOPs a parameter a decoded token
+SCORE_FLOPS_PER_PARAM = 120.0  # perplexity of one sentence pair: a forward pass over ~60 source and target tokens
+EVALUATION_SECONDS = 1.0  # each evaluation's fixed part: the dev perplexity's batches and a checkpoint
+# where a corpus is neither prepared in the data directory nor in transformer_core/data/split_sizes.py
+FALLBACK_SPLIT_SIZES = {"dev": 1000, "test": 1000}
+_META_CACHE: dict[tuple[str, int], dict[str, int]] = {}
 
 
-def trial_seconds(flops: float, train, trial_flops_per_second: float) -> float:
-    """Training time of a trial with ``train`` (its run config's TrainConfig), the evaluation's share on top
-    (EVAL_SHARE of its eval_bleu), and a fixed cost per evaluation."""
-    evals = max(1, train.steps // train.eval_every)
-    return flops / trial_flops_per_second * (1 + EVAL_SHARE[train.eval_bleu]) + 5 * evals
+def split_sizes(data=None, data_dir=None) -> tuple[dict[str, int], str]:
+    """({"dev": n, "test": n}, where the sizes come from) of a run's corpus (``data``: its DataConfig; None: the
+    default corpus).  First found wins: the prepared copy's meta.json in ``data_dir`` (the run's own data_dir,
+    else the default data directory); the known recipes' table (transformer_core/data/split_sizes.py);
+    FALLBACK_SPLIT_SIZES.  Never prepares anything."""
+    from transformer_core.data.split_sizes import known_split_sizes
+    from transformer_core.run_config import DataConfig
+
+    data = data if data is not None else DataConfig()
+    name, direction = data.corpus, data.direction
+    try:
+        from transformer_core.data.prepare import corpus_key, default_data_dir, parse_corpus_name
+
+        recipe, options = parse_corpus_name(name)
+        where = Path(data.data_dir or data_dir or default_data_dir()) / corpus_key(recipe, direction, options)
+        meta = where / "meta.json"
+        key = (str(meta), meta.stat().st_mtime_ns)
+        if key not in _META_CACHE:
+            sizes = json.loads(meta.read_text())["sizes"]
+            _META_CACHE[key] = {s: int(sizes[s]) for s in ("dev", "test")}
+        return dict(_META_CACHE[key]), f"prepared ({meta})"
+    except (OSError, ValueError, KeyError, TypeError, UserError):  # not prepared, unreadable, a name unknown
+        pass
+    known = known_split_sizes(name.split(":")[0])
+    if known:
+        return known, "transformer_core/data/split_sizes.py"
+    return dict(FALLBACK_SPLIT_SIZES), f"not known: {FALLBACK_SPLIT_SIZES['dev']:,} sentences a split assumed"
+
+
+def evaluations(train) -> int:
+    """Evaluations of a trial: every eval_every steps and the last step (trainer.is_eval_step)."""
+    return train.steps // train.eval_every + (1 if train.steps % train.eval_every else 0)
+
+
+def eval_sentences(train, sizes: dict[str, int]) -> tuple[int, int]:
+    """(sentences beam-searched, sentence pairs scored for perplexity) over a translation trial's evaluations."""
+    dev, test, n = sizes["dev"], sizes["test"], evaluations(train)
+    first = min(train.eval_sentences or dev, dev) if train.eval_bleu == "all" else 0
+    return (n - 1) * first + dev + test, n * dev + test
+
+
+def eval_seconds(params: float, train, sizes: dict[str, int], flops_per_second: float, task: str = "translation"):
+    """Seconds a trial evaluates: each evaluation's fixed part, the perplexity passes' arithmetic and (translation)
+    each decoded sentence's overhead and its ``beam`` hypotheses' arithmetic, at ``flops_per_second`` (the
+    trial's training rate)."""
+    decoded, scored = eval_sentences(train, sizes)
+    if task == "lm":  # perplexity and bits per byte only (lm_task.py); its few greedy samples are not costed
+        decoded, scored = 0, evaluations(train) * sizes["dev"] + sizes["test"]
+    arithmetic = (scored * SCORE_FLOPS_PER_PARAM + decoded * train.beam * DECODE_FLOPS_PER_PARAM) * params
+    return evaluations(train) * EVALUATION_SECONDS + decoded * SENTENCE_SECONDS + arithmetic / flops_per_second
+
+
+def trial_seconds(flops: float, train, trial_flops_per_second: float, data=None, data_dir=None) -> float:
+    """Training time of a trial with ``train`` (its run config's TrainConfig) and ``flops`` (trial_flops), and its
+    evaluation (eval_seconds) with the split sizes of its corpus (``data``: its DataConfig, split_sizes; without
+    it the default corpus's)."""
+    tokens = train.steps * train.tokens_per_batch * train.accumulate * FILL
+    params = flops / (6.0 * tokens) if tokens else 0.0
+    sizes = split_sizes(data, data_dir)[0]
+    task = getattr(data, "task", "translation")
+    return flops / trial_flops_per_second + eval_seconds(params, train, sizes, trial_flops_per_second, task)
 
 
 def makespan(durations: list[float], slots: int) -> float:
@@ -312,7 +379,7 @@ def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: i
         cfg = make_run_config(t.values, spec.base.get("preset", "base"))
         f = trial_flops(cfg)[1]
         flops.append(f)
-        seconds.append(trial_seconds(f, cfg.train, flops_per_device * devices_per_trial))
+        seconds.append(trial_seconds(f, cfg.train, flops_per_device * devices_per_trial, cfg.data))
     base = next(i for i, t in enumerate(trials) if t.row == "base")
     one = sum(seconds) if devices_per_trial == 1 else None  # a trial on 8 workers cannot run on one GPU
     many = makespan(seconds, gpus // devices_per_trial)
