@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from anchor_transformer import anchor_rate  # noqa: E402
 from step_profile import base_row_values, model_shapes  # noqa: E402
 
-from sweeps.cli_bench import timed_windows  # noqa: E402
+from sweeps.device_bench import timed_windows  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

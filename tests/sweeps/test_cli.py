@@ -79,7 +79,7 @@ def test_params_takes_several_pairs_after_one_set(capsys):
 
 def test_train_and_bench_device_receive_every_pair(monkeypatch, tmp_path, capsys):
     import transformer_core
-    from sweeps import cli_bench, estimate
+    from sweeps import device_bench, estimate
 
     seen = {}
 
@@ -98,7 +98,7 @@ def test_train_and_bench_device_receive_every_pair(monkeypatch, tmp_path, capsys
                     tokens_per_second=1.0, flops_per_second=6.0, steps=steps, windows=[1.0] * windows,
                     warmup_seconds=0.0, compile_seconds=None)  # fmt: skip
 
-    monkeypatch.setattr(cli_bench, "measure", fake_measure)
+    monkeypatch.setattr(device_bench, "measure", fake_measure)
     monkeypatch.setattr(estimate, "store_measurement", lambda data_dir, profile, record: tmp_path / "bench.json")
     assert cli.main(["bench-device", "--profile", "smoke", "--set", "N=2", "d_model=128", "--set", "h=2"]) == 0
     assert seen["bench"] == {"N": "2", "d_model": "128", "h": "2"}

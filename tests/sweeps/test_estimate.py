@@ -166,7 +166,7 @@ def test_bench_device_stores_a_measurement_that_plan_uses(tmp_path, capsys, fixt
 
 
 def test_bench_device_times_its_windows_after_an_untimed_warm_up(capsys):
-    from sweeps.cli_bench import timed_windows
+    from sweeps.device_bench import timed_windows
 
     class Trainer:  # each step adds its number's tokens: 1 and 2 untimed, then 3 + 4, 5 + 6, 7 + 8
         device, tokens, step = SimpleNamespace(type="cpu"), 0, 0
