@@ -8,6 +8,7 @@ first, so that a run cut short by ``--deadline`` still has them):
     padded 2x12.5k       today's step: padded length buckets, eager, two accumulated micro-batches (the baseline)
     padded compiled      the same compiled (compile=on): the incumbent a new step has to beat
     packed graphs        packed, compiled and replayed as a CUDA graph (compile=graphs), one 25k micro-batch
+    packed graphs flex   the same with FlexAttention (packed_attention=flex) instead of varlen FlashAttention
     anchor compiled/eager benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
     share k, MPS         k concurrent processes of the sharing candidate under an MPS daemon of this run's own
                          (a private pipe directory, stopped after; k = 2, 3)
@@ -57,6 +58,7 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "padded compiled 2x12.5k": ("off", "on", 2),  # the incumbent to beat: today's step compiled
     "packed 2x12.5k": ("on", "off", 2),
     "packed graphs": ("on", "graphs", 1),  # a CUDA graph replays over its outputs: one micro-batch a step
+    "packed graphs flex": ("on", "graphs", 1, "flex"),  # FlexAttention with a block mask instead of varlen
     "packed compiled": ("on", "on", 2),
     "padded 1x25k": ("off", "off", 1),
     "packed 1x25k": ("on", "off", 1),
@@ -64,13 +66,14 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
 }
 
 
-def row_values(args, packing: str, compile_mode: str, micro: int) -> dict:
+def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto") -> dict:
     """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches."""
     from step_profile import base_row_values
 
     values = base_row_values(args.profile, args.corpus, args.data_dir, {})
     step_tokens = int(values["tokens_per_batch"]) * int(values.get("accumulate", 1))
-    values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro)
+    values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro,
+                  packed_attention=attention)  # fmt: skip
     if args.dry_run:
         values.update(device="cpu", threads=1)
     return values
@@ -224,7 +227,7 @@ def best_sets(args, results: dict[str, dict]) -> list[str]:
         return []
     best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
     values = row_values(args, *CANDIDATES[best])
-    return [f"{k}={values[k]}" for k in ("packing", "compile", "accumulate", "tokens_per_batch")]
+    return [f"{k}={values[k]}" for k in ("packing", "compile", "accumulate", "tokens_per_batch", "packed_attention")]
 
 
 def run_all(args) -> list[str]:
@@ -258,7 +261,7 @@ def run_all(args) -> list[str]:
     peak, how = matmul_peak(args.dry_run)
     lines.append(f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})")
     print(lines[-1], flush=True)
-    for name in ("padded 2x12.5k", "padded compiled 2x12.5k", "packed graphs"):
+    for name in ("padded 2x12.5k", "padded compiled 2x12.5k", "packed graphs", "packed graphs flex"):
         record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
                                                args.windows))  # fmt: skip
     from anchor_transformer import anchor_rate
@@ -279,7 +282,8 @@ def run_all(args) -> list[str]:
 
     for compiled in (True, False):
         record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
-    share = args.share or ("packed graphs" if "packed graphs" in results else "packed 2x12.5k")
+    graphs = [n for n in ("packed graphs flex", "packed graphs") if n in results]
+    share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed 2x12.5k")
     with tempfile.TemporaryDirectory(prefix="gpu-cand-") as tmp:
         work = Path(tmp)
         with MPS(work / "mps") as mps:  # MPS first: it measured 1.31x one trial alone, time-slicing 1.08x

@@ -184,6 +184,15 @@ KNOBS: tuple[Knob, ...] = (
         "off (default): padded batches; on: the same batches packed into buffers of one shape; fill: buffers "
         "filled to the budget in real tokens; auto (= off)",
     ),
+    _K(
+        "packed_attention",
+        "run",
+        "none",
+        "packed attention",
+        "",
+        "a packed step's attention on CUDA: auto (= varlen): varlen FlashAttention; flex: FlexAttention with a "
+        "block mask (compile on or graphs)",
+    ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )
 

@@ -37,12 +37,14 @@ STREAMS = {
 
 
 def resolve_packing(
-    mode: str, cfg, device: torch.device, task: str, precision: str = "bf16"
-) -> tuple[Optional[str], str]:
-    """(attention backend or None, why) for a trial's ``packing`` knob on ``device`` at ``precision``."""
+    mode: str, cfg, device: torch.device, task: str, precision: str = "bf16", attention: str = "auto",
+    compile_mode: str = "off",
+) -> tuple[Optional[str], str]:  # fmt: skip
+    """(attention backend or None, why) for a trial's ``packing`` knob on ``device`` at ``precision``, with its
+    ``packed_attention`` and ``compile`` knobs."""
     if mode in ("off", "auto"):  # auto: not yet shown to learn as padded batches do (the module docstring)
         return None, f"packing={mode}"
-    return packed_support(cfg, device, task, precision)
+    return packed_support(cfg, device, task, precision, attention, compile_mode)
 
 
 def packed_loss(model, tensors: tuple, span: int, backend: str, eps_ls: float, device_type: str, precision: str):

@@ -31,6 +31,7 @@ TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only 
 LOSS_KERNELS = ("plain", "chunked")  # the output projection and loss: see transformer_core/fused_loss.py
 COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
 PACKING = ("off", "on", "fill", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
+PACKED_ATTENTION = ("auto", "varlen", "flex")  # a packed batch's attention on CUDA: see transformer_core/segments.py
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class TrainConfig:
     fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
     loss_kernel: str = "plain"  # plain: logits then log_softmax; chunked: projection and loss by row chunks (equal)
     packing: str = "off"  # off: padded length buckets; on/fill: packed buffers of one shape (packed_step.py); auto
+    packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex: FlexAttention (compiled, CUDA)
 
     def __post_init__(self) -> None:
         _check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
@@ -114,6 +116,7 @@ class TrainConfig:
         _check_choice("compile", self.compile, COMPILE)
         _check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         _check_choice("packing", self.packing, PACKING)
+        _check_choice("packed_attention", self.packed_attention, PACKED_ATTENTION)
         for name in ("fused_adam", "fast_dropout"):
             if not isinstance(getattr(self, name), bool):
                 _fail(name, getattr(self, name), "true or false")

@@ -7,6 +7,11 @@ Two ways compute it, both at one shape per trial:
   heads, head size) with the segments' cumulative boundaries; no mask is built.  It has no dropout inside
   attention and takes one head size of at most 256 (a multiple of 8): q and k (or v) are zero-padded to the larger
   of d_k and d_v, which leaves every product and the output unchanged.
+- ``flex``: FlexAttention (``torch.nn.attention.flex_attention``, Triton kernels under torch.compile) with a block
+  mask built straight from the segments' ids: a query block visits only the key blocks whose sentences it holds
+  (sentences are contiguous and in order in the buffer), and the segment test runs inside the kernel.  Short
+  sentences share one 128-row tile here, where varlen gives each sentence a tile of its own.  Chosen with the
+  run-only knob ``packed_attention``.
 - ``mask``: ``scaled_dot_product_attention`` with a boolean (tokens x tokens) block-diagonal mask built from each
   token's segment: what a CPU computes, and the reference the equivalence tests hold varlen's layout to.
 
@@ -30,12 +35,49 @@ MAX_FLASH_HEAD = 256
 class Segments:
     """Which keys each query of a packed buffer may attend to."""
 
-    backend: str  # "varlen" or "mask"
+    backend: str  # "varlen", "flex" or "mask"
     cu_q: torch.Tensor  # (segments + 1,) int32
     cu_k: torch.Tensor  # (segments + 1,) int32
     span: int  # the longest segment any batch of the trial can hold (a fixed int: one compiled shape)
     causal: bool
     mask: Optional[torch.Tensor] = None  # mask backend: (1, 1, Cq, Ck) bool, True where attention is allowed
+    block_mask: object = None  # flex backend: a flex_attention BlockMask
+
+
+FLEX_BLOCK = 128  # FlexAttention's default tile: a query block and a key block of 128 tokens
+FLEX_MIN_HEAD = 16  # its GPU kernels take head sizes of 16 and up
+
+
+def _block_ranges(seg: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first, last) segment id of each ``block``-token block of a buffer whose ids never decrease."""
+    n = seg.shape[0]
+    starts = torch.arange(0, n, block, device=seg.device)
+    ends = torch.clamp(starts + block, max=n) - 1
+    return seg[starts], seg[ends]
+
+
+def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool):
+    """The BlockMask of attention within segments, from the ids alone: static shapes, no (Cq x Ck) tensor."""
+    from torch.nn.attention.flex_attention import BlockMask
+
+    q_lo, q_hi = _block_ranges(seg_q, FLEX_BLOCK)
+    k_lo, k_hi = _block_ranges(seg_k, FLEX_BLOCK)
+    nk = k_lo.shape[0]
+    # key blocks that share a segment with query block i: a contiguous run, since ids never decrease
+    first = torch.searchsorted(k_hi, q_lo)  # the first key block whose last id reaches the query block's first
+    last = torch.searchsorted(k_lo, q_hi, right=True) - 1  # the last key block starting at or before its last id
+    if causal:  # self-attention on one buffer: no key block after the query block
+        last = torch.minimum(last, torch.arange(q_lo.shape[0], device=seg_q.device))
+    count = torch.clamp(last - first + 1, min=0).to(torch.int32)
+    cols = torch.arange(nk, device=seg_q.device)
+    indices = torch.clamp(first[:, None] + cols[None, :], max=nk - 1).to(torch.int32)
+
+    def same_segment(b, h, q, kv):
+        keep = seg_q[q] == seg_k[kv]
+        return keep & (kv <= q) if causal else keep
+
+    return BlockMask.from_kv_blocks(count[None, None], indices[None, None], BLOCK_SIZE=FLEX_BLOCK,
+                                    mask_mod=same_segment, seq_lengths=(seg_q.shape[0], seg_k.shape[0]))  # fmt: skip
 
 
 def build_segments(
@@ -56,7 +98,8 @@ def build_segments(
             idx = torch.arange(n, device=seg_q.device)
             mask = mask & (idx[None, :] <= idx[:, None])
         mask = mask[None, None]
-    return Segments(backend, cu_q, cu_k, span, causal, mask)
+    block_mask = flex_block_mask(seg_q, seg_k, causal) if backend == "flex" else None
+    return Segments(backend, cu_q, cu_k, span, causal, mask, block_mask)
 
 
 def _padded_head(x: torch.Tensor, size: int) -> torch.Tensor:
@@ -96,6 +139,13 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Se
     if seg.backend == "mask":
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=seg.mask, scale=scale)  # (1, h, Cq, d_v)
         return y.transpose(1, 2).flatten(2)
+    if seg.backend == "flex":
+        from torch.nn.attention.flex_attention import flex_attention
+
+        # contiguous (1, h, C, d) operands: inductor's flex template reads their layout as four dimensions
+        q, k, v = (t.contiguous() for t in (q, k, v))
+        y = flex_attention(q, k, v, block_mask=seg.block_mask, scale=scale)  # (1, h, Cq, d_v)
+        return y.transpose(1, 2).flatten(2)
     d_v = v.shape[-1]
     size = flash_head_size(q.shape[-1], d_v)
     # (1, h, C, d) -> (C, h, d): the layout the projections wrote, so no copy where no padding is needed
@@ -109,17 +159,39 @@ def varlen_available() -> bool:
     return _VARLEN is not None
 
 
+def flex_available() -> bool:
+    try:
+        import torch.nn.attention.flex_attention  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def packed_support(
-    cfg, device: torch.device, task: str = "translation", precision: str = "bf16"
-) -> tuple[Optional[str], str]:
+    cfg, device: torch.device, task: str = "translation", precision: str = "bf16", attention: str = "auto",
+    compile_mode: str = "off",
+) -> tuple[Optional[str], str]:  # fmt: skip
     """(backend, why): the attention backend a packed step of this model runs on ``device``, or None and the
-    reason it trains padded batches instead."""
+    reason it trains padded batches instead.  ``attention`` (the knob packed_attention): auto or varlen, or flex
+    (CUDA, compiled: FlexAttention's kernels are made by torch.compile)."""
     if task != "translation":
         return None, f"the {task} task trains padded batches"
     if cfg.positional == "alibi":
         return None, "alibi's distance bias is not a segment mask"
     if device.type != "cuda":
         return "mask", "block-diagonal mask (no varlen kernel off CUDA)"
+    if attention == "flex":
+        if not flex_available():
+            return None, f"torch {torch.__version__} has no torch.nn.attention.flex_attention"
+        if compile_mode not in ("on", "graphs"):
+            return None, f"FlexAttention runs compiled (compile=on or graphs), not compile={compile_mode}"
+        if cfg.attention_dropout > 0:
+            return None, "FlexAttention here has no dropout inside attention (attention_dropout > 0)"
+        if max(cfg.d_k, cfg.d_v) > MAX_FLASH_HEAD:
+            return None, f"head size {max(cfg.d_k, cfg.d_v)} is above FlexAttention's {MAX_FLASH_HEAD} here"
+        if min(cfg.d_k, cfg.d_v) < FLEX_MIN_HEAD:
+            return None, f"head size {min(cfg.d_k, cfg.d_v)} is below FlexAttention's {FLEX_MIN_HEAD}"
+        return "flex", f"FlexAttention with a block mask of {FLEX_BLOCK}-token blocks"
     if not varlen_available():
         return None, f"torch {torch.__version__} has no torch.nn.attention.varlen"
     if precision != "bf16":

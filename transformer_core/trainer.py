@@ -187,7 +187,7 @@ class Trainer:
         set_fast_dropout(self.model, t.fast_dropout)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
         self.packing, self.packing_reason = resolve_packing(
-            t.packing, config.model, self.device, config.data.task, self.precision
+            t.packing, config.model, self.device, config.data.task, self.precision, t.packed_attention, t.compile
         )
         self.compile_seconds: Optional[float] = None  # compiled: the first step this process trains, compiling included
         self.rank, self.world = world()

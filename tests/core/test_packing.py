@@ -14,7 +14,7 @@ from transformer_core.data.batching import collate, plan_batches
 from transformer_core.data.packing import PackedStream, pack, packed_shape, plan_packed
 from transformer_core.data.prepare import PAD
 from transformer_core.model import build_model
-from transformer_core.packed_step import PackedForwardLoss, resolve_packing
+from transformer_core.packed_step import PackedForwardLoss, packed_loss, resolve_packing
 from transformer_core.segments import flash_head_size, packed_support
 
 # Table 3's base and the rows the issue names, at a small width (fp32, dropout off: the two layouts' sums differ
@@ -73,6 +73,68 @@ def test_packed_loss_and_gradients_equal_the_padded_step_in_fp32(row, fixture_co
     assert got[2].keys() == ref[2].keys()
     for name in ref[2]:
         torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("row", ["base", "B1", "E1"])
+def test_flex_attention_gives_the_padded_step_loss_in_fp32(row, fixture_corpus):
+    """FlexAttention with the block mask built from segment ids gives the padded step's loss (forward only: torch
+    has no FlexAttention backward on a CPU; the gpu test below holds its gradients to the padded step's)."""
+    split = fixture_corpus.split("train")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**{**SMALL, **ROWS[row]}), fixture_corpus.vocab_size).eval()
+    index = _batch(split, seed=1)
+    padded = ForwardLoss(model, 0.1, torch.device("cpu"), "fp32")
+    batch = collate(split, index)
+    with torch.no_grad():
+        ref = padded(*padded.prepare((batch.src, batch.tgt_in), batch.tgt_out))[0]
+        shape = packed_shape(1200, *_lengths(split))
+        pb = pack(split, index, shape)
+        for backend in ("flex", "mask"):
+            packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", backend, shape)
+            torch.testing.assert_close(packed(packed.prepare(pb))[0], ref, rtol=1e-5, atol=1e-4, msg=backend)
+
+
+@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
+def test_the_flex_step_compiles_whole(backend, fixture_corpus):
+    """The flex step, block mask included, traces as one graph (fullgraph: no break, no host read); inductor's
+    CPU kernels give the eager loss (forward: a CPU has no FlexAttention backward)."""
+    import torch._dynamo as dynamo
+
+    split = fixture_corpus.split("train")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**SMALL), fixture_corpus.vocab_size).eval()
+    shape = packed_shape(1200, *_lengths(split))
+    tensors = pack(split, _batch(split), shape).tensors()
+    dynamo.reset()
+    compiled = torch.compile(packed_loss, dynamic=False, backend=backend, fullgraph=True)
+    with torch.no_grad():
+        want = packed_loss(model, tensors, shape.span, "mask", 0.1, "cpu", "fp32")[0]
+        got = compiled(model, tensors, shape.span, "flex", 0.1, "cpu", "fp32")[0]
+    dynamo.reset()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_flex_block_mask_visits_every_key_block_a_query_block_needs_and_no_later_one(causal):
+    """Segments of 1 to 300 tokens over a buffer of odd length: the blocks the mask visits are exactly those
+    holding a (query, key) pair of one segment (and, causal, no key after the query)."""
+    from transformer_core.segments import FLEX_BLOCK, flex_block_mask
+
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(1, 300, size=40)
+    seg = torch.from_numpy(np.repeat(np.arange(40), lengths))
+    bm = flex_block_mask(seg, seg, causal)
+    dense = seg[:, None] == seg[None, :]
+    if causal:
+        dense &= torch.ones_like(dense).tril().bool()
+    n = -(-len(seg) // FLEX_BLOCK)
+    pad = n * FLEX_BLOCK - len(seg)
+    blocks = F.pad(dense, (0, pad, 0, pad)).view(n, FLEX_BLOCK, n, FLEX_BLOCK).any(3).any(1)
+    counts, indices = bm.kv_num_blocks[0, 0], bm.kv_indices[0, 0]
+    visited = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        visited[i, indices[i, : counts[i]].long()] = True
+    assert torch.equal(visited, blocks)
 
 
 def test_a_sentence_that_sees_another_changes_the_loss(fixture_corpus):
@@ -322,6 +384,32 @@ def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus
     torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
     for name in ref[2]:
         torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("heads", [dict(d_k=16, d_v=16), dict(d_k=16, d_v=32)])
+def test_on_cuda_flex_attention_equals_the_padded_step_in_bf16(heads, fixture_corpus):
+    """FlexAttention compiled (its Triton kernels, forward and backward) against the padded step under bf16
+    autocast: the loss and every gradient to bf16's rounding (heads of 16 and more: flex's smallest)."""
+    split = fixture_corpus.split("train")
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**SMALL, "d_model": 64, **heads})
+    model = build_model(cfg, fixture_corpus.vocab_size).to(device).train()
+    index = _batch(split)
+    padded = ForwardLoss(model, 0.1, device, "bf16")
+    batch = collate(split, index)
+    inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
+    ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
+    shape = packed_shape(1200, *_lengths(split))
+    assert packed_support(model.cfg, device, attention="flex", compile_mode="on")[0] == "flex"
+    packed = PackedForwardLoss(model, 0.1, device, "bf16", "on", "flex", shape)
+    got = _loss_and_grads(model, lambda: packed(packed.prepare(pack(split, index, shape))))
+    torch.testing.assert_close(got[0], ref[0], rtol=2e-2, atol=1e-2)
+    for name in ref[2]:  # each gradient within a few percent of the padded one's norm: bf16 products both ways
+        diff = (got[2][name] - ref[2][name]).norm() / ref[2][name].norm().clamp_min(1e-12)
+        assert diff < 0.05, (name, float(diff))
 
 
 @pytest.mark.gpu
