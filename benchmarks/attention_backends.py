@@ -52,8 +52,8 @@ def tokens_per_second(shape, kernel: str, precision: str, steps: int) -> float:
         opt.step()
 
     # "default": PyTorch's own kernel choice (what the model did before it special-cased CPU bf16)
-    saved = attention._LOW_PRECISION
-    attention._LOW_PRECISION = () if kernel == "default" else saved
+    saved = attention.LOW_PRECISION
+    attention.LOW_PRECISION = () if kernel == "default" else saved
     try:
         with sdpa_kernel(SDPBackend.MATH) if kernel == "math" else nullcontext():
             step(), step()
@@ -62,7 +62,7 @@ def tokens_per_second(shape, kernel: str, precision: str, steps: int) -> float:
                 step()
             return B * T * steps / (time.perf_counter() - t0)
     finally:
-        attention._LOW_PRECISION = saved
+        attention.LOW_PRECISION = saved
 
 
 def main() -> None:

@@ -220,10 +220,10 @@ def cmd_run(args) -> int:
     except Exception as exc:  # a full disk anywhere (driver, MLflow, Tune's state): one line, not a traceback
         if no_space(exc) or (not is_uri(str(out)) and disk_full_at(out)):  # e.g. Tune's EOFError on an empty file
             raise UserError(no_space_message(str(out), exc, _has_state(out)) + _see(where)) from None
-        from .tune_adapter import _one_line
+        from .tune_adapter import one_line
 
         resume = f"; resume with `{_resume_command(args, out)}`" if _has_state(out) else ""
-        print(f"tsweep run stopped: {_one_line(exc)}; the trials that ended keep their results{resume}"
+        print(f"tsweep run stopped: {one_line(exc)}; the trials that ended keep their results{resume}"
               f"{_see(where) or ' (rerun with --verbose for the traceback)'}", file=sys.stderr)  # fmt: skip
         return 1
     print(f"sweep {spec.name} done in {(time.time() - start) / 60:.1f} min: {len(summary)} trials in {out}")

@@ -39,10 +39,10 @@ from transformer_core.rundir import CHECKPOINTS, CONFIG, EVALS, RESULT, TRACKING
 from transformer_core.tracking import JsonTracker
 
 from .lock import SweepLock
-from .runner import _init_ray, check_address
+from .runner import check_address, init_ray
 from .storage import Storage, open_storage
 from .sweep_state import check_inside, read_sweep_state
-from .tracking import DEFAULT_DB, MlflowTracker, _client, _retry, resolve_uri, sweep_store_uri
+from .tracking import DEFAULT_DB, MlflowTracker, mlflow_client, resolve_uri, retry_locked, sweep_store_uri
 from .trial import trial_workdir
 
 log = logging.getLogger(__name__)
@@ -54,15 +54,15 @@ class ChildRunTracker(MlflowTracker):
     params: a set scored again replaces its signature) and artifacts under evals/."""
 
     def __init__(self, uri: str, run_id: str):  # attach only: never create a run or set it RUNNING
-        self.client, self.run_id = _client(uri), run_id
+        self.client, self.run_id = mlflow_client(uri), run_id
 
     def log_params(self, params: dict) -> None:
         for key, value in params.items():
-            _retry(self.client.set_tag, self.run_id, key, str(value)[:5000])
+            retry_locked(self.client.set_tag, self.run_id, key, str(value)[:5000])
 
     def log_artifact(self, path: str) -> None:
         if Path(path).exists():
-            _retry(self.client.log_artifact, self.run_id, path, EVALS)
+            retry_locked(self.client.log_artifact, self.run_id, path, EVALS)
 
 
 class RecordingTracker:
@@ -352,7 +352,7 @@ def _fan_out(fn, jobs, es, address, num_cpus, cpus, gpus, progress, on_done=None
     through ``on_done(trial_id, record)`` in the driver as it arrives."""
     from tqdm import tqdm
 
-    _init_ray(address, num_cpus)
+    init_ray(address, num_cpus)
     import ray
 
     try:

@@ -192,7 +192,7 @@ def check_address(address: Optional[str]) -> None:
         raise UserError(f"--address {address!r} is invalid: allowed 'auto', HOST:PORT or ray://HOST:PORT")
 
 
-def _init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
+def init_ray(address: Optional[str], num_cpus: Optional[int]) -> None:
     """Join the cluster at ``address`` under Ray's own auth, or start a local Ray that listens on 127.0.0.1 only."""
     if not address:
         # Before Ray is imported: with clusters "disabled", Ray takes 127.0.0.1 as this node's address, and
@@ -270,7 +270,7 @@ def open_sweep(
         ctx.state = _initial_state(ctx, state, profile.rules())
         if not ctx.add_trials([] if spec.search else trials):
             ctx.write_state()
-        _init_ray(address, num_cpus)
+        init_ray(address, num_cpus)
     except BaseException:
         if not store and not (local / "sweep.json").exists():  # it never started: leave --out as it was
             _remove_partial(local, fresh)
@@ -541,9 +541,9 @@ def fit_to_memory(ctx: SweepContext, echo: Callable[[str], None], address: Optio
 
 def why(exc: BaseException) -> str:
     """An error that stopped a sweep, in one line for sweep.json."""
-    from .tune_adapter import _one_line
+    from .tune_adapter import one_line
 
-    return _one_line(exc)[:500]
+    return one_line(exc)[:500]
 
 
 def run_sweep(

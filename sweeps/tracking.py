@@ -143,13 +143,13 @@ def check_reachable(uri: str, timeout: float = REACH_SECONDS) -> None:
                         "the spec for the sweep's own mlflow.db") from None  # fmt: skip
 
 
-def _client(uri: str):
+def mlflow_client(uri: str):
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=uri)
 
 
-def _retry(fn, *args, **kwargs):
+def retry_locked(fn, *args, **kwargs):
     """SQLite allows one writer at a time: retry briefly when trials write together."""
     for attempt in range(8):
         try:
@@ -173,11 +173,11 @@ def ensure_parent_run(
     A new experiment keeps its artifacts at ``artifact_location`` (the sweep's own
     directory), not in ./mlruns of whichever directory the driver was started from.
     An existing parent run (a resume) is set back to RUNNING."""
-    client = _client(uri)
+    client = mlflow_client(uri)
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment, artifact_location=artifact_location)
     if existing:
-        _retry(client.update_run, existing, status="RUNNING")
+        retry_locked(client.update_run, existing, status="RUNNING")
         return exp_id, existing
     run = client.create_run(
         exp_id, run_name=sweep_name, tags={"sweep": sweep_name, **{k: str(v) for k, v in tags.items()}}
@@ -186,19 +186,19 @@ def ensure_parent_run(
 
 
 def end_run(uri: str, run_id: str, status: str) -> None:
-    _retry(_client(uri).set_terminated, run_id, status)
+    retry_locked(mlflow_client(uri).set_terminated, run_id, status)
 
 
 def end_open_runs(uri: str, run_ids: list[str], status: str, tag: str) -> list[str]:
     """End those of ``run_ids`` still RUNNING as ``status`` (KILLED, FAILED) with tag ``tag``=true; returns them."""
     if not run_ids:
         return []
-    client, ended = _client(uri), []
+    client, ended = mlflow_client(uri), []
     for run_id in run_ids:
         run = client.get_run(run_id)
         if run.info.status == "RUNNING":
-            _retry(client.set_tag, run_id, tag, "true")
-            _retry(client.set_terminated, run_id, status)
+            retry_locked(client.set_tag, run_id, tag, "true")
+            retry_locked(client.set_terminated, run_id, status)
             ended.append(run_id)
     return ended
 
@@ -207,13 +207,13 @@ class MlflowTracker:
     """The child run of one trial.  Re-attaches to the same run when a trial is retried or resumed."""
 
     def __init__(self, uri: str, experiment_id: str, parent_run_id: str, workdir: Path, name: str, tags: dict):
-        self.client = _client(uri)
+        self.client = mlflow_client(uri)
         marker = Path(workdir) / "mlflow_run_id"
         if marker.exists():
             self.run_id = marker.read_text().strip()
-            _retry(self.client.update_run, self.run_id, status="RUNNING")
+            retry_locked(self.client.update_run, self.run_id, status="RUNNING")
         else:
-            run = _retry(
+            run = retry_locked(
                 self.client.create_run,
                 experiment_id,
                 run_name=name,
@@ -228,23 +228,23 @@ class MlflowTracker:
 
         items = [Param(k, str(v)[:500]) for k, v in params.items()]
         for i in range(0, len(items), 90):
-            _retry(self.client.log_batch, self.run_id, params=items[i : i + 90])
+            retry_locked(self.client.log_batch, self.run_id, params=items[i : i + 90])
 
     def log_metrics(self, metrics: dict, step: int) -> None:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
         items = [Metric(k, float(v), now, step) for k, v in metrics.items() if isinstance(v, (int, float))]
-        _retry(self.client.log_batch, self.run_id, metrics=items)
+        retry_locked(self.client.log_batch, self.run_id, metrics=items)
 
     def log_artifact(self, path: str) -> None:
         if Path(path).exists():
-            _retry(self.client.log_artifact, self.run_id, path)
+            retry_locked(self.client.log_artifact, self.run_id, path)
 
     def set_status(self, status: str, reason: str = "") -> None:
         if reason:
-            _retry(self.client.set_tag, self.run_id, "failure_reason", reason[:5000])
-        _retry(self.client.set_terminated, self.run_id, status)
+            retry_locked(self.client.set_tag, self.run_id, "failure_reason", reason[:5000])
+        retry_locked(self.client.set_terminated, self.run_id, status)
 
 
 def describe_parent(uri: str, run_id: str, params: dict, tags: dict, metrics: dict | None = None) -> None:
@@ -253,12 +253,12 @@ def describe_parent(uri: str, run_id: str, params: dict, tags: dict, metrics: di
     verdicts) and ``metrics`` (trials finished, device-hours)."""
     from mlflow.entities import Metric, Param, RunTag
 
-    client = _client(uri)
+    client = mlflow_client(uri)
     have = client.get_run(run_id).data.params
     new = [Param(k, str(v)[:500]) for k, v in params.items() if k not in have]
     now = int(time.time() * 1000)
     items = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items() if isinstance(v, (int, float))]
-    _retry(
+    retry_locked(
         client.log_batch, run_id, metrics=items, params=new, tags=[RunTag(k, str(v)[:5000]) for k, v in tags.items()]
     )
 
@@ -266,11 +266,11 @@ def describe_parent(uri: str, run_id: str, params: dict, tags: dict, metrics: di
 def log_report(uri: str, run_id: str, report_dir: Path, verdicts: dict) -> None:
     """The report folder as the parent run's artifacts (under report/) and each claim-reading's verdict as a tag
     (``verdict.CLAIM.READING``)."""
-    client = _client(uri)
+    client = mlflow_client(uri)
     tags = {f"verdict.{claim}.{reading}": v for (claim, reading), v in verdicts.items()}
     if tags:
         describe_parent(uri, run_id, {}, tags)
-    _retry(client.log_artifacts, run_id, str(report_dir), "report")
+    retry_locked(client.log_artifacts, run_id, str(report_dir), "report")
 
 
 def git_commit(where: Path) -> str:

@@ -399,7 +399,7 @@ def summarise(grid, payloads: list[TrialRecord], stopped_early: frozenset = froz
         name = Path(r.path).name if r.path else ""
         key = m.get("tsweep_trial") or (payloads[index].id if index is not None else names.get(name, name))
         out[key] = {
-            "error": _one_line(r.error) if r.error else None,
+            "error": one_line(r.error) if r.error else None,
             "status": m.get("status"),
             "dev_bleu": m.get("dev_bleu"),
             "reports": m.get("training_iteration"),
@@ -412,7 +412,7 @@ def summarise(grid, payloads: list[TrialRecord], stopped_early: frozenset = froz
     return out
 
 
-def _one_line(error) -> str:
+def one_line(error) -> str:
     """What went wrong in a trial, in one line: the innermost error, not Ray's wrapper around it; a worker Ray's
     memory monitor killed as "killed: out of memory at N GB"."""
     cause = root_cause(error) if isinstance(error, BaseException) else error
@@ -448,7 +448,7 @@ class FaultLog:
         except (OSError, AttributeError, TypeError):
             pass
         last = text.rsplit("Failure #", 1)[-1].split("\n", 1)[-1] if "Failure #" in text else text
-        return _one_line(last.strip() or "the worker ended without saying why")
+        return one_line(last.strip() or "the worker ended without saying why")
 
     def record(self, trial, retried: bool) -> None:
         tid, reason = self.trial_id(trial), self.reason(trial)

@@ -23,7 +23,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from .positional import Rotary, alibi_bias, alibi_slopes
 from .segments import Segments, segment_attention
 
-_LOW_PRECISION = (torch.bfloat16, torch.float16)
+LOW_PRECISION = (torch.bfloat16, torch.float16)
 # CUDA: every kernel but cuDNN's.  cuDNN's attention builds a graph for each new (batch, length) shape, and
 # length-bucketed batches bring new shapes all the time: measured (benchmarks/gpu_step.py) about 8 ms of CPU
 # per call, which made the gpu profile's step CPU-bound.  Flash (no mask) and memory-efficient (a mask) remain.
@@ -97,7 +97,7 @@ class MultiHeadAttention(nn.Module):
         # Measured (benchmarks/attention_backends.py): on CPU under bf16 autocast a training
         # step with the default (flash) kernel is 2.5x slower than with the math kernel at
         # d_k 16 and 1.14x slower at the paper's d_k 64; in fp32 they tie.
-        math_only = q.device.type == "cpu" and q.dtype in _LOW_PRECISION
+        math_only = q.device.type == "cpu" and q.dtype in LOW_PRECISION
         backends = SDPBackend.MATH if math_only else _CUDA_BACKENDS if q.device.type == "cuda" else None
         with sdpa_kernel(backends) if backends is not None else nullcontext():
             y = F.scaled_dot_product_attention(

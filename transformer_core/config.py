@@ -26,28 +26,29 @@ from typing import Any, Optional
 from .errors import ConfigError
 
 
-def _fail(field_name: str, value: Any, allowed: str) -> None:
+def refuse(field_name: str, value: Any, allowed: str) -> None:
+    """A ConfigError in one line: the field, its value and what is allowed."""
     raise ConfigError(f"{field_name}={value!r} is invalid: allowed {allowed}")
 
 
 INT64_MAX = 2**63 - 1  # the largest integer torch and numpy take: a larger one dies in them, not here
 
 
-def _check_int(name: str, value: Any, minimum: int = 1, maximum: int = INT64_MAX) -> None:
+def check_int(name: str, value: Any, minimum: int = 1, maximum: int = INT64_MAX) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(name, value, f"an integer >= {minimum}")
+        refuse(name, value, f"an integer >= {minimum}")
     if value > maximum:
-        _fail(name, value, f"an integer in [{minimum}, {maximum}]")
+        refuse(name, value, f"an integer in [{minimum}, {maximum}]")
 
 
-def _check_prob(name: str, value: Any) -> None:
+def check_prob(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0.0 <= value < 1.0):
-        _fail(name, value, "a number in [0, 1)")
+        refuse(name, value, "a number in [0, 1)")
 
 
-def _check_choice(name: str, value: Any, choices: tuple) -> None:
+def check_choice(name: str, value: Any, choices: tuple) -> None:
     if value not in choices:
-        _fail(name, value, "one of " + ", ".join(repr(c) for c in choices))
+        refuse(name, value, "one of " + ", ".join(repr(c) for c in choices))
 
 
 POSITIONAL = ("sinusoidal", "learned", "rope", "alibi", "none")
@@ -92,23 +93,23 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for name in ("N", "d_model", "d_ff", "h", "d_k", "d_v", "max_len"):
-            _check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name))
         for name in ("N_enc", "N_dec"):
             if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name))
+                check_int(name, getattr(self, name))
         for name in ("P_drop", "attention_dropout", "relu_dropout"):
-            _check_prob(name, getattr(self, name))
-        _check_choice("positional", self.positional, POSITIONAL)
-        _check_choice("tie", self.tie, TIE)
-        _check_choice("norm", self.norm, NORM)
-        _check_choice("norm_type", self.norm_type, NORM_TYPE)
-        _check_choice("activation", self.activation, ACTIVATION)
+            check_prob(name, getattr(self, name))
+        check_choice("positional", self.positional, POSITIONAL)
+        check_choice("tie", self.tie, TIE)
+        check_choice("norm", self.norm, NORM)
+        check_choice("norm_type", self.norm_type, NORM_TYPE)
+        check_choice("activation", self.activation, ACTIVATION)
         if not isinstance(self.scale_attention, bool):
-            _fail("scale_attention", self.scale_attention, "true or false")
+            refuse("scale_attention", self.scale_attention, "true or false")
         if self.positional == "sinusoidal" and self.d_model % 2:
-            _fail("d_model", self.d_model, "an even integer with sinusoidal positions")
+            refuse("d_model", self.d_model, "an even integer with sinusoidal positions")
         if self.positional == "rope" and self.d_k % 2:
-            _fail("d_k", self.d_k, "an even integer with positional='rope' (it rotates pairs of each head's d_k)")
+            refuse("d_k", self.d_k, "an even integer with positional='rope' (it rotates pairs of each head's d_k)")
 
     @property
     def encoder_layers(self) -> int:
@@ -142,7 +143,7 @@ def paper_values(preset: str = "base", overrides: Optional[dict] = None) -> dict
 def model_config(preset: str = "base", **overrides: Any) -> ModelConfig:
     """A preset with overrides; unknown preset or keys are ConfigErrors."""
     if preset not in PRESETS:
-        _fail("preset", preset, "one of " + ", ".join(sorted(PRESETS)))
+        refuse("preset", preset, "one of " + ", ".join(sorted(PRESETS)))
     unknown = sorted(set(overrides) - set(MODEL_KEYS))
     if unknown:
         raise ConfigError(f"unknown model knob(s) {unknown}: allowed {', '.join(MODEL_KEYS)}")

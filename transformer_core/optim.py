@@ -7,7 +7,7 @@ from typing import Iterable
 
 import torch
 
-from .config import _fail
+from .config import refuse
 from .run_config import SCHEDULES
 
 
@@ -49,7 +49,7 @@ def learning_rate(
         return linear_lr(step, steps, d_model, warmup, scale)
     if schedule == "wsd":
         return wsd_lr(step, steps, d_model, warmup, scale, cooldown)
-    _fail("schedule", schedule, "one of " + ", ".join(repr(s) for s in SCHEDULES))
+    refuse("schedule", schedule, "one of " + ", ".join(repr(s) for s in SCHEDULES))
 
 
 def make_adam(

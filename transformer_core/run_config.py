@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from . import knobs
-from .config import MODEL_KEYS, ModelConfig, _check_choice, _check_int, _fail, model_config
+from .config import MODEL_KEYS, ModelConfig, check_choice, check_int, model_config, refuse
 from .errors import ConfigError, did_you_mean
 
 MAX_SEED = 2**32 - 1  # what every RNG a seed reaches takes: numpy's RandomState 32 bits, torch.manual_seed 64
@@ -75,8 +75,8 @@ class TrainConfig:
     packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex: FlexAttention (compiled, CUDA)
 
     def __post_init__(self) -> None:
-        _check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
-        _check_int("accumulate", self.accumulate, maximum=MAX_ACCUMULATE)
+        check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
+        check_int("accumulate", self.accumulate, maximum=MAX_ACCUMULATE)
         for name in (
             "steps",
             "warmup",
@@ -86,10 +86,10 @@ class TrainConfig:
             "beam",
             "log_every",
         ):
-            _check_int(name, getattr(self, name))
+            check_int(name, getattr(self, name))
         for name in ("eval_sentences", "threads", "max_extra"):
-            _check_int(name, getattr(self, name), minimum=0)
-        _check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
+            check_int(name, getattr(self, name), minimum=0)
+        check_int("seed", self.seed, minimum=0, maximum=MAX_SEED)
         for name, lo, hi in (
             ("lr_scale", 0.0, float("inf")),
             ("eps_ls", 0.0, 1.0),
@@ -106,22 +106,22 @@ class TrainConfig:
                 or not (lo <= v < hi)
                 or (name == "lr_scale" and v == 0)
             ):
-                _fail(name, v, f"a number in [{lo}, {hi})" + (" above 0" if name == "lr_scale" else ""))
-        _check_choice("schedule", self.schedule, SCHEDULES)
+                refuse(name, v, f"a number in [{lo}, {hi})" + (" above 0" if name == "lr_scale" else ""))
+        check_choice("schedule", self.schedule, SCHEDULES)
         c = self.cooldown
         if isinstance(c, bool) or not isinstance(c, (int, float)) or not (0.0 < c <= 1.0):
-            _fail("cooldown", c, "a number in (0, 1]")
-        _check_choice("eval_bleu", self.eval_bleu, EVAL_BLEU)
-        _check_choice("beam_stop", self.beam_stop, BEAM_STOPS)
-        _check_choice("compile", self.compile, COMPILE)
-        _check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
-        _check_choice("packing", self.packing, PACKING)
-        _check_choice("packed_attention", self.packed_attention, PACKED_ATTENTION)
+            refuse("cooldown", c, "a number in (0, 1]")
+        check_choice("eval_bleu", self.eval_bleu, EVAL_BLEU)
+        check_choice("beam_stop", self.beam_stop, BEAM_STOPS)
+        check_choice("compile", self.compile, COMPILE)
+        check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
+        check_choice("packing", self.packing, PACKING)
+        check_choice("packed_attention", self.packed_attention, PACKED_ATTENTION)
         for name in ("fused_adam", "fast_dropout"):
             if not isinstance(getattr(self, name), bool):
-                _fail(name, getattr(self, name), "true or false")
+                refuse(name, getattr(self, name), "true or false")
         if self.precision not in ("auto", "fp32", "bf16"):
-            _fail("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
+            refuse("precision", self.precision, "one of 'auto', 'fp32', 'bf16'")
 
 
 @dataclass(frozen=True)
@@ -133,10 +133,10 @@ class DataConfig:
     data_dir: Optional[str] = None  # run-only
 
     def __post_init__(self) -> None:
-        _check_int("vocab", self.vocab, minimum=16, maximum=MAX_VOCAB)
-        _check_choice("task", self.task, TASKS)
+        check_int("vocab", self.vocab, minimum=16, maximum=MAX_VOCAB)
+        check_choice("task", self.task, TASKS)
         if not isinstance(self.corpus, str) or not self.corpus:
-            _fail("corpus", self.corpus, "a recipe name (see 'tsweep data list')")
+            refuse("corpus", self.corpus, "a recipe name (see 'tsweep data list')")
 
 
 RUN_ONLY = knobs.RUN_ONLY  # the knob table's run-only knobs (where: run)

@@ -7,7 +7,7 @@ import pytest
 
 from sweeps import worker_memory as wm
 from sweeps.diskfull import out_of_memory, root_cause
-from sweeps.tune_adapter import FaultLog, _one_line
+from sweeps.tune_adapter import FaultLog, one_line
 from transformer_core.errors import UserError
 
 
@@ -58,7 +58,7 @@ def test_root_cause_of_an_error_that_wraps_nothing_is_itself():
             raise RuntimeError("outer") from inner
     except RuntimeError as outer:
         assert isinstance(root_cause(outer), KeyError)
-    assert _one_line(RuntimeError("")) == "RuntimeError"
+    assert one_line(RuntimeError("")) == "RuntimeError"
 
 
 RAY_OOM = (
@@ -73,7 +73,7 @@ def test_a_memory_monitor_kill_reads_as_one_line_with_the_workers_memory():
     assert out_of_memory(RAY_OOM) == "killed: out of memory at 10.6 GB"
     assert out_of_memory("1 worker(s) were killed due to the node running low on memory. Memory used: 512 MiB")
     assert out_of_memory("ValueError: bad") is None
-    assert _one_line(RuntimeError(RAY_OOM)) == "killed: out of memory at 10.6 GB"
+    assert one_line(RuntimeError(RAY_OOM)) == "killed: out of memory at 10.6 GB"
 
 
 def test_a_failed_worker_is_said_in_one_line_and_kept_in_the_trials_faults(tmp_path):

@@ -29,13 +29,13 @@ from .corpus import Corpus, load_prepared
 from .prepare import (
     LM_SIDES,
     SPLITS,
-    _combine,
-    _write_lines,
+    combine_recipes,
     corpus_key,
     corpus_langs,
     default_data_dir,
     fingerprint,
     parse_corpus_name,
+    write_corpus_lines,
 )
 from .recipes import get_recipe
 
@@ -85,7 +85,7 @@ def _side(recipe: str, lang: str, data_dir: Path, options: dict | None):
         if not Path(path).is_file():
             raise DataError(f"text file {path!r} does not exist or is not a file")
         return get_recipe("files").load(data_dir, {"src": path, "tgt": path}), 0
-    raw = _combine(recipe.split("+"), data_dir, options or {})
+    raw = combine_recipes(recipe.split("+"), data_dir, options or {})
     return raw, raw.langs.index(lang)
 
 
@@ -134,7 +134,7 @@ def prepare_lm_text(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for split, lines in splits.items():
-        _write_lines(tmp / f"{split}.{LM_SIDES[0]}", lines)
+        write_corpus_lines(tmp / f"{split}.{LM_SIDES[0]}", lines)
     meta = {
         "name": recipe,
         "task": "lm",

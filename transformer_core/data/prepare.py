@@ -77,7 +77,7 @@ def corpus_key(name: str, direction: str | None, options: dict | None = None) ->
     return key
 
 
-def _combine(names: list[str], data_dir: Path, options: dict) -> RawCorpus:
+def combine_recipes(names: list[str], data_dir: Path, options: dict) -> RawCorpus:
     parts = [get_recipe(n).load(data_dir, options) for n in names]
     langs = parts[0].langs
     for name, part in zip(names, parts):
@@ -121,7 +121,7 @@ def _empty_split(name: str, split: str, raw: RawCorpus, dropped: dict[str, int],
     return head + f"all {given[split]} input pairs were dropped ({why}); {hint}"
 
 
-def _write_lines(path: Path, lines) -> None:
+def write_corpus_lines(path: Path, lines) -> None:
     path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
 
 
@@ -150,7 +150,7 @@ def prepare_text(
         return out
     start = time.time()
     log.info("preparing %s: fetching and reading %s", name, ", ".join(names))
-    raw, direction = _orient(_combine(names, data_dir, options or {}), direction)
+    raw, direction = _orient(combine_recipes(names, data_dir, options or {}), direction)
     log.info("cleaning %d pairs", sum(len(p) for p in raw.splits.values()))
     splits, dropped = {}, {}
     for split in SPLITS:
@@ -166,8 +166,8 @@ def prepare_text(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     for split, pairs in splits.items():
-        _write_lines(tmp / f"{split}.src", (s for s, _ in pairs))
-        _write_lines(tmp / f"{split}.tgt", (t for _, t in pairs))
+        write_corpus_lines(tmp / f"{split}.src", (s for s, _ in pairs))
+        write_corpus_lines(tmp / f"{split}.tgt", (t for _, t in pairs))
     meta = {
         "name": name,
         "direction": direction,
