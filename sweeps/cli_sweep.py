@@ -76,7 +76,7 @@ def cmd_plan(args) -> int:
         row_params.setdefault(t.row, params)
         shown = MISSING
         if source:
-            est = estimate.trial_seconds(flops, tr, source.flops_per_second * devices)
+            est = estimate.trial_seconds(flops, tr, source.flops_per_second * devices, cfg.data, data_dir)
             seconds.append(est)
             shown = estimate.duration(est)
         total_flops += flops
