@@ -1,6 +1,7 @@
 """The layers run one way (docs/design.md), read from the source: every import statement of the library's modules,
 at the top, inside a function or under ``if TYPE_CHECKING`` (an annotation's import is an import), walked in the
-AST without importing anything."""
+AST without importing anything.  The benchmarks import the library, never the CLI; no module reaches for another's
+private name (a leading underscore)."""
 
 import ast
 from pathlib import Path
@@ -141,6 +142,110 @@ def test_callers_import_a_name_from_the_module_that_owns_it():
                 if source in owned and alias.name not in owned[source] and f"{source}.{alias.name}" not in MODULES:
                     through.append(f"{name}:{node.lineno}: {alias.name} from {source}")
     assert through == []
+
+
+def test_the_benchmarks_never_import_the_cli():
+    """What a benchmark needs of `tsweep`'s commands lives in a library module they call (sweeps/device_bench.py,
+    sweeps/profiles.py)."""
+    reaching = {}
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        deps = sorted(filter(_is_cli, _imports(".".join(path.relative_to(ROOT).with_suffix("").parts), path)))
+        if deps:
+            reaching[path.name] = deps
+    assert reaching == {}
+
+
+# A private name (leading underscore) of one of the project's modules reached from another module: imported
+# (``from M import _x``) or read off an imported module (``m._x``).  Each one left, with why; an entry that no longer
+# occurs fails the test, so the list only shrinks.
+PRIVATE_LEFT = {
+    "analysis.search_plots -> analysis.plots._pyplot": "analysis/ is being restructured by another writer (issue 55)",
+}
+BENCHMARKS = {path.stem: path for path in sorted((ROOT / "benchmarks").glob("*.py"))}  # imported by their bare names
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _dotted(node: ast.expr) -> list[str]:
+    """``a.b.c`` as ["a", "b", "c"]; [] for anything but names and attributes."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return [node.id, *reversed(parts)] if isinstance(node, ast.Name) else []
+
+
+def _private_uses(name: str, source: str, is_package: bool = False) -> set[str]:
+    """Each private name of another project module that module ``name`` (its source text) imports or reads as an
+    attribute of a module it imported, as "NAME -> MODULE.PRIVATE"."""
+    ours = set(MODULES) | set(BENCHMARKS)
+    package = name.split(".") if is_package else name.split(".")[:-1]
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}  # a local name -> the project module it is bound to
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                local, target = (a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0])
+                if target in ours:
+                    bound[local] = target
+                parts = a.name.split(".")
+                for i in range(1, len(parts)):  # import pkg._private_module
+                    if ".".join(parts[:i]) in ours and _private(parts[i]):
+                        found.add(f"{name} -> {'.'.join(parts[: i + 1])}")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            for a in node.names:
+                if f"{base}.{a.name}" in ours:
+                    bound[a.asname or a.name] = f"{base}.{a.name}"
+                elif base in ours and base != name and _private(a.name):
+                    found.add(f"{name} -> {base}.{a.name}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and _private(node.attr):
+            parts = _dotted(node.value)
+            if parts and parts[0] in bound:
+                module = ".".join([bound[parts[0]], *parts[1:]])
+                if module in ours and module != name:
+                    found.add(f"{name} -> {module}.{node.attr}")
+    return found
+
+
+def test_no_module_reaches_for_another_modules_private_name():
+    """The library's modules and the benchmarks (tests may reach into a module: they test it).  A name another
+    module needs is public where it is defined, or its code moves to where it is used."""
+    found = set()
+    for name, path in MODULES.items():
+        found |= _private_uses(name, path.read_text(), path.name == "__init__.py")
+    for name, path in BENCHMARKS.items():
+        found |= _private_uses(name, path.read_text())
+    assert sorted(found - set(PRIVATE_LEFT)) == []
+    assert sorted(set(PRIVATE_LEFT) - found) == [], "no longer occurs: take it off PRIVATE_LEFT"
+
+
+def test_the_private_name_finder_finds_imports_and_attributes():
+    source = """
+from .tracking import _retry, resolve_uri
+from transformer_core import attention
+import transformer_core.config
+import sweeps.cli_bench as bench
+from . import _sync
+def f():
+    from transformer_core.data.prepare import _combine
+    return attention._LOW_PRECISION, transformer_core.config._fail, bench._sync, bench.register, self._x
+"""
+    assert _private_uses("sweeps.evaluate", source) == {
+        "sweeps.evaluate -> sweeps.tracking._retry",
+        "sweeps.evaluate -> transformer_core.data.prepare._combine",
+        "sweeps.evaluate -> transformer_core.attention._LOW_PRECISION",
+        "sweeps.evaluate -> transformer_core.config._fail",
+        "sweeps.evaluate -> sweeps.cli_bench._sync",
+        "sweeps.evaluate -> sweeps._sync",
+    }
+    assert _private_uses("sweeps.tracking", "from .tracking import _retry\nx = _retry") == set()  # its own
 
 
 def test_the_core_tests_import_nothing_of_the_layers_above():
