@@ -1,28 +1,38 @@
 #!/usr/bin/env bash
-# Issue 56's second device script, for a session that has run issue56.sh (or has under 7 minutes of device time):
-# the gpu-marked tests with room to finish, where the packed step's GPU time goes against the compiled anchor's
-# (benchmarks/gpu_kernels.py), then two trials sharing the GPU under MPS.  About 6 minutes:
-#   run(command="bash benchmarks/device/issue56_profile.sh", carry=[".devdata/bible-en-de"], timeout_s=380)
+# Issue 56's second device script, after issue56.sh on the same warm machine (its best_sets.txt in $OUT is gone
+# there: pass the fastest single candidate's settings as SETS, e.g. SETS="--set packing=on --set compile=graphs
+# --set accumulate=1 --set tokens_per_batch=25000 --set packed_attention=flex"):
+#   run(command="SETS='...' bash benchmarks/device/issue56_profile.sh", carry=[".devdata/bible-en-de"], timeout_s=300)
+# What it does, in about 4 minutes: where the packed step's GPU time goes with varlen and with FlexAttention
+# (benchmarks/gpu_kernels.py; the compiled anchor beside the first), then `tsweep bench-device --share 2` with
+# SETS under MPS (its device-bench.json is what `tsweep plan --profile gpu` reads).
 # CPU check:  DRY=1 bash benchmarks/device/issue56_profile.sh
 set -uo pipefail
 export PYTHONPATH="$PWD" TSWEEP_DATA_DIR="${TSWEEP_DATA_DIR:-$PWD/.devdata}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/issue56-out}"
 mkdir -p "$OUT"
 PY="${PY:-python3}"
+SETS="${SETS:-}"
 if [ -n "${DRY:-}" ]; then
   PY="${PY_DRY:-.venv/bin/python}"
+  export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
   "$PY" benchmarks/gpu_kernels.py --dry-run --out "$OUT/gpu_kernels_dry.txt" > /dev/null 2>&1 || exit 1
-  "$PY" benchmarks/gpu_candidates.py --dry-run --only MPS --share "packed graphs" --deadline 80 \
-    --out "$OUT/gpu_mps_dry.txt" > /dev/null 2>&1 || exit 1
-  tail -n +3 "$OUT/gpu_kernels_dry.txt" | head -3; tail -2 "$OUT/gpu_mps_dry.txt"
+  "$PY" -m sweeps.cli bench-device --profile smoke --steps 3 --windows 2 --warmup 2 --share 2 $SETS \
+    > "$OUT/bench_device_dry.txt" 2>&1 || { tail -3 "$OUT/bench_device_dry.txt"; exit 1; }
+  tail -n +3 "$OUT/gpu_kernels_dry.txt" | head -2; tail -2 "$OUT/bench_device_dry.txt"
   exit 0
 fi
 name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
-timeout 130 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py tests/core/test_attention_backends.py \
-  > "$OUT/gpu_tests_$name.txt" 2>&1
-tail -3 "$OUT/gpu_tests_$name.txt"
-GPU_KERNELS_RAW="$OUT/gpu_kernels_raw_$name.txt" timeout 150 "$PY" benchmarks/gpu_kernels.py \
-  --out "$OUT/gpu_kernels_$name.txt" 2>&1 | grep -v "Warning\|USDT\|record_function"
-timeout 85 "$PY" benchmarks/gpu_candidates.py --only MPS --share "packed graphs" --deadline 80 \
-  --out "$OUT/gpu_mps_$name.txt" 2>&1 | grep -v "Warning\|USDT"
+GPU_KERNELS_RAW="$OUT/gpu_kernels_raw_$name.txt" timeout 110 "$PY" benchmarks/gpu_kernels.py \
+  --set packing=on --set compile=on --set accumulate=1 --set tokens_per_batch=25000 --set packed_attention=flex \
+  --no-anchor --out "$OUT/gpu_kernels_flex_$name.txt" 2>&1 | grep -v "Warning\|USDT\|record_function"
+mps=$(mktemp -d)
+mkdir -p "$mps/pipe" "$mps/log"
+export CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log"
+nvidia-cuda-mps-control -d && echo "MPS daemon started"
+timeout 130 "$PY" -m sweeps.cli bench-device --profile gpu --steps 10 --windows 3 --warmup 5 --share 2 $SETS \
+  > "$OUT/bench_device_$name.txt" 2>&1
+tail -6 "$OUT/bench_device_$name.txt"
+echo quit | nvidia-cuda-mps-control
+cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_$name.json" 2>/dev/null
 true
