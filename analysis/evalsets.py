@@ -32,6 +32,7 @@ from transformer_core.formatting import MISSING
 from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 
 from .claims import CLAIMS, MARGINED, Claim, as_claims, claim_rows, claims_for
+from .files import read_text
 from .metrics import READINGS, Reading
 from .scale import scale_guard
 from .seed_noise import pooled_noise
@@ -67,8 +68,8 @@ class EvalSetsReport:
 
 
 def _read(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+    try:  # a regular file of a bounded size: a FIFO or /dev/zero planted among the sets neither blocks nor fills
+        value = json.loads(read_text(path))
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}

@@ -32,10 +32,42 @@ class Unreadable(OSError):
     """A file the analysis does not read: not a regular file (a FIFO, /dev/zero), or larger than its limit."""
 
 
+# inside ``read_once()``: {(path, limit): its text, or the OSError its read raised}
+_READ: dict[tuple[str, int], str | OSError] | None = None
+
+
+@contextlib.contextmanager
+def read_once() -> Iterator[None]:
+    """Within it, each file is read once: a later ``read_text`` of the same path gets the first read's text (or
+    its error again).  A report reads every run's files once, and sees one state of a sweep that is still running."""
+    global _READ
+    outer = _READ
+    _READ = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _READ = outer
+
+
 def read_text(path: Path, limit: int = STATE_BYTES) -> str:
     """The text of a regular file of at most ``limit`` bytes (bytes that are not UTF-8 replaced); Unreadable
     where it is something else, OSError where it cannot be read: a file planted in a sweep neither blocks nor
     fills the memory of the command that reads it."""
+    if _READ is None:
+        return _read_text(path, limit)
+    key = (os.path.abspath(path), limit)
+    if key not in _READ:
+        try:
+            _READ[key] = _read_text(path, limit)
+        except OSError as exc:
+            _READ[key] = exc
+    got = _READ[key]
+    if isinstance(got, OSError):
+        raise got
+    return got
+
+
+def _read_text(path: Path, limit: int) -> str:
     with open(path, "rb", buffering=0, opener=lambda p, flags: os.open(p, flags | os.O_NONBLOCK)) as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):

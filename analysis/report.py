@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .files import check_replaceable, whole_folder
+from .files import check_replaceable, read_once, whole_folder
 from .html_report import render
 from .markdown import markdown_table
 from .plots import FOREST
@@ -79,7 +79,8 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     ``method`` and ``evidence`` choose how verdicts are decided (analysis.verdicts.Rule)."""
     out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
     check_replaceable(out)  # a folder of other files: refused before the report is computed
-    model = build(sweep_dir, samples, family, method, evidence)
+    with read_once():  # each run's files read once, one state of a running sweep
+        model = build(sweep_dir, samples, family, method, evidence)
     with whole_folder(out) as tmp:
         write_csv(model, tmp)
         write_latex(model, tmp)

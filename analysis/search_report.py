@@ -24,7 +24,7 @@ from transformer_core.rundir import Status
 from . import search_plots as plots
 from .collect import collect, precisions
 from .document import Block, Figure, Heading, Paragraph, Table, html_blocks, markdown_lines
-from .files import check_replaceable, whole_folder
+from .files import check_replaceable, read_once, whole_folder
 from .html_report import STYLE
 from .search import (
     Objective,
@@ -256,7 +256,8 @@ def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None
     folder beside it, swapped in once every file is written (analysis.files.whole_folder)."""
     out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
     check_replaceable(out)  # a folder of other files: refused before the report is computed
-    model = build_search(sweep_dir, resamples)
+    with read_once():  # each run's files read once, one state of a running sweep
+        model = build_search(sweep_dir, resamples)
     blocks = search_blocks(model)
     live = interactive_plots(Path(sweep_dir) / "optuna.db", str(model.state.get("name")))
     with whole_folder(out) as tmp:
