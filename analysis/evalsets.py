@@ -35,7 +35,7 @@ from .claims import CLAIMS, MARGINED, Claim, as_claims, claim_rows, claims_for
 from .files import read_text
 from .metrics import READINGS, Reading
 from .scale import scale_guard
-from .seed_noise import pooled_noise
+from .seed_noise import table_noise
 from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
 from .text import printable
 from .trajectory import regime
@@ -150,7 +150,9 @@ def _fmt(mean: float, half: float | None, digits: int = 2) -> str:
 def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(display strings, numbers) per row for each (set, metrics): mean ± CI with the pooled seed noise."""
     values = {(s, m): seed_values(df, reading(s, m)) for s, metrics in sets for m in metrics}
-    noise = {k: pooled_noise(v) for k, v in values.items()}
+    noise = {}  # each set's readings as one table, as its verdicts use them (seed_noise.table_noise)
+    for s, metrics in sets:
+        noise.update({(s, m): nz for m, nz in table_noise({m: values[(s, m)] for m in metrics}).items()})
     shown, numbers = [], []
     for row in row_order(df):
         text: dict[str, str] = {"row": row}

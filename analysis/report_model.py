@@ -29,11 +29,18 @@ from .paper import PAPER_FACTS
 from .plots import figures
 from .reach import reach_lines
 from .scale import NOT_MEASURABLE, scale_guard
-from .seed_noise import Noise, pooled_noise
+from .seed_noise import Noise
 from .stability import unstable_line
-from .tables import LM_NOISE_READINGS, LM_READINGS, NOISE_READINGS, judge_report, reproduction_table, sweep_task
+from .tables import (
+    LM_NOISE_READINGS,
+    NOISE_READINGS,
+    judge_report,
+    reproduction_table,
+    shown_noise,
+    sweep_task,
+)
 from .trajectory import REGIME_DROP_NATS, points, regime
-from .verdicts import Rule, Verdict, seed_correlation, seed_values, sweep_rule, unstable_counts
+from .verdicts import Rule, Verdict, seed_correlation, sweep_rule, unstable_counts
 
 LEGEND = [
     ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
@@ -253,7 +260,7 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
     rule = sweep_rule(h.get("adaptive"), family, method, evidence)
     rule = report_rule(df, sweep_dir, rule, stated)
     lm = sweep_task(df) == "lm"
-    noise = {r: pooled_noise(seed_values(df, r)) for r in NOISE_READINGS + (LM_READINGS if lm else ())}
+    noise = shown_noise(df, stated)  # as the verdicts use it: dev's readings as one table
     t = reproduction_table(df, samples, noise=noise, paper_rows=shape.paper)
     pts = points(df)  # every evaluation point the trials share: the regime and the trajectories read them
     reg = regime(df, pts=pts)

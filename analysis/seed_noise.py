@@ -23,13 +23,17 @@ scipy has no fit of Smyth's prior (statsmodels neither), so the 20 lines of ``fi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import special, stats
 
 MIN_DF_SINGLE = 3  # pooled df needed before a one-seed row is compared
 FLOOR_FROM = 0.9  # a row's own variance is used where it lies beyond this quantile of what the prior predicts
+# a row's spread over a table's readings together floors it on each where it lies beyond this quantile (stricter
+# than FLOOR_FROM: a shared floor weakens every reading's comparisons of the row; 1 turns it off); table_noise
+SHARE_FROM = 0.95
+MIN_PRIOR_DF_SHARED = 4  # a reading shares only where its prior's d0 exceeds it (shared_spread)
 # rows with replicates needed to fit the prior: below it the moment fit of d0 is mostly noise and the tests it
 # feeds are liberal (a null spec of 4-6 rows: 6.6-8% of reports with a false decided comparison at 5%, against
 # 4.3% pooled; tests/analysis/test_spec_claims.py), so a small table takes the pooled t-test
@@ -93,6 +97,7 @@ class Noise:
     own: dict = field(default_factory=dict)  # row -> (variance, df) of one seed; absent rows use the prior
     floored: tuple = ()  # (row, own sd): rows whose own spread is above their moderated one and is used
     model: str = "moderated"
+    shared: tuple = ()  # floored rows whose spread is their mean over the table's readings (shared_spread)
 
     def spread(self, row: str) -> tuple[float, float]:
         """(variance, df) of one seed of ``row``."""
@@ -120,7 +125,10 @@ class Noise:
             d0 = f"{self.prior_df:.2g}" if math.isfinite(self.prior_df) else "∞: the rows' spreads agree, pooled test"
             text += f"; prior df d0 = {d0}"
             if self.floored:
-                text += "; own spread used for " + ", ".join(f"{r} (sd {sd:.3f})" for r, sd in self.floored)
+                where = {r: ", its spread over the table's readings" for r in self.shared}
+                text += "; own spread used for " + ", ".join(
+                    f"{r} (sd {sd:.3f}{where.get(r, '')})" for r, sd in self.floored
+                )
         return text
 
 
@@ -153,6 +161,77 @@ def pooled_noise(values: dict[str, np.ndarray], model: str = "moderated") -> Noi
         own[r] = (float(var), float(vdf))
     return Noise(sigma, dof, len(stats_), d0, math.sqrt(s02) if math.isfinite(d0) else sigma, own, tuple(floored),
                  model)  # fmt: skip
+
+
+def table_noise(values: dict[str, dict[str, np.ndarray]], model: str = "moderated") -> dict[str, Noise]:
+    """The seed-noise model of each reading of one table ({reading: {row: finished seeds' values}}: the readings
+    one table judges, scored by the same trials): each reading's ``pooled_noise``, then each row's spread shared
+    over the readings (``shared_spread``)."""
+    noise = {r: pooled_noise(v, model) for r, v in values.items()}
+    return shared_spread(values, noise) if model == "moderated" else noise
+
+
+def shared_spread(values: dict[str, dict[str, np.ndarray]], noise: dict[str, Noise]) -> dict[str, Noise]:
+    """``noise`` with a row whose spread over the table's readings together lies beyond the prior floored on each.
+
+    A row's readings come from the same trials, so a row that trains unsteadily is unsteady on every one, while
+    its two seeds may happen to agree on one reading: alone, that reading's 1-df variance shrinks it to the prior
+    and its mean is tested against a spread a ninth of its own (the false decisions of a 3x row on the readings
+    it was not floored on: issue 54 item 3).  Per row, its spread ratio on each moderated reading (s_ir^2 over the
+    prior's s0_r^2) is averaged over the readings; the mean of R ratios on d df each, whose readings' seed
+    deviations correlate rho_rs, is taken as chi-square on d_eff = d R^2 / sum_rs rho_rs^2 df (Satterthwaite's two
+    moments: R independent readings give d R, identical ones d).  Where it lies beyond the ``SHARE_FROM``
+    quantile of a reading's F(d_eff, d0) (its prior df, or its pooled df where the rows' spreads agree), the row's
+    variance on that reading is at least the mean ratio times s0_r^2, on the df it had.  Readings with too few
+    rows for a prior (``MIN_ROWS_PRIOR``) or a prior of d0 <= 4, and rows with replicates on fewer than two
+    readings, keep theirs."""
+    # moderated readings whose prior has d0 > 4: a row's ratio to s0^2 is then F(d, d0), whose mean and variance
+    # (the two moments Satterthwaite matches) exist; at d0 <= 4 the rows' spreads scatter so widely that s0^2 lies
+    # far below a typical row's and one reading's ratio would floor the row on every other
+    readings = [r for r, nz in noise.items() if nz.own and nz.prior_df > MIN_PRIOR_DF_SHARED]
+    if len(readings) < 2 or not SHARE_FROM < 1:
+        return noise
+    scale = {r: noise[r].prior_sd ** 2 for r in readings}
+    rho2 = _squared_correlations(values, readings)
+    ratio: dict[str, tuple[float, float]] = {}  # row -> (mean spread ratio, its d_eff)
+    for row in {row for r in readings for row in noise[r].own}:
+        mine = [k for k, r in enumerate(readings) if len(values[r].get(row, ())) >= 2]
+        if len(mine) < 2:
+            continue
+        d = min(len(values[readings[k]][row]) - 1 for k in mine)
+        u = [float(values[readings[k]][row].var(ddof=1)) / scale[readings[k]] for k in mine]
+        ratio[row] = (float(np.mean(u)), d * len(mine) ** 2 / float(rho2[np.ix_(mine, mine)].sum()))
+    out = dict(noise)
+    for r in readings:
+        nz = noise[r]
+        own, floored, shared = dict(nz.own), dict(nz.floored), []
+        d0 = nz.prior_df if math.isfinite(nz.prior_df) else nz.df
+        for row, (mean, d_eff) in ratio.items():
+            var, vdf = own[row]
+            if mean * scale[r] > var and mean > float(stats.f.ppf(SHARE_FROM, d_eff, d0)):
+                own[row] = (mean * scale[r], vdf)
+                floored[row] = math.sqrt(mean * scale[r])
+                shared.append(row)
+        if shared:
+            out[r] = replace(nz, own=own, floored=tuple(floored.items()), shared=tuple(sorted(shared)))
+    return out
+
+
+def _squared_correlations(values: dict[str, dict[str, np.ndarray]], readings: list[str]) -> np.ndarray:
+    """rho_rs^2 of each pair of readings: the correlation of the seeds' deviations from their row's mean, over the
+    rows with the same seeds on both (1 where it cannot be told: no gain in df is then taken)."""
+    rho2 = np.ones((len(readings), len(readings)))
+    for i, r in enumerate(readings):
+        for k in range(i):
+            s = readings[k]
+            pairs = [(a - a.mean(), b - b.mean()) for row, a in values[r].items()
+                     if len(a) >= 2 and len(b := values[s].get(row, np.array([]))) == len(a)]  # fmt: skip
+            if len(pairs) < 3:
+                continue
+            x, y = np.concatenate([p[0] for p in pairs]), np.concatenate([p[1] for p in pairs])
+            if np.std(x) > 0 and np.std(y) > 0:
+                rho2[i, k] = rho2[k, i] = float(stats.pearsonr(x, y).statistic) ** 2
+    return rho2
 
 
 def _prior_quantile(s02: float, d: float, d0: float) -> float:

@@ -19,7 +19,7 @@ from .claims import CLAIMS, claim_rows
 from .evalsets import reading as set_reading
 from .evalsets import set_claims
 from .metrics import READINGS
-from .seed_noise import pooled_noise
+from .seed_noise import Noise, pooled_noise, table_noise
 from .verdicts import Outcome, Rule, Verdict, compare, decide, judge
 
 DEMO_ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
@@ -27,6 +27,7 @@ DEMO_ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4",
 DEMO_SIGMA = {"dev_bleu": 0.654, "dev_ce": 0.034}
 DEMO_RHO = 0.7  # correlation of the two readings' seed noise, in quality terms
 DEV = ("dev_bleu", "dev_ce")  # the readings rows no claim covers are judged on against base (VERSUS_READINGS)
+SET_METRICS = ("bleu", "chrf", "ce")  # a set's readings in a simulated table
 
 
 @dataclass
@@ -41,7 +42,7 @@ class Shape:
 
     def __post_init__(self):
         for s in self.sets:  # a set's readings, at dev's seed sd (chrF at BLEU's)
-            for metric, sd in (("bleu", "dev_bleu"), ("chrf", "dev_bleu"), ("ce", "dev_ce")):
+            for metric, sd in zip(SET_METRICS, ("dev_bleu", "dev_bleu", "dev_ce")):
                 self.sigma.setdefault(set_reading(s, metric), self.sigma.get(sd, 1.0))
 
     def claims(self, claims=CLAIMS) -> list:
@@ -85,6 +86,15 @@ def false_outcome(c, effects: dict, margin_sd: float | None = None) -> bool:
     return (c.outcome == Outcome.AGREES) != paper_side or d == 0
 
 
+def report_noise(values: dict, shape: Shape, model: str = "moderated") -> dict[str, Noise]:
+    """Each reading's seed-noise model, table by table as the report judges them (``seed_noise.table_noise``): dev's
+    readings together, and each of ``shape.sets``' readings together."""
+    tables = [[set_reading(s, m) for m in SET_METRICS] for s in shape.sets]
+    of_sets = {r for t in tables for r in t}
+    tables.insert(0, [r for r in values if r not in of_sets])
+    return {r: nz for t in tables for r, nz in table_noise({r: values[r] for r in t if r in values}, model).items()}
+
+
 def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, claims=CLAIMS,
                   values: dict | None = None, per_table: bool = False) -> dict:  # fmt: skip
     """Judge one simulated report (dev's claims, each of ``shape.sets``' claims and the rows no claim covers
@@ -97,13 +107,14 @@ def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, cl
     values = table(rng, shape, effects) if values is None else values
     claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}
     versus = [r for r in shape.rows if r not in claimed]  # the rows no claim covers, against base
+    noise = report_noise(values, shape, rule.variance)
     if per_table:
-        js = [judge(values, claims, rule, versus, versus_readings=DEV)]
+        js = [judge(values, claims, rule, versus, versus_readings=DEV, noise=noise)]
         for s in shape.sets:
             own = set_claims(s, claims)
-            js.append(judge({r: values[r] for c in own for r in c.readings}, own, rule))
+            js.append(judge({r: values[r] for c in own for r in c.readings}, own, rule, noise=noise))
     else:
-        js = [judge(values, shape.claims(claims), rule, versus, versus_readings=DEV)]
+        js = [judge(values, shape.claims(claims), rule, versus, versus_readings=DEV, noise=noise)]
     out = dict.fromkeys(("decided", "false", "verdicts", "false_verdicts", "found", "real", "tested"), 0)
     for res in (r for j in js for r in j.claims):
         margin = _margin_sd(res, shape)
@@ -133,7 +144,8 @@ def row_errors(rng, shape: Shape, rule: Rule, row: str, effects: dict | None = N
     values = table(rng, shape, effects) if values is None else values
     claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}
     versus = [r for r in shape.rows if r not in claimed]
-    j = judge(values, shape.claims(claims), rule, versus, versus_readings=DEV)
+    noise = report_noise(values, shape, rule.variance)
+    j = judge(values, shape.claims(claims), rule, versus, versus_readings=DEV, noise=noise)
     comps = [(c, _margin_sd(res, shape)) for res in j.claims for c in res.comparisons]
     comps += [(c, None) for cs in j.versus.values() for c in cs]
     wrong = [c for c, margin in comps if false_outcome(c, effects, margin)]
@@ -198,7 +210,7 @@ def unstable_flags(rng, shape: Shape, rule: Rule, rho: float = 0.6, before: dict
     at, end = late_table(rng, shape, rho, before, after)
     claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}
     versus = [r for r in shape.rows if r not in claimed]
-    j = judge(end, list(claims), rule, versus, versus_readings=DEV)
+    j = judge(end, list(claims), rule, versus, versus_readings=DEV, noise=report_noise(end, shape, rule.variance))
     tested = [((res.claim, res.reading), c) for res in j.claims for c in res.comparisons]
     tested += [((c.a, r), c) for r, comps in j.versus.items() for c in comps]
     delta = {2 / 3: {r: {row: at[r][row] - end[r][row] for row in end[r]} for r in end}}

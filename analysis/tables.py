@@ -20,11 +20,11 @@ from .claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, cl
 from .metrics import READINGS
 from .paper import load_table3
 from .scale import NOT_MEASURABLE, ScaleGuard, scale_guard
-from .seed_noise import pooled_noise
+from .seed_noise import Noise
 from .stability import changes, flagged
 from .stats import combine_pvalues, paired_bootstrap, read_lines
 from .trajectory import frac_label, points, regime, trajectories, trajectory_text, unstable
-from .verdicts import Judgement, Outcome, Rule, Verdict, seed_values, sweep_kind
+from .verdicts import Judgement, Outcome, Rule, Verdict, frame_noise, seed_values, sweep_kind, table_readings
 
 NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
 LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU
@@ -89,7 +89,8 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None
     theirs = (lambda row: row) if paper_rows is None else paper_rows.get
     lm = sweep_task(df) == "lm"
     readings = NOISE_READINGS + (LM_READINGS if lm else ())
-    noise = {r: noise[r] if noise and r in noise else pooled_noise(seed_values(df, r)) for r in readings}
+    if not noise or any(r not in noise for r in readings):
+        noise = {**shown_noise(df, readings=readings), **(noise or {})}
     vals = {r: seed_values(df, r) for r in readings}
     base = {r: noise[r].mean_ci(vals[r].get("base", np.array([])), "base") for r in readings}
     pb = paper.get("base", {})
@@ -232,6 +233,16 @@ def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
     )  # fmt: skip
     table.attrs["unstable_tests"] = tests  # the changes the flags are decided over (analysis.stability.flagged)
     return table, _versus_table(df, final, vtraj, guard, flags)
+
+
+def shown_noise(df: pd.DataFrame, claims: list[Claim] = CLAIMS, readings: tuple = ()) -> dict[str, Noise]:
+    """The seed-noise model of each reading the header and the tables show (``readings``; by default
+    NOISE_READINGS and a language model's), as the verdicts use it: those of the table ``judge_report`` judges
+    (its claims' readings and the rows against base's) together, the others each alone (verdicts.frame_noise)."""
+    judged, _ = claims_for(sweep_task(df), claims)
+    vrows = unclaimed_rows(df, claims) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
+    shown = readings or NOISE_READINGS + (LM_READINGS if sweep_task(df) == "lm" else ())
+    return frame_noise(df, shown, table_readings(df, judged, vrows))
 
 
 VERSUS_LABEL = {Outcome.AGREES: "better than base", Outcome.CONTRADICTS: "worse than base"}

@@ -45,7 +45,7 @@ from .adaptive_record import AdaptiveRecord, StopReason, read_adaptive
 from .claims import CLAIMS, MARGINED, Claim, as_claims
 from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, uncalibrated
 from .metrics import LOG_COLUMNS, READINGS
-from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error
+from .seed_noise import MIN_DF_SINGLE, MODELS, Noise, pooled_noise, standard_error, table_noise
 
 ALPHA = 0.05
 
@@ -581,11 +581,14 @@ class Judgement:
 
 
 def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), versus_rows: Sequence[str] = (),
-          diverged: dict | None = None, base: str = "base", versus_readings=None) -> Judgement:  # fmt: skip
+          diverged: dict | None = None, base: str = "base", versus_readings=None,
+          noise: dict[str, Noise] | None = None) -> Judgement:  # fmt: skip
     """Every claim on every reading it has, and each of ``versus_rows`` against base on every reading in
     ``values`` ({reading: {row: seed values}}; ``versus_readings``, where given, of them), decided together
-    (rule.family == "report") or claim by claim and reading by reading (rule.family == "claim")."""
-    noise = {r: pooled_noise(v, rule.variance) for r, v in values.items()}
+    (rule.family == "report") or claim by claim and reading by reading (rule.family == "claim").  ``values`` is
+    one table (its readings scored by the same trials: ``seed_noise.table_noise``) unless ``noise`` gives each
+    reading's model (several tables judged as one family: analysis.simulate)."""
+    noise = noise or table_noise(values, rule.variance)
     per_claim = [(c, r, claim_comparisons(c, values[r], noise[r], r, rule)) for c in as_claims(claims)
                  for r in c.readings if r in values]  # fmt: skip
     vr = [r for r in values if versus_readings is None or r in versus_readings]
@@ -613,11 +616,23 @@ def judge_table(
 ) -> Judgement:
     """``judge`` on a collected frame: finished seeds per row and reading; diverged seeds counted."""
     claims = as_claims(claims)
-    readings = list(dict.fromkeys([r for c in claims for r in c.readings] + (
-        list(VERSUS_READINGS[sweep_kind(df)]) if versus_rows else [])))  # fmt: skip
-    values = {r: seed_values(df, r) for r in readings}
+    values = {r: seed_values(df, r) for r in table_readings(df, claims, versus_rows)}
     diverged = df[df["status"] == Status.DIVERGED].groupby("row").size().to_dict() if len(df) else {}
     return judge(values, claims, rule, versus_rows, diverged)
+
+
+def table_readings(df: pd.DataFrame, claims: list[Claim], versus_rows: Sequence[str] = ()) -> list[str]:
+    """The readings ``judge_table`` judges as one table: every claim's, then those rows are judged against base on."""
+    return list(dict.fromkeys([r for c in as_claims(claims) for r in c.readings] + (
+        list(VERSUS_READINGS[sweep_kind(df)]) if versus_rows else [])))  # fmt: skip
+
+
+def frame_noise(df: pd.DataFrame, readings: Sequence[str], table: Sequence[str] = ()) -> dict[str, Noise]:
+    """The seed-noise model of each of ``readings`` on a collected frame as the verdicts use it: the readings of
+    ``table`` (``table_readings``: judged together) from ``seed_noise.table_noise`` over that table, the others
+    each alone."""
+    together = table_noise({r: seed_values(df, r) for r in table}) if table else {}
+    return {r: together[r] if r in together else pooled_noise(seed_values(df, r)) for r in readings}
 
 
 VERSUS_READINGS = {"translation": ("dev_bleu", "dev_ce"), "lm": ("dev_bpb",)}
@@ -663,8 +678,8 @@ def undecided_rows(df: pd.DataFrame, claims: list[Claim], rule: Rule, max_seeds:
     why: dict[str, str] = {}
     claims = as_claims(claims)
     j = judge_table(df, claims, rule)
-    values = {r: seed_values(df, r) for r in {r for c in claims for r in c.readings}}
-    noise = {r: pooled_noise(v, rule.variance) for r, v in values.items()}
+    values = {r: seed_values(df, r) for r in dict.fromkeys(r for c in claims for r in c.readings)}
+    noise = table_noise(values, rule.variance)
     for res in j.claims:
         reading = res.reading
         for c in res.comparisons:

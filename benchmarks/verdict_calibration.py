@@ -38,6 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analysis import seed_noise  # noqa: E402
 from analysis import simulate as sim  # noqa: E402
 from analysis.seed_noise import pooled_noise
 from analysis.trajectory import unstable  # noqa: E402
@@ -464,11 +465,19 @@ def share_line(hits: int, n: int) -> str:
 
 def noisy_row_section(rng, n: int, rules: dict | None = None) -> None:
     """Whole printed reports at the report's default rule (p, BH over dev's claims, test's claims and the rows no
-    claim covers against base): a row at 3x the others' seed sd and no effect anywhere, 2 seeds a row, with the
-    looks a sweep of seeds {min: 2, max: 3} is charged (2) and a fixed 2 seeds (1); on the same draws the reports
-    with no noisy row (any false decided) and, at 2 and 3 seeds, 7 rows at 3 sd (power per real comparison).
-    ``rules``: {name: looks -> Rule}, each judged on the same tables (the report's: Rule(looks=looks))."""
-    rules = rules or {"p, BH (the report's)": lambda looks: Rule(looks=looks)}
+    claim covers against base, each table's seed noise its own: simulate.report_noise): a row at 3x the others'
+    seed sd and no effect anywhere, 2 seeds a row, with the looks a sweep of seeds {min: 2, max: 3} is charged (2)
+    and a fixed 2 seeds (1); on the same draws the reports with no noisy row (any false decided, 2 and 3 seeds)
+    and, at 2 and 3 seeds, 7 rows at 3 sd (power per real comparison).  ``rules``: {name: (looks -> Rule,
+    seed_noise.SHARE_FROM)}, each judged on the same tables: by default the report's (a row's spread shared over
+    a table's readings: issue 54 item 3) beside each reading alone (SHARE_FROM 1, the rule before)."""
+    rules = rules or {
+        "p, BH, spread shared over a table's readings (the report's)": (
+            lambda looks: Rule(looks=looks),
+            seed_noise.SHARE_FROM,
+        ),
+        "p, BH, each reading alone (before)": (lambda looks: Rule(looks=looks), 1.0),
+    }
     sets = ("test",)
     shape = sim.Shape(seeds=2, sets=sets, spread={NOISY: 3.0})
     family = sim.report_errors(np.random.default_rng(0), sim.Shape(seeds=2, sets=sets), Rule())["tested"]
@@ -479,8 +488,8 @@ def noisy_row_section(rng, n: int, rules: dict | None = None) -> None:
         cells = {k: dict.fromkeys(("any", "dev", "sets", "report"), 0) for k in rules}
         for _ in range(n):
             values = sim.table(rng, shape)
-            for name, make in rules.items():
-                out = sim.row_errors(rng, shape, make(looks), NOISY, values=values)
+            for name, (make, share) in rules.items():
+                out = _with_share(share, sim.row_errors, rng, shape, make(looks), NOISY, values=values)
                 for k in cells[name]:
                     cells[name][k] += out[k]
         for name, c in cells.items():
@@ -491,18 +500,29 @@ def noisy_row_section(rng, n: int, rules: dict | None = None) -> None:
     mix = {r: np.sign(v) * 3.0 for r, v in MIX.items()}
     print(f"\n   the same family, 2 looks charged ({m} reports each): null (no noisy row): any false decided; 7 rows "
           f"at 3 sd on the paper's side: power per real comparison, any false decided")  # fmt: skip
-    for seeds, effects in ((2, {}), (2, mix), (3, mix)):
+    for seeds, effects in ((2, {}), (3, {}), (2, mix), (3, mix)):
         cells = {k: dict.fromkeys(("report", "real", "found"), 0) for k in rules}
         for _ in range(m):
             values = sim.table(rng, sim.Shape(seeds=seeds, sets=sets), effects)
-            for name, make in rules.items():
-                out = sim.row_errors(rng, sim.Shape(seeds=seeds, sets=sets), make(2), NOISY, effects, values=values)
+            for name, (make, share) in rules.items():
+                out = _with_share(share, sim.row_errors, rng, sim.Shape(seeds=seeds, sets=sets), make(2), NOISY,
+                                  effects, values=values)  # fmt: skip
                 for k in cells[name]:
                     cells[name][k] += out[k]
         for name, c in cells.items():
             what = f"power {c['found'] / c['real']:.3f}, " if effects else ""
             print(f"{'7 rows at 3 sd' if effects else 'null'}, {seeds} seeds, {name}: {what}any false decided "
                   f"{share_line(c['report'], m)}")  # fmt: skip
+
+
+def _with_share(share: float, fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` with seed_noise.SHARE_FROM set to ``share`` (1: each reading's noise alone)."""
+    before = seed_noise.SHARE_FROM
+    seed_noise.SHARE_FROM = share
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        seed_noise.SHARE_FROM = before
 
 
 def main(argv=None) -> None:

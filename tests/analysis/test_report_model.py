@@ -35,9 +35,10 @@ def test_writers_draw_the_model_without_computing(sweep, model, tmp_path, monkey
     """With collection, judging, noise and correlations disabled, the writers give exactly write_report's files."""
     ref = write_report(sweep, tmp_path / "ref", samples=20)
     for module, name in [(analysis.report_model, "collect"), (analysis.report_model, "judge_report"),
-                         (analysis.report_model, "pooled_noise"), (analysis.report_model, "seed_correlation"),
+                         (analysis.report_model, "shown_noise"), (analysis.report_model, "seed_correlation"),
                          (analysis.report_model, "regime"), (analysis.report_model, "figures"),
-                         (analysis.verdicts, "judge_table"), (analysis.verdicts, "pooled_noise")]:  # fmt: skip
+                         (analysis.verdicts, "judge_table"), (analysis.verdicts, "pooled_noise"),
+                         (analysis.verdicts, "table_noise")]:  # fmt: skip
         monkeypatch.setattr(module, name, _refuse)
     out = tmp_path / "drawn"
     out.mkdir()
@@ -63,7 +64,7 @@ def test_what_the_model_holds_is_what_every_format_shows(model, tmp_path):
 
 def test_the_seed_noise_is_computed_once_and_shared(sweep, monkeypatch):
     """The table and the forest plot take the model's noise: their own fallback is never called."""
-    monkeypatch.setattr(analysis.tables, "pooled_noise", _refuse)
+    monkeypatch.setattr(analysis.tables, "shown_noise", _refuse)
     monkeypatch.setattr(analysis.plots, "pooled_noise", _refuse)
     m = build(sweep, samples=20)
     assert set(m.noise) == {"dev_bleu", "dev_ce", "test_bleu"} and list(m.header_noise) == list(m.noise)
