@@ -211,10 +211,17 @@ def _line(name: str, r: dict, peak: float, base: float | None) -> str:
     return f"{name}: {r['tokens_per_second']:,.0f} target tokens/s{per}, MFU {100 * mfu:.1f}%{ratio}; {step}; {how}"
 
 
+def device_line(dry_run: bool) -> str:
+    """A results table's first line: the device, torch, Python, host, commit and time."""
+    device = "CPU dry run (smoke profile, fixture corpus)" if dry_run else torch.cuda.get_device_name()
+    return (
+        f"# {device}; torch {torch.__version__}; Python {platform.python_version()}; {platform.machine()}, "
+        f"{os.cpu_count()} CPU cores; commit {_commit()}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    )
+
+
 def header(args) -> list[str]:
-    device = "CPU dry run (smoke profile, fixture corpus)" if args.dry_run else torch.cuda.get_device_name()
-    return [f"# {device}; torch {torch.__version__}; Python {platform.python_version()}; {platform.machine()}, "
-            f"{os.cpu_count()} CPU cores; commit {_commit()}; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+    return [device_line(args.dry_run),
             "$ python benchmarks/gpu_candidates.py " + " ".join(sys.argv[1:]),
             f"# profile {args.profile} base row, corpus {args.corpus}; {args.steps} timed steps x {args.windows} "
             f"windows after {args.warmup}"]  # fmt: skip

@@ -125,17 +125,15 @@ def report(name: str, warm: float, ms: float, tokens: float, params: int, ks: di
 def ours(args, device: str):
     from step_profile import base_row_values
 
-    from transformer_core.run_config import make_run_config
+    from transformer_core.run_config import make_run_config, parse_assignments
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer
 
-    sets = dict(s.split("=", 1) for s in (args.set or DEFAULT_SETS))
-    values = base_row_values(args.profile, args.corpus, args.data_dir, {})
+    sets = parse_assignments(args.set or DEFAULT_SETS)  # {key: value text}; make_run_config reads the texts
     if args.dry_run:
-        sets["tokens_per_batch"] = str(min(int(sets.get("tokens_per_batch", 512)), 512))
-        values.update(device="cpu", threads=1)
-    values.update({k: (int(v) if v.isdigit() else v) for k, v in sets.items()})
-    config = make_run_config({**values, "seed": 1, "steps": 10_000})
+        sets.update(tokens_per_batch=str(min(int(sets.get("tokens_per_batch", 512)), 512)), device="cpu", threads="1")
+    config = make_run_config({**base_row_values(args.profile, args.corpus, args.data_dir, sets), "seed": 1,
+                              "steps": 10_000})  # fmt: skip
     work = tempfile.mkdtemp(prefix="gpu-kernels-")
     tr = Trainer(config, Path(work), JsonTracker(Path(work) / "t.jsonl"), None)
     state = {"tokens": 0}
@@ -169,11 +167,10 @@ def main() -> None:
     elif not torch.cuda.is_available():
         raise SystemExit("gpu_kernels.py: no CUDA device is visible (run with --dry-run to check it on a CPU)")
     device = "cpu" if args.dry_run else "cuda"
-    from gpu_candidates import header, matmul_peak
+    from gpu_candidates import device_line, matmul_peak
 
     peak, how = matmul_peak(args.dry_run)
-    args.windows = 1
-    head = header(args)[:1] + ["$ python benchmarks/gpu_kernels.py " + " ".join(sys.argv[1:])]
+    head = [device_line(args.dry_run), "$ python benchmarks/gpu_kernels.py " + " ".join(sys.argv[1:])]
     lines = [f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})"]
 
     def flush() -> None:
@@ -190,10 +187,11 @@ def main() -> None:
     lines.clear()
     if not args.no_anchor:
         from anchor_transformer import anchor_step
+        from step_profile import base_row_values
 
         from transformer_core.data import load_corpus
 
-        values = __import__("step_profile").base_row_values(args.profile, args.corpus, args.data_dir, {})
+        values = base_row_values(args.profile, args.corpus, args.data_dir, {})
         vocab = load_corpus(args.corpus, values["vocab"], args.data_dir).vocab_size
         tokens = 512 if args.dry_run else 25_000
         fn, aparams, per_step = anchor_step(vocab, values["d_model"], values["d_ff"], values["h"], values["N"],

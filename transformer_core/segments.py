@@ -58,8 +58,6 @@ def _block_ranges(seg: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Te
 
 def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool):
     """The BlockMask of attention within segments, from the ids alone: static shapes, no (Cq x Ck) tensor."""
-    from torch.nn.attention.flex_attention import BlockMask
-
     q_lo, q_hi = _block_ranges(seg_q, FLEX_BLOCK)
     k_lo, k_hi = _block_ranges(seg_k, FLEX_BLOCK)
     nk = k_lo.shape[0]
@@ -76,7 +74,7 @@ def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool):
         keep = seg_q[q] == seg_k[kv]
         return keep & (kv <= q) if causal else keep
 
-    return BlockMask.from_kv_blocks(count[None, None], indices[None, None], BLOCK_SIZE=FLEX_BLOCK,
+    return _FLEX.BlockMask.from_kv_blocks(count[None, None], indices[None, None], BLOCK_SIZE=FLEX_BLOCK,
                                     mask_mod=same_segment, seq_lengths=(seg_q.shape[0], seg_k.shape[0]))  # fmt: skip
 
 
@@ -119,7 +117,16 @@ def _varlen_module():
     return varlen
 
 
+def _flex_module():
+    try:
+        import torch.nn.attention.flex_attention as flex
+    except ImportError:
+        return None
+    return flex
+
+
 _VARLEN = _varlen_module()  # torch.nn.attention.varlen, or None in a torch without it
+_FLEX = _flex_module()  # torch.nn.attention.flex_attention, or None in a torch without it
 # how this torch's varlen_attn takes causality, read once here rather than inside a compiled step:
 # ``is_causal`` (torch 2.10-2.11) or ``window_size`` (-1, 0)
 CAUSAL_ARG = (
@@ -140,11 +147,10 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Se
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=seg.mask, scale=scale)  # (1, h, Cq, d_v)
         return y.transpose(1, 2).flatten(2)
     if seg.backend == "flex":
-        from torch.nn.attention.flex_attention import flex_attention
-
         # contiguous (1, h, C, d) operands: inductor's flex template reads their layout as four dimensions
         q, k, v = (t.contiguous() for t in (q, k, v))
-        y = flex_attention(q, k, v, block_mask=seg.block_mask, scale=scale)  # (1, h, Cq, d_v)
+        attn = _FLEX.flex_attention  # type: ignore[union-attr]  # packed_support routes torches without it elsewhere
+        y = attn(q, k, v, block_mask=seg.block_mask, scale=scale)  # (1, h, Cq, d_v)
         return y.transpose(1, 2).flatten(2)
     d_v = v.shape[-1]
     size = flash_head_size(q.shape[-1], d_v)
@@ -160,11 +166,7 @@ def varlen_available() -> bool:
 
 
 def flex_available() -> bool:
-    try:
-        import torch.nn.attention.flex_attention  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return _FLEX is not None
 
 
 def packed_support(

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from analysis.report import write_report
+from analysis.text import _number
 from tests.analysis.test_analysis import make_sweep
 
 FIXTURE = {"base": {1: (20.0, 5.0), 2: (21.0, 5.1)}, "X1": {1: (15.0, 6.0), 2: (16.0, 6.1)}}
@@ -63,14 +64,6 @@ def test_spec_text_reaches_no_file_with_a_control_character_a_formula_or_a_tag(t
     with open(out / "table.csv", newline="") as f:
         cells = [c for row in csv.reader(f) for c in row]
     assert not [c for c in cells if c[:1] in ("=", "+", "@") or (c[:1] == "-" and len(c) > 1 and not _number(c))]
-
-
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def test_spreadsheet_cells_and_markdown_text():
