@@ -87,7 +87,7 @@ def _sync(device: torch.device) -> None:
 def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Path | None = None, k: int = 1) -> dict:
     """A fresh Trainer of ``values``: warm-up, then timed windows; with ``barrier``, the first window starts when
     all ``k`` processes have warmed up, and the result is that one window over a wall time every process shares."""
-    from sweeps.device_bench import timed_windows
+    from sweeps.plan.device_bench import timed_windows
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer, packing_keys

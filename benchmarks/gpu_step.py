@@ -1,6 +1,6 @@
 """One training step of a GPU profile's base row on a CUDA device: target tokens/s and MFU, eager and compiled.
 
-The sweep planner sizes GPU trials with an assumed MFU (sweeps/estimate.py, ``--mfu``); this measures it.  For
+The sweep planner sizes GPU trials with an assumed MFU (sweeps/plan/estimate.py, ``--mfu``); this measures it.  For
 each ``--compile`` mode a fresh Trainer of the profile's base row (bf16 where the device has it, as precision auto
 picks) trains ``--warmup`` steps (the first compiles), then ``--windows`` windows of ``--steps`` timed steps each
 (the device synchronised at both ends of each); the rate reported is the best window's, and every window's is
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from anchor_transformer import anchor_rate  # noqa: E402
 from step_profile import base_row_values, model_shapes  # noqa: E402
 
-from sweeps.device_bench import timed_windows  # noqa: E402
+from sweeps.plan.device_bench import timed_windows  # noqa: E402
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 

@@ -90,13 +90,13 @@ def matmul_peak(precision: str, shapes: list[tuple[int, int, int]]) -> dict:
 
 # ----------------------------------------------------------------------------------------- step profile
 def base_preset_values(profile: str) -> dict:
-    """The base preset's run values at ``profile`` (sweeps.profiles.profile_values).  A tree from before that
+    """The base preset's run values at ``profile`` (sweeps.spec.profiles.profile_values).  A tree from before that
     function left the CLI (step_ab.py times such a tree with this worker) gets the same values from its own
     profile and preset."""
     try:
-        from sweeps.profiles import profile_values
+        from sweeps.spec.profiles import profile_values
     except ImportError:
-        from sweeps.profiles import get_profile
+        from sweeps.spec.profiles import get_profile
         from transformer_core.config import MODEL_KEYS, paper_values
 
         p, paper = get_profile(profile), paper_values("base")

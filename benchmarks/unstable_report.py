@@ -1,4 +1,5 @@
-"""'Unstable' over whole simulated reports (analysis/stability.py through analysis.simulate.unstable_flags).
+"""'Unstable' over whole simulated reports (analysis/stats/stability.py through
+analysis.report.simulate.unstable_flags).
 
     python benchmarks/unstable_report.py [--tables 200] [--seed 0]
 
@@ -18,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis import simulate as sim  # noqa: E402
-from analysis.verdicts import Rule  # noqa: E402
+from analysis.report import simulate as sim  # noqa: E402
+from analysis.stats.verdicts import Rule  # noqa: E402
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
     python benchmarks/verdict_calibration.py --evalues [--tables 300] [--seed 0]   # the e-value section alone
 
 Every cell uses --tables simulated tables (sweeps, for the adaptive loop), at 2 and 3 seeds per row (19 rows,
-correlated readings, analysis/simulate.py).  "Decided" counts every comparison the report prints as agrees /
+correlated readings, analysis/report/simulate.py).  "Decided" counts every comparison the report prints as agrees /
 contradicts, inside a "within noise" verdict too.  Prints:
   * under the complete null, the whole printed report (dev's claims, test's and one named set's, the rows no
     claim covers against base): the share of reports with at least one false decided comparison, false ones per
@@ -16,7 +16,7 @@ contradicts, inside a "within noise" verdict too.  Prints:
     seed noise (false rate), a 3 sd effect (power), and that power when another row's seeds are identical;
   * the power at the printed 'detectable' difference (nominal 80%), one look and 10 looks in a family;
   * the unstable flag: a constant effect at ~50% power, and an effect that reverses between 2/3 and the end;
-  * the real adaptive loop (sweeps.adaptive.seed_rounds) under the null, stopped by the data or by a budget of
+  * the real adaptive loop (sweeps.run.adaptive.seed_rounds) under the null, stopped by the data or by a budget of
     1 or 2 trials: each comparison's false rate with every planned look charged and with only the looks taken;
   * the frontier for a row at 3x the others' spread.
 ``--evalues`` runs only the section on Rule(evidence="e") (anytime-valid e-values decided by e-BH, with the guard
@@ -38,11 +38,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis import seed_noise  # noqa: E402
-from analysis import simulate as sim  # noqa: E402
-from analysis.seed_noise import pooled_noise
-from analysis.trajectory import unstable  # noqa: E402
-from analysis.verdicts import Rule, compare, decide
+from analysis.report import simulate as sim  # noqa: E402
+from analysis.stats import seed_noise  # noqa: E402
+from analysis.stats.seed_noise import pooled_noise
+from analysis.stats.trajectory import unstable  # noqa: E402
+from analysis.stats.verdicts import Rule, compare, decide
 
 NEW = Rule()
 HOLM = Rule(method="holm")
@@ -117,13 +117,13 @@ class _Planned:  # what seed_rounds needs of a planned trial
 
 def adaptive_sweep(rng, lo: int = 2, hi: int = 5, budget_trials: float | None = None, effects=None,
                    evidence: str = "p") -> tuple:  # fmt: skip
-    """The real loop (sweeps.adaptive.seed_rounds, the real undecided_rows) on simulated trial results (base and
+    """The real loop (sweeps.run.adaptive.seed_rounds, the real undecided_rows) on simulated trial results (base and
     R1..R7 at 20 + effect + N(0, 1), one claim R < base each): each trial costs one unit of the wall-clock budget,
     so a round's cost is the number of rows it adds a seed to, which depends on how many are undecided; the loop
     judges on ``evidence`` (a spec's seeds.evidence).  Returns (the final frame, the adaptive record)."""
     import pandas as pd
 
-    from sweeps.adaptive import seed_rounds
+    from sweeps.run.adaptive import seed_rounds
 
     effects = effects or {}
     values = {r: list(20 + effects.get(r, 0) + rng.standard_normal(lo)) for r in ["base"] + ADAPTIVE_ROWS}
@@ -147,10 +147,10 @@ def adaptive_sweep(rng, lo: int = 2, hi: int = 5, budget_trials: float | None = 
 
 def adaptive_null(rng, sweeps: int, budget_trials: float | None = None, charge=None, family: str = "claim") -> dict:
     """Null sweeps through the real adaptive loop: the share of comparisons falsely decided and of sweeps with any,
-    the looks charged by analysis.verdicts.charged_looks, or ``charge(ad)`` instead (e.g. the looks taken); each
+    the looks charged by analysis.stats.verdicts.charged_looks, or ``charge(ad)`` instead (e.g. the looks taken); each
     comparison decided alone (family "claim": its own error rate, which the charge must keep at alpha) or the
     seven as the report's family."""
-    from analysis.verdicts import Outcome, charged_looks, judge_table
+    from analysis.stats.verdicts import Outcome, charged_looks, judge_table
 
     decided = anyf = total = 0
     for _ in range(sweeps):
@@ -196,7 +196,7 @@ def zero_row_power(rng, seeds: int, tables: int) -> float:
 def detectable_power(rng, seeds: int, rule: Rule, tables: int, calibration: int | None = None) -> tuple[float, float]:
     """(mean printed detectable difference of C4 vs base at ``rule``, in sd, over ``calibration`` null tables; the
     share of ``tables`` decided at that truth)."""
-    from analysis.verdicts import detectable
+    from analysis.stats.verdicts import detectable
 
     shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0})
     ds = []
@@ -306,10 +306,10 @@ def report_stopping(rng, tables: int, lo: int = 2, hi: int = 5) -> dict:
 
 
 def adaptive_null_e(rng, sweeps: int, budget_trials: float | None = None) -> dict:
-    """The real adaptive loop (sweeps.adaptive.seed_rounds) on e-values (the sweep's seeds.evidence: e), null
+    """The real adaptive loop (sweeps.run.adaptive.seed_rounds) on e-values (the sweep's seeds.evidence: e), null
     sweeps of ``adaptive_sweep``: the share of comparisons falsely decided each alone (e >= 20) and of sweeps with any
     false decided comparison, the seven decided together by e-BH."""
-    from analysis.verdicts import Outcome, judge_table
+    from analysis.stats.verdicts import Outcome, judge_table
 
     decided = anyf = total = 0
     for _ in range(sweeps):
@@ -323,12 +323,12 @@ def adaptive_null_e(rng, sweeps: int, budget_trials: float | None = None) -> dic
 
 
 def report_loop(rng, values: dict, lo: int, hi: int, evidence: str) -> dict:
-    """The real adaptive loop (sweeps.adaptive.seed_rounds with the real undecided_rows) over a whole simulated
+    """The real adaptive loop (sweeps.run.adaptive.seed_rounds with the real undecided_rows) over a whole simulated
     report: ``values`` is the table drawn at ``hi`` seeds ({reading: {row: seeds}}); every row starts at ``lo``
     and the loop, on dev's claims with the sweep's ``evidence`` (as a spec's ``seeds: {min, max, evidence}``),
     adds a seed to each row one more could decide, until none or ``hi``.  Returns the table as the loop left it."""
 
-    from sweeps.adaptive import seed_rounds
+    from sweeps.run.adaptive import seed_rounds
 
     n = dict.fromkeys(values["dev_bleu"], lo)
     ad = {"min": lo, "max": hi, "looks": hi - lo + 1, "rounds": [], "evidence": evidence}
@@ -355,8 +355,8 @@ def report_outcome(values: dict, rule: Rule, effects: dict, noisy: str = "C4") -
     """The whole printed report of a table (dev's claims, test's and a named set's, rows against base: one family,
     as sim.report_errors judges it): any false decided comparison, one involving the row ``noisy``, real
     comparisons and those found, seeds per row."""
-    from analysis.claims import CLAIMS, claim_rows
-    from analysis.verdicts import Outcome, judge
+    from analysis.data.claims import CLAIMS, claim_rows
+    from analysis.stats.verdicts import Outcome, judge
 
     shape = sim.Shape(sets=SETS)
     claimed = {x for v in claim_rows(CLAIMS).values() for x in v} | {"base"}

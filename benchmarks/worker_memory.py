@@ -9,7 +9,7 @@ after it, and its training rate.  Settings run one at a time, never beside each 
     libraries' defaults   ONEDNN_PRIMITIVE_CACHE_CAPACITY=1024 LRU_CACHE_CAPACITY=1024, nothing released after
                           a trial (the worker as it ran before this benchmark existed)
     bounded               transformer_core's defaults (native_memory.CACHE_CAPACITY) and release_free_memory()
-                          after each trial, as sweeps/trial.py does
+                          after each trial, as sweeps/run/trial.py does
 
 The ratios printed: bf16 / fp32 peak (bounded; the target is <= 1.5), growth per trial after the first, and the
 training rate bounded / defaults per precision.
@@ -40,7 +40,7 @@ SETTINGS = {
 
 def worker(args) -> None:
     """One process: ``--trials`` trials in a row; a JSON line per trial."""
-    from sweeps.profiles import profile_values
+    from sweeps.spec.profiles import profile_values
     from transformer_core.native_memory import gb, peak_bytes, release_free_memory, resident_bytes
     from transformer_core.run_config import make_run_config
     from transformer_core.train import train_and_evaluate
@@ -176,7 +176,7 @@ def main() -> None:
     import torch
     from step_profile import cpu_flags, machine_precisions
 
-    from sweeps.tracking import git_commit
+    from sweeps.run.tracking import git_commit
     from transformer_core.memory import machine_memory
 
     precisions = args.precisions.split(",") if args.precisions else machine_precisions()

@@ -8,32 +8,29 @@ pandas DataFrames, for an ablation sweep (rows of a table) and a search sweep (s
     s.curves.pivot_table("dev_ce", "step", "row")  # dev cross-entropy at every evaluation point
     s.verdicts                                     # the claims judged, each with its verdict (a search too)
 
-Everything is read from what the sweep left on disk (analysis.collect) and judged by the report's own functions
-(analysis.tables.judge_report, analysis.search); nothing here computes a number of its own.  Each frame is
+Everything is read from what the sweep left on disk (analysis.data.collect) and judged by the report's own functions
+(analysis.report.tables.judge_report, analysis.stats.search); nothing here computes a number of its own.  Each frame is
 computed when first asked for and kept.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import pandas as pd
 
-from analysis.adaptive_record import read_adaptive
-from analysis.collect import collect
-from analysis.files import read_text
-from analysis.report_model import report_shape, seed_table
-from analysis.search import configurations
-from analysis.search_report import is_search_sweep, objectives
-from analysis.search_verdicts import confirmation_table, verdict_words
-from analysis.tables import judge_report
-from analysis.trajectory import eval_records
-from analysis.verdicts import sweep_rule
-
-from .storage import local_view
+from analysis.data.collect import collect
+from analysis.data.sweep_record import SweepState, require_record
+from analysis.report.model import seed_table
+from analysis.report.search_report import is_search_sweep, objectives
+from analysis.report.tables import judge_report
+from analysis.stats.search import configurations
+from analysis.stats.search_verdicts import confirmation_table, verdict_words
+from analysis.stats.trajectory import eval_records
+from analysis.stats.verdicts import sweep_rule
+from sweeps.state.storage import local_view
 
 CURVE_KEYS = ("dev_ce", "dev_ppl", "dev_bleu", "dev_bpb")
 UNCONFIRMED = "not confirmed: ranked by the search's own score (optimistic: each was picked as a maximum)"
@@ -44,15 +41,20 @@ class Sweep:
     """One sweep's results.  ``kind`` is "search" (a searcher sampled its configurations) or "ablation"."""
 
     path: Path  # the local directory read (a URI sweep: its pulled view)
-    state: dict = field(repr=False)  # sweep.json
+    record: SweepState = field(repr=False)  # sweep.json, read and checked once (analysis.data.sweep_record)
+
+    @property
+    def state(self) -> dict:
+        """sweep.json as it holds the record (a dict)."""
+        return dict(self.record.raw)
 
     @property
     def name(self) -> str:
-        return str(self.state.get("name"))
+        return self.record.name
 
     @cached_property
     def trials(self) -> pd.DataFrame:
-        """One row per trial, finished or not (analysis.collect): ids, row (a search: its sample), seed, knobs in
+        """One row per trial, finished or not (analysis.data.collect): ids, row (a search: its sample), seed, knobs in
         run units and paper units (paper_*), sampled values (a search), status, metrics, cost, workdir."""
         return collect(self.path)
 
@@ -90,7 +92,7 @@ class Sweep:
         """An ablation: the claims its spec stated judged (one line per claim and reading), as in the report.  A search:
         the confirmation of its best configurations with fresh seeds where it ran one, else the configurations
         ranked by the first objective; either way with a ``verdict`` column: the confirmation's verdict on the
-        winner's line (the report's "Verdict:" sentence, analysis.search_verdicts.verdict_words), what the other
+        winner's line (the report's "Verdict:" sentence, analysis.stats.search_verdicts.verdict_words), what the other
         lines are to it, or that the ranking is the search's own, optimistic one."""
         if self.kind == "search":
             confirmed = confirmation_table(self.trials, self.configurations, objectives(self.state)[0])
@@ -113,19 +115,12 @@ class Sweep:
 
     @cached_property
     def _judged(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        stated = list(report_shape(self.state, repr(str(self.path))).claims)  # the claims its spec stated
-        adaptive = read_adaptive(self.state.get("adaptive"), repr(str(self.path)))  # typed (old records migrated)
+        stated = list(self.record.shape().claims)  # the claims its spec stated
+        adaptive = self.record.adaptive  # typed (old records migrated)
         return judge_report(self.trials, sweep_rule(adaptive), claims=stated)
 
 
 def load_sweep(location: str | Path) -> Sweep:
     """The sweep in a directory (the --out of ``tsweep run``) or at a URI (pulled to a local view first)."""
     path = Path(local_view(location))
-    try:
-        state = json.loads(read_text(path / "sweep.json"))  # a regular file of a bounded size
-    except (OSError, ValueError):
-        state = None
-    if not isinstance(state, dict):
-        collect(path)  # names what is wrong in one line (no sweep.json, or an unreadable one)
-        raise ValueError(f"{str(location)!r}: sweep.json is not a JSON object")
-    return Sweep(path, state)
+    return Sweep(path, require_record(path, repr(str(location))))  # one line where it is missing or unreadable

@@ -235,8 +235,8 @@ TRIAL = "trial.json"
 class TrialRecord:
     """One trial of a sweep: what the sweep hands a worker, and what the worker keeps as trial.json.
 
-    The single definition of that payload: the sweep builds it (``sweeps.spec.Trial.record``), the
-    worker runs it (``sweeps.trial.run_trial``), and analysis reads it back (``from_json``) without parsing
+    The single definition of that payload: the sweep builds it (``sweeps.spec.sweep_spec.Trial.record``), the
+    worker runs it (``sweeps.run.trial.run_trial``), and analysis reads it back (``from_json``) without parsing
     the trial id.  It lives in the run-directory contract because analysis reads it and must not import
     sweeps.  ``tracking`` ({uri, experiment_id, parent_run_id}) travels to the worker but is never written.
     """

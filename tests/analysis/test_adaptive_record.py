@@ -1,4 +1,4 @@
-"""sweep.json's adaptive record (analysis.adaptive_record): its stop is a StopReason the verdicts and the report
+"""sweep.json's adaptive record (analysis.data.adaptive_record): its stop is a StopReason the verdicts and the report
 decide on; an older record (its stop in a sentence) is migrated in one place to the same decisions; no decision
 elsewhere reads the sentence."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.adaptive_record import VERSION, AdaptiveRecord, StopReason, migrate_stop, read_adaptive, record_stop
-from analysis.report import write_report
-from analysis.report_model import budget_lines, build, problems
-from analysis.verdicts import charged_looks, sweep_rule
+from analysis.data.adaptive_record import VERSION, AdaptiveRecord, StopReason, migrate_stop, read_adaptive, record_stop
+from analysis.report.model import budget_lines, build, problems
+from analysis.report.writers import write_report
+from analysis.stats.verdicts import charged_looks, sweep_rule
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 from transformer_core.errors import UserError
@@ -41,14 +41,14 @@ CASES = [
 
 
 def new_record(reason: StopReason, sentence: str, rounds: list | None = None) -> dict:
-    """The record as sweeps.adaptive writes it now."""
+    """The record as sweeps.run.adaptive writes it now."""
     ad = {**BASE, "rounds": rounds or []}
     record_stop(ad, reason, sentence)
     return ad
 
 
 def old_records(sentence: str, stop: str | None, rounds: list | None = None) -> list[dict]:
-    """The records an older sweeps.adaptive wrote for the same stop: with its "stop" key (version 1) and, where
+    """The records an older sweeps.run.adaptive wrote for the same stop: with its "stop" key (version 1) and, where
     that had one, from before it (the sentence only)."""
     v1 = {**BASE, "rounds": rounds or [], "stopped": sentence, **({"stop": stop} if stop else {})}
     return [v1, {k: v for k, v in v1.items() if k != "stop"}] if stop else [v1]
@@ -131,7 +131,7 @@ def test_a_sentence_no_version_knows_is_refused_in_one_line():
 # -------------------------------------------------------------------------------- no decision reads the sentence
 
 # the modules whose decisions read the adaptive record; adaptive_record.py's migration is the one reader of prose
-DECIDERS = sorted((ROOT / "analysis").glob("*.py")) + sorted((ROOT / "sweeps").glob("*.py"))
+DECIDERS = sorted((ROOT / "analysis").rglob("*.py")) + sorted((ROOT / "sweeps").rglob("*.py"))
 TEXT_TESTS = {"startswith", "endswith", "find", "rfind", "index", "count", "search", "match", "fullmatch", "split"}
 
 
@@ -184,4 +184,5 @@ def test_no_verdict_or_report_decision_reads_the_stop_sentence(path: Path):
 
 
 def test_the_migration_is_the_one_place_that_reads_the_sentence():
-    assert sentence_tests((ROOT / "analysis" / "adaptive_record.py").read_text())  # it does read it, and only it
+    # it does read it, and only it
+    assert sentence_tests((ROOT / "analysis" / "data" / "adaptive_record.py").read_text())

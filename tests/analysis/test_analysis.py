@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from analysis.collect import collect
-from analysis.report import write_report
-from analysis.tables import judge_report, reproduction_table
+from analysis.data.collect import collect
+from analysis.report.tables import judge_report, reproduction_table
+from analysis.report.writers import write_report
 
 REFS = [f"sentence number {i} with several words in it for the bootstrap" for i in range(120)]
 BAD = [" ".join(r.split()[:3]) for r in REFS]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.report import write_report
+from analysis.report.writers import write_report
 from tests.analysis.test_analysis import make_sweep
 
 pytestmark = pytest.mark.browser
@@ -104,9 +104,9 @@ def test_report_renders_without_errors_and_every_image_loads(tmp_path):
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make test-browser installs it)")
 def test_the_search_reports_interactive_plots_draw_offline(tmp_path):
-    from analysis.document import Heading
-    from analysis.search_interactive import interactive_plots, ship_script
-    from analysis.search_report import render_html
+    from analysis.report.document import Heading
+    from analysis.report.search_interactive import interactive_plots, ship_script
+    from analysis.report.search_report import render_html
     from tests.analysis.test_search_interactive import _study
 
     live = interactive_plots(_study(tmp_path / "optuna.db", "s", ["minimize"]), "s")

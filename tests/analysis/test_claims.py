@@ -5,10 +5,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-from analysis.claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
-from analysis.evalsets import set_claims
-from analysis.paper import KNOBS, load_table3, row_overrides
-from analysis.verdicts import judge
+from analysis.data.claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
+from analysis.data.paper import KNOBS, load_table3, row_overrides
+from analysis.report.evalsets import set_claims
+from analysis.stats.verdicts import judge
 from transformer_core.knobs import PAPER_COLUMNS, knob
 
 

@@ -1,8 +1,9 @@
-"""A report's blocks drawn as Markdown and as HTML (analysis.document): the same text in both, escaped in HTML."""
+"""A report's blocks drawn as Markdown and as HTML (analysis.report.document): the same text in both, escaped in
+HTML."""
 
 import pandas as pd
 
-from analysis.document import Figure, Heading, Paragraph, Table, html_blocks, markdown_lines
+from analysis.report.document import Figure, Heading, Paragraph, Table, html_blocks, markdown_lines
 
 BLOCKS = [
     Heading(1, "Search report: s"),

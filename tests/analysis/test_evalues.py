@@ -1,4 +1,4 @@
-"""Anytime-valid evidence (analysis/evalues.py, Rule(evidence="e")): the safe t-test's e-value is an e-value, e-BH
+"""Anytime-valid evidence (analysis/stats/evalues.py, Rule(evidence="e")): the safe t-test's e-value is an e-value, e-BH
 decides as defined, and under optional stopping the e-values keep alpha where the p-value t-test does not."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from analysis import simulate as sim
-from analysis.evalues import DESIGN_DELTA, calibrated, critical_t, ebh, t_evalue
-from analysis.seed_noise import pooled_noise
-from analysis.verdicts import Comparison, Outcome, Rule, compare, decide, detectable, family_rule
+from analysis.report import simulate as sim
+from analysis.stats.evalues import DESIGN_DELTA, calibrated, critical_t, ebh, t_evalue
+from analysis.stats.seed_noise import pooled_noise
+from analysis.stats.verdicts import Comparison, Outcome, Rule, compare, decide, detectable, family_rule
 
 ALPHA = 0.05
 

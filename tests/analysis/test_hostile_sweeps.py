@@ -9,9 +9,9 @@ import shutil
 import pandas as pd
 import pytest
 
-from analysis.collect import collect
-from analysis.report import write_report
-from analysis.samples import sample_label
+from analysis.data.collect import collect
+from analysis.data.samples import sample_label
+from analysis.report.writers import write_report
 from sweeps import load_sweep
 from sweeps.cli import main
 from tests.analysis.test_analysis import make_sweep
@@ -246,8 +246,8 @@ def test_names_from_disk_reach_the_terminal_and_csv_escaped(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------- one evaluate at a time
 def test_a_second_evaluate_of_a_local_sweep_is_refused_while_one_runs(tmp_path, monkeypatch):
     """Two `tsweep evaluate` on one local sweep both ran: 3 of 4 trials scored twice (a URI sweep took the lock)."""
-    import sweeps.evaluate as evaluate
-    from sweeps.lock import SweepLock
+    import sweeps.run.evaluate as evaluate
+    from sweeps.state.lock import SweepLock
     from transformer_core.errors import UserError
 
     root = search_sweep(tmp_path / "sweep")

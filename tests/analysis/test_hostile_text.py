@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.report import write_report
-from analysis.text import _number
+from analysis.data.text import _number
+from analysis.report.writers import write_report
 from tests.analysis.test_analysis import make_sweep
 
 FIXTURE = {"base": {1: (20.0, 5.0), 2: (21.0, 5.1)}, "X1": {1: (15.0, 6.0), 2: (16.0, 6.1)}}
@@ -30,7 +30,7 @@ ESC_TEXT = "\x1b[31mred\x07 \u202eevil"  # a terminal escape, BEL, a right-to-le
 
 
 def _spec_text_sweep(root):
-    from analysis.claims import claim_document, parse_claims
+    from analysis.data.claims import claim_document, parse_claims
 
     sweep = make_sweep(root, FIXTURE)
     for path in sweep.glob("trials/X1-*/trial.json"):
@@ -67,7 +67,7 @@ def test_spec_text_reaches_no_file_with_a_control_character_a_formula_or_a_tag(t
 
 
 def test_spreadsheet_cells_and_markdown_text():
-    from analysis.text import markdown_text, printable, spreadsheet_cell
+    from analysis.data.text import markdown_text, printable, spreadsheet_cell
 
     assert spreadsheet_cell("-0.52") == "-0.52" and spreadsheet_cell("-") == "-" and spreadsheet_cell(3) == 3
     assert spreadsheet_cell("+1+cmd|' /C calc'!A0") == "'+1+cmd|' /C calc'!A0"
@@ -120,7 +120,7 @@ EDITED = [
 @pytest.mark.parametrize(("edit", "needle"), EDITED, ids=[n.split(" is")[0][:40] + str(i) for i, (_, n) in
                                                           enumerate(EDITED)])  # fmt: skip
 def test_a_hand_edited_claim_record_is_one_line_naming_its_field(tmp_path, edit, needle):
-    from analysis.claims import recorded_claims
+    from analysis.data.claims import recorded_claims
     from transformer_core.errors import UserError
 
     doc = {"id": "x-worse", "text": "X1 worse", "kind": "other", "readings": ["dev_bleu", "dev_ce"],
@@ -144,7 +144,7 @@ def _files(folder):
 
 
 def test_an_interrupted_report_leaves_the_previous_one_whole(tmp_path, monkeypatch):
-    import analysis.report
+    import analysis.report.writers
 
     sweep = make_sweep(tmp_path / "sweep", FIXTURE)
     out = write_report(sweep, samples=20)
@@ -154,7 +154,7 @@ def test_an_interrupted_report_leaves_the_previous_one_whole(tmp_path, monkeypat
     def interrupted(model):  # SIGINT after report.md and the CSVs, before report.html
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(analysis.report, "render", interrupted)
+    monkeypatch.setattr(analysis.report.writers, "render", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_report(sweep, samples=20)
     assert _files(out) == before  # report.md and the CSVs were new, report.html old
@@ -165,17 +165,17 @@ def test_an_interrupted_report_leaves_the_previous_one_whole(tmp_path, monkeypat
 
 
 def test_an_interrupted_first_report_leaves_no_report_folder(tmp_path, monkeypatch):
-    import analysis.report
+    import analysis.report.writers
 
     sweep = make_sweep(tmp_path / "sweep", FIXTURE)
-    monkeypatch.setattr(analysis.report, "render", lambda model: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(analysis.report.writers, "render", lambda model: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         write_report(sweep, samples=20)
     assert sorted(p.name for p in sweep.iterdir()) == ["sweep.json", "trials"]  # report.md without report.html was
 
 
 def test_an_interrupted_search_report_leaves_the_previous_one_whole(tmp_path, monkeypatch):
-    import analysis.search_report as sr
+    import analysis.report.search_report as sr
 
     (tmp_path / "sweep").mkdir()
     (tmp_path / "sweep" / "sweep.json").write_text(json.dumps({"name": "s", "spec": "s.yaml", "profile": "smoke"}))
@@ -201,12 +201,12 @@ def test_a_report_out_folder_of_other_files_is_refused_before_anything_is_writte
 
 
 def test_the_swap_without_an_atomic_exchange(tmp_path, monkeypatch):
-    import analysis.files
+    import analysis.data.files
 
-    monkeypatch.setattr(analysis.files, "_exchange", lambda a, b: False)  # another system: rename aside, then in
+    monkeypatch.setattr(analysis.data.files, "_exchange", lambda a, b: False)  # another system: rename aside, then in
     out = tmp_path / "report"
     for text in ("first", "second"):
-        with analysis.files.whole_folder(out) as tmp:
+        with analysis.data.files.whole_folder(out) as tmp:
             (tmp / "report.md").write_text(text)
     assert _files(out) == {"report.md": b"second"} and sorted(p.name for p in tmp_path.iterdir()) == ["report"]
     assert oct(out.stat().st_mode & 0o777) != oct(0o700)  # readable as any folder the user makes, not mkdtemp's 0700
@@ -216,26 +216,26 @@ def test_a_read_only_report_folder_or_a_full_disk_is_one_line_and_the_report_sta
     import errno
     import os
 
-    import analysis.files
+    import analysis.data.files
     from transformer_core.errors import UserError
 
     out = tmp_path / "report"
-    with analysis.files.whole_folder(out) as tmp:
+    with analysis.data.files.whole_folder(out) as tmp:
         (tmp / "report.md").write_text("first")
     real_access = os.access
-    monkeypatch.setattr(analysis.files.os, "access", lambda p, m: False if Path(p) == out else real_access(p, m))
+    monkeypatch.setattr(analysis.data.files.os, "access", lambda p, m: False if Path(p) == out else real_access(p, m))
     with pytest.raises(UserError, match="is read-only: allowed a writable folder"):  # chmod 555 (root passes)
-        with analysis.files.whole_folder(out):
+        with analysis.data.files.whole_folder(out):
             pass
     monkeypatch.undo()
     with pytest.raises(UserError, match="no space left to write the report .*: the previous report is kept"):
-        with analysis.files.whole_folder(out) as tmp:
+        with analysis.data.files.whole_folder(out) as tmp:
             raise OSError(errno.ENOSPC, "No space left on device")
     assert _files(out) == {"report.md": b"first"} and sorted(p.name for p in tmp_path.iterdir()) == ["report"]
 
 
 def test_a_result_with_nan_infinity_or_a_huge_reading_is_a_corrupt_trial(tmp_path):
-    from analysis.collect import collect
+    from analysis.data.collect import collect
 
     sweep = make_sweep(tmp_path / "sweep", FIXTURE)
     for seed, text in ((1, '"dev_bleu": NaN'), (2, '"dev_ppl": Infinity')):

@@ -1,8 +1,8 @@
-"""The metric registry (analysis/metrics.py) is what the spec, the collector, the trial, the claims and the verdicts
-read: each of them agrees with it."""
+"""The metric registry (analysis/data/metrics.py) is what the spec, the collector, the trial, the claims and the
+verdicts read: each of them agrees with it."""
 
-from analysis import collect
-from analysis.metrics import (
+from analysis.data import collect
+from analysis.data.metrics import (
     BY_NAME,
     METRICS,
     READINGS,
@@ -11,7 +11,7 @@ from analysis.metrics import (
     eval_report,
     objectives,
 )
-from sweeps.spec import SpecError, parse_spec
+from sweeps.spec.sweep_spec import SpecError, parse_spec
 
 
 def test_a_spec_optimises_the_registered_objectives_of_its_task_the_first_by_default():
@@ -45,7 +45,8 @@ def test_the_trial_reports_the_at_eval_metrics_of_its_task_and_nothing_without_t
 
 def test_every_reading_is_read_from_a_metric_its_tasks_report_in_its_direction():
     for reading in READINGS.values():
-        if ":" in reading.name:  # an evaluation set's reading (analysis.evalsets registers them as it reads sets)
+        # an evaluation set's reading (analysis.report.evalsets registers them as it reads sets)
+        if ":" in reading.name:
             continue
         metric = BY_NAME[reading.column]
         assert reading.higher_is_better == (metric.mode == "max"), reading.name

@@ -10,9 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis import simulate as sim
-from analysis.seed_noise import pooled_noise, table_noise
-from analysis.verdicts import Rule
+from analysis.report import simulate as sim
+from analysis.stats.seed_noise import pooled_noise, table_noise
+from analysis.stats.verdicts import Rule
 
 REPORTS = 250
 

@@ -6,11 +6,11 @@ import json
 
 import pandas as pd
 
-import analysis.plots
-from analysis.claims import claim_document, parse_claims
-from analysis.collect import collect
-from analysis.report import write_report
-from analysis.tables import reproduction_table
+import analysis.report.plots
+from analysis.data.claims import claim_document, parse_claims
+from analysis.data.collect import collect
+from analysis.report.tables import reproduction_table
+from analysis.report.writers import write_report
 from tests.analysis.test_analysis import make_sweep
 
 ROWS = ["base", "D1", "E1"]
@@ -52,7 +52,7 @@ def test_a_table3_sweep_keeps_the_papers_words_and_columns(tmp_path):
 
 def _figures(monkeypatch):
     figs = []
-    monkeypatch.setattr(analysis.plots, "_png", lambda fig: figs.append(fig) or "png")
+    monkeypatch.setattr(analysis.report.plots, "_png", lambda fig: figs.append(fig) or "png")
     return figs
 
 
@@ -61,14 +61,14 @@ def test_the_plots_draw_the_paper_only_where_a_row_shows_it(tmp_path, monkeypatc
     own, t3 = collect(_own(tmp_path / "own")), collect(make_sweep(tmp_path / "t3"))
     t_own = reproduction_table(own, samples=5, paper_rows={})
     t_t3 = reproduction_table(t3, samples=5)
-    analysis.plots.forest(own, t_own, ("dev_bleu", "dev_ce"))
-    analysis.plots.forest(t3, t_t3, ("dev_bleu", "dev_ce"))
+    analysis.report.plots.forest(own, t_own, ("dev_bleu", "dev_ce"))
+    analysis.report.plots.forest(t3, t_t3, ("dev_bleu", "dev_ce"))
     assert "the paper (orange)" not in figs[0]._suptitle.get_text()
     assert "the paper (orange)" in figs[1]._suptitle.get_text()
     sized = pd.DataFrame({"row": ["base", "D1"], "n": [3, 3], "params_M": [1.0, 2.0], "bleu_dev": [20.0, 19.0],
                           "bleu_dev_ci": [0.5, 0.5]})  # fmt: skip
     figs.clear()
-    analysis.plots.bleu_vs_params(sized.assign(paper_params_M=float("nan"), paper_bleu_dev=float("nan")))
-    analysis.plots.bleu_vs_params(sized.assign(paper_params_M=[65.0, 60.0], paper_bleu_dev=[25.8, 25.0]))
+    analysis.report.plots.bleu_vs_params(sized.assign(paper_params_M=float("nan"), paper_bleu_dev=float("nan")))
+    analysis.report.plots.bleu_vs_params(sized.assign(paper_params_M=[65.0, 60.0], paper_bleu_dev=[25.8, 25.0]))
     assert [ax.get_title() for ax in figs[0].axes] == ["ours (at the profile's scale)"]
     assert [ax.get_title() for ax in figs[1].axes] == ["ours (at the profile's scale)", "paper (newstest2013)"]

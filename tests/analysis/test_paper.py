@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import transformer_core as tc
-from analysis.paper import load_table3, row_overrides
+from analysis.data.paper import load_table3, row_overrides
 
 
 @pytest.mark.parametrize("row", load_table3(), ids=lambda r: r["row"])

@@ -1,14 +1,14 @@
-"""The reach of a rule (analysis/reach.py): the smallest effect it decides with 80% power, checked on simulated
+"""The reach of a rule (analysis/report/reach.py): the smallest effect it decides with 80% power, checked on simulated
 comparisons through the engine, and its family size against the report's."""
 
 import numpy as np
 import pytest
 
-from analysis import simulate as sim
-from analysis.claims import CLAIMS
-from analysis.reach import family_size, reach_lines, seeds_needed, smallest_effect
-from analysis.seed_noise import pooled_noise
-from analysis.verdicts import Outcome, Rule, compare, decide
+from analysis.data.claims import CLAIMS
+from analysis.report import simulate as sim
+from analysis.report.reach import family_size, reach_lines, seeds_needed, smallest_effect
+from analysis.stats.seed_noise import pooled_noise
+from analysis.stats.verdicts import Outcome, Rule, compare, decide
 
 
 @pytest.mark.parametrize(("evidence", "seeds", "rejections", "looks"), [("p", 3, 7, 2), ("e", 6, 36, 1)])

@@ -1,12 +1,12 @@
-"""A report reads each run's files once (analysis.files.read_once), through the bounded reader only."""
+"""A report reads each run's files once (analysis.data.files.read_once), through the bounded reader only."""
 
 import json
 import os
 import threading
 from collections import Counter
 
-from analysis import files
-from analysis.report import write_report
+from analysis.data import files
+from analysis.report.writers import write_report
 from tests.analysis.test_analysis import make_sweep
 from transformer_core.rundir import EVALS
 

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from statsmodels.stats.multitest import multipletests
 
-import analysis.seed_noise as seed_noise
-from analysis import simulate as sim
-from analysis.collect import collect
-from analysis.evalsets import report_rule
-from analysis.report_model import build
-from analysis.seed_noise import pooled_noise
-from analysis.stability import unstable_line
-from analysis.verdicts import Outcome, Rule, _equivalence, compare, decide, judge_table
+import analysis.stats.seed_noise as seed_noise
+from analysis.data.collect import collect
+from analysis.report import simulate as sim
+from analysis.report.evalsets import report_rule
+from analysis.report.model import build
+from analysis.stats.seed_noise import pooled_noise
+from analysis.stats.stability import unstable_line
+from analysis.stats.verdicts import Outcome, Rule, _equivalence, compare, decide, judge_table
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 
@@ -50,9 +50,9 @@ def test_the_printed_report_decides_dev_test_and_named_sets_as_one_family(tmp_pa
     df = collect(sweep)
     undecided = Rule(cutoff=1.0)
     p = []
-    from analysis.claims import CLAIMS
-    from analysis.evalsets import _printed, set_claims, with_set_columns
-    from analysis.tables import unclaimed_rows
+    from analysis.data.claims import CLAIMS
+    from analysis.report.evalsets import _printed, set_claims, with_set_columns
+    from analysis.report.tables import unclaimed_rows
 
     p += [c.p for c in _printed(judge_table(df, CLAIMS, undecided, unclaimed_rows(df)))]
     full, names, _ = with_set_columns(df.assign(workdir=[str(sweep / w) for w in df["workdir"]]))
@@ -104,7 +104,7 @@ def test_whole_report_null_rate_is_at_most_5_percent(seeds):
 
 # ------------------------------------------------------------------------------------------- budget stops
 def test_a_budget_stop_through_the_real_loop_keeps_each_comparison_at_alpha():
-    """The real adaptive loop (sweeps.adaptive.seed_rounds, min 2 max 5 seeds, 7 claims R < base, each decided
+    """The real adaptive loop (sweeps.run.adaptive.seed_rounds, min 2 max 5 seeds, 7 claims R < base, each decided
     alone) under a budget of 1 trial: the first round runs only where exactly one row is undecided, so the data
     choose the stop.  Every planned look charged, each null comparison is falsely decided in a band around the
     measured 1.2% (600 sweeps); charged only the looks taken (the rule before), 5.2%: above alpha, outside it."""
@@ -125,7 +125,7 @@ def test_the_detectable_difference_has_its_power_with_looks_and_a_family():
     rule = Rule(looks=10, cutoff=0.05 / 30, size=30)
     d, power = detectable_power(rng, 3, rule, 300, calibration=60)
     assert 0.68 <= power <= 0.88, (d, power)
-    import analysis.verdicts as v
+    import analysis.stats.verdicts as v
 
     old = v.raw_level
     v.raw_level = lambda c: min(c.threshold, c.level)  # the level before: the threshold on the raw p
@@ -239,7 +239,7 @@ def test_probability_of_improvement_is_the_pairs_share_and_unbiased():
     1 sd it sits in a band around the truth Phi(1 / sqrt(2)) = 0.760."""
     from scipy import stats
 
-    from analysis.verdicts import improvement
+    from analysis.stats.verdicts import improvement
 
     a, b = np.array([1.0, 3.0, 5.0]), np.array([2.0, 3.0])
     pairs = [0, 0, 1, 0.5, 1, 1]  # (1,2) (1,3) (3,2) (3,3) (5,2) (5,3)
@@ -262,8 +262,8 @@ def test_the_header_counts_the_unstable_flags_of_a_report_judged_over_its_budget
     claim-readings judged over the budget, with the comparisons they hold and the flags expected by chance."""
     import pandas as pd
 
-    from analysis.tables import judge_report
-    from analysis.verdicts import unstable_counts
+    from analysis.report.tables import judge_report
+    from analysis.stats.verdicts import unstable_counts
     from tests.analysis.test_verdicts import _write_trial
 
     recs = []
@@ -283,7 +283,7 @@ def test_could_decide_uses_the_verdicts_level():
     """A comparison within noise whose observed difference would pass the family's threshold on the raw p at the
     maximum seeds, but not that threshold divided by the looks (what the verdict will test), gets no more seeds;
     with the level before (the threshold on the raw p) it did."""
-    import analysis.verdicts as v
+    import analysis.stats.verdicts as v
 
     rule = Rule(looks=4, cutoff=0.05 / 10, size=10)
     rows = {r: np.array([20.0 + 0.5 * k, 20.0 - 0.5 * k, 20.0]) for k, r in enumerate(["x1", "x2", "x3", "x4"], 1)}

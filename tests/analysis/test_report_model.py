@@ -5,13 +5,13 @@ import inspect
 
 import pytest
 
-import analysis.plots
-import analysis.report_model
-import analysis.tables
-import analysis.verdicts
-from analysis import html_report
-from analysis.report import write_csv, write_latex, write_markdown, write_report
-from analysis.report_model import ReportModel, build
+import analysis.report.model
+import analysis.report.plots
+import analysis.report.tables
+import analysis.stats.verdicts
+from analysis.report import html_report
+from analysis.report.model import ReportModel, build
+from analysis.report.writers import write_csv, write_latex, write_markdown, write_report
 from tests.analysis.test_analysis import make_sweep
 
 FILES = ("report.md", "report.html", "table.csv", "table.tex", "claims.csv", "seeds.csv", "evalsets.csv")
@@ -34,11 +34,11 @@ def _refuse(*args, **kwargs):
 def test_writers_draw_the_model_without_computing(sweep, model, tmp_path, monkeypatch):
     """With collection, judging, noise and correlations disabled, the writers give exactly write_report's files."""
     ref = write_report(sweep, tmp_path / "ref", samples=20)
-    for module, name in [(analysis.report_model, "collect"), (analysis.report_model, "judge_report"),
-                         (analysis.report_model, "shown_noise"), (analysis.report_model, "seed_correlation"),
-                         (analysis.report_model, "regime"), (analysis.report_model, "figures"),
-                         (analysis.verdicts, "judge_table"), (analysis.verdicts, "pooled_noise"),
-                         (analysis.verdicts, "table_noise")]:  # fmt: skip
+    for module, name in [(analysis.report.model, "collect"), (analysis.report.model, "judge_report"),
+                         (analysis.report.model, "shown_noise"), (analysis.report.model, "seed_correlation"),
+                         (analysis.report.model, "regime"), (analysis.report.model, "figures"),
+                         (analysis.stats.verdicts, "judge_table"), (analysis.stats.verdicts, "pooled_noise"),
+                         (analysis.stats.verdicts, "table_noise")]:  # fmt: skip
         monkeypatch.setattr(module, name, _refuse)
     out = tmp_path / "drawn"
     out.mkdir()
@@ -64,8 +64,8 @@ def test_what_the_model_holds_is_what_every_format_shows(model, tmp_path):
 
 def test_the_seed_noise_is_computed_once_and_shared(sweep, monkeypatch):
     """The table and the forest plot take the model's noise: their own fallback is never called."""
-    monkeypatch.setattr(analysis.tables, "shown_noise", _refuse)
-    monkeypatch.setattr(analysis.plots, "pooled_noise", _refuse)
+    monkeypatch.setattr(analysis.report.tables, "shown_noise", _refuse)
+    monkeypatch.setattr(analysis.report.plots, "pooled_noise", _refuse)
     m = build(sweep, samples=20)
     assert set(m.noise) == {"dev_bleu", "dev_ce", "test_bleu"} and list(m.header_noise) == list(m.noise)
     assert m.table.loc[m.table["row"] == "base", "bleu_dev_ci"].notna().all()
@@ -78,7 +78,7 @@ def test_render_takes_the_model_only():
 def test_the_header_says_how_the_steps_ran():
     import pandas as pd
 
-    from analysis.report_model import _step
+    from analysis.report.model import _step
 
     ran = pd.DataFrame({"compile": ["off", "off"], "fused_adam": [True, True]})
     assert _step(ran) == " (step: compile off, fused Adam)"
@@ -96,7 +96,7 @@ def test_the_header_says_how_the_steps_ran():
 def test_the_header_says_when_trials_ran_at_different_precisions():
     import pandas as pd
 
-    from analysis.collect import precisions
+    from analysis.data.collect import precisions
 
     assert precisions(pd.DataFrame({"precision": ["bf16", "bf16"]})) == "bf16"
     mixed = pd.DataFrame({"precision": ["bf16", "fp32", "bf16", None]})
@@ -107,7 +107,7 @@ def test_the_header_says_when_trials_ran_at_different_precisions():
 def test_a_stop_record_older_than_the_table_is_flagged_and_the_claims_it_judges_are_not_listed(model):
     """A resume stopped by hand used to leave the first session's record (claims
     'not reached' that the table now judges): the header says the record is older and lists only what is open."""
-    from analysis.report_model import UNJUDGED, budget_lines
+    from analysis.report.model import UNJUDGED, budget_lines
 
     judged = set(model.claims.loc[~model.claims["verdict"].isin(UNJUDGED), "claim"])
     assert judged
@@ -134,7 +134,7 @@ def test_the_report_decides_on_the_evidence_the_spec_chose(tmp_path):
     import json
     import shutil
 
-    from analysis.verdicts import sweep_rule
+    from analysis.stats.verdicts import sweep_rule
 
     src = make_sweep(tmp_path / "src")
     for evidence, expect in ((None, ("p", 3)), ("e", ("e", 1))):
@@ -173,20 +173,20 @@ def test_each_comparisons_probability_of_improvement_is_a_column(model):
 def test_the_forest_plot_prints_each_rows_probability_of_improvement(sweep, monkeypatch):
     """The forest plot's panels carry P(row better than base) right of them, the same number as the
     claims' p_better (verdicts.improvement), one a row with seeds, on both readings."""
-    from analysis.collect import collect
-    from analysis.tables import reproduction_table
+    from analysis.data.collect import collect
+    from analysis.report.tables import reproduction_table
 
     figs = []
-    monkeypatch.setattr(analysis.plots, "_png", lambda fig: figs.append(fig) or "png")
+    monkeypatch.setattr(analysis.report.plots, "_png", lambda fig: figs.append(fig) or "png")
     df = collect(sweep)
     t = reproduction_table(df, samples=20)
-    assert analysis.plots.forest(df, t, ("dev_bleu", "dev_ce")) == "png"
+    assert analysis.report.plots.forest(df, t, ("dev_bleu", "dev_ce")) == "png"
     (fig,) = figs
     axes = fig.axes
     assert len(axes) == 2 and "P(row better than base)" in fig._suptitle.get_text()
     for ax, reading in zip(axes, ("dev_bleu", "dev_ce")):
-        values = analysis.verdicts.seed_values(df, reading)
-        want = [f"{analysis.verdicts.improvement(v, values['base'], reading):.2f}"
+        values = analysis.stats.verdicts.seed_values(df, reading)
+        want = [f"{analysis.stats.verdicts.improvement(v, values['base'], reading):.2f}"
                 for r, v in values.items() if r != "base" and len(v)]  # fmt: skip
         got = [x.get_text() for x in ax.texts if x.get_text() != "P"]  # the column's header aside
         assert sorted(got) == sorted(want) and len(want) >= 2

@@ -1,12 +1,12 @@
-"""analysis.rule_changes: the same sweep judged under the previous rule and each change since."""
+"""analysis.report.rule_changes: the same sweep judged under the previous rule and each change since."""
 
 import pytest
 
-import analysis.seed_noise
-from analysis.collect import collect
-from analysis.rule_changes import compare, steps
-from analysis.tables import judge_report
-from analysis.verdicts import Rule
+import analysis.stats.seed_noise
+from analysis.data.collect import collect
+from analysis.report.rule_changes import compare, steps
+from analysis.report.tables import judge_report
+from analysis.stats.verdicts import Rule
 from sweeps.cli import main as tsweep
 from tests.analysis.test_analysis import make_sweep
 
@@ -22,7 +22,7 @@ def _verdicts(df, rule):
 def moderated_small(monkeypatch):
     """The fixture's six rows with replicates fit the moderated prior (a real sweep needs eight: MIN_ROWS_PRIOR):
     these tests are of how rules are compared, on the rule changes this small table shows."""
-    monkeypatch.setattr(analysis.seed_noise, "MIN_ROWS_PRIOR", 3)
+    monkeypatch.setattr(analysis.stats.seed_noise, "MIN_ROWS_PRIOR", 3)
 
 
 def test_first_and_last_steps_are_the_previous_rule_and_todays(tmp_path, moderated_small):

@@ -1,16 +1,16 @@
-"""The scale guard (analysis/scale.py): a test profile's report, log and MLflow parent run say that its verdicts
+"""The scale guard (analysis/stats/scale.py): a test profile's report, log and MLflow parent run say that its verdicts
 mean nothing, and a reading at its floor in every row of a claim is not judged."""
 
 import json
 
 import pandas as pd
 
-from analysis.claims import claim_document, parse_claims
-from analysis.collect import collect
-from analysis.report import write_report
-from analysis.scale import NOT_MEASURABLE, profile_purpose, scale_guard
-from analysis.tables import judge_report
-from sweeps.profiles import get_profile, load_profiles
+from analysis.data.claims import claim_document, parse_claims
+from analysis.data.collect import collect
+from analysis.report.tables import judge_report
+from analysis.report.writers import write_report
+from analysis.stats.scale import NOT_MEASURABLE, profile_purpose, scale_guard
+from sweeps.spec.profiles import get_profile, load_profiles
 from tests.analysis.test_analysis import make_sweep
 
 ROWS = ["base", "D1", "E1"]

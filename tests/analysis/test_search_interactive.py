@@ -1,10 +1,10 @@
-"""The search report's interactive plots from a real Optuna study (analysis/search_interactive.py)."""
+"""The search report's interactive plots from a real Optuna study (analysis/report/search_interactive.py)."""
 
 import optuna
 
-from analysis.document import Heading
-from analysis.search_interactive import SCRIPT, interactive_plots, ship_script
-from analysis.search_report import render_html
+from analysis.report.document import Heading
+from analysis.report.search_interactive import SCRIPT, interactive_plots, ship_script
+from analysis.report.search_report import render_html
 
 
 def _study(path, name, directions):

@@ -11,9 +11,9 @@ import optuna
 import pandas as pd
 import pytest
 
-from analysis.collect import collect
-from analysis.samples import sample_label
-from analysis.search import (
+from analysis.data.collect import collect
+from analysis.data.samples import sample_label
+from analysis.stats.search import (
     Objective,
     best_so_far,
     configurations,
@@ -21,7 +21,7 @@ from analysis.search import (
     expected_max,
     importance,
 )
-from analysis.search_verdicts import confirmation_lines, confirmation_table, pareto_front
+from analysis.stats.search_verdicts import confirmation_lines, confirmation_table, pareto_front
 from tests.helpers import ROOT
 
 SEARCH_SPEC = ROOT / "tests" / "specs" / "search-smoke.yaml"
@@ -153,7 +153,7 @@ def test_confirmation_judges_the_search_winner_against_the_rest_with_fresh_seeds
 
 
 def test_plots_draw_a_search_where_a_configuration_has_no_score_yet():
-    from analysis import search_plots
+    from analysis.report import search_plots
 
     a, b, c = {"lr_scale": 0.5, "warmup": 5}, {"lr_scale": 2.0, "warmup": 10}, {"lr_scale": 1.0, "warmup": 5}
     df = pd.DataFrame([_trial("t1", a, 1, 10.0, started=1), _trial("t2", b, 1, math.nan, status="running", started=2),

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from analysis.search_report import build_search, render_html, search_blocks, search_markdown, write_search_report
+from analysis.report.search_report import build_search, render_html, search_blocks, search_markdown, write_search_report
 
 SAMPLES = [{"lr_scale": lr, "warmup": w} for lr, w in [(0.5, 5), (1.0, 10), (2.0, 5), (4.0, 20)]]
 

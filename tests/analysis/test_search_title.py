@@ -2,7 +2,7 @@
 
 import json
 
-from analysis.search_report import write_search_report
+from analysis.report.search_report import write_search_report
 from tests.analysis.test_search_report_model import make_search_sweep
 
 

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis.claims import CLAIMS, TABLE3_SPEC, Claim, claim_document, parse_claims, recorded_claims
-from analysis.report import write_report
-from analysis.simulate import Shape, report_errors
-from analysis.verdicts import Rule
-from sweeps.spec import SpecError, parse_spec
+from analysis.data.claims import CLAIMS, TABLE3_SPEC, Claim, claim_document, parse_claims, recorded_claims
+from analysis.report.simulate import Shape, report_errors
+from analysis.report.writers import write_report
+from analysis.stats.verdicts import Rule
+from sweeps.spec.sweep_spec import SpecError, parse_spec
 from tests.analysis.test_analysis import make_sweep
 from transformer_core.errors import UserError
 
-# The paper's claims as analysis/claims.py held them in code before they moved into sweeps/specs/table3.yaml:
+# The paper's claims as analysis/data/claims.py held them in code before they moved into sweeps/specs/table3.yaml:
 # the same Claim objects, so every published Table 3 verdict is judged exactly as before.
 BEFORE = [
     Claim("A-one-head", kind="attention",
@@ -216,7 +216,7 @@ def test_the_readmes_annotated_spec_is_a_valid_spec_with_a_claim():
 
 
 def test_the_notebook_api_and_compare_rules_judge_the_specs_claims(tmp_path):
-    from analysis.rule_changes import write
+    from analysis.report.rule_changes import write
     from sweeps.api import load_sweep
 
     claim = parse_claims([{"id": "nodrop-worse", "compare": "D1 < base", "readings": ["dev_ce"]}], ["base", "D1"])

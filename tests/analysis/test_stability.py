@@ -1,10 +1,11 @@
-""" "Unstable" decided over the report (analysis/stability.py): simulated sweeps with a known path of each effect."""
+""" "Unstable" decided over the report (analysis/stats/stability.py): simulated sweeps with a known path of each
+effect."""
 
 import numpy as np
 
-from analysis import simulate as sim
-from analysis.stability import unstable_line
-from analysis.verdicts import Rule
+from analysis.report import simulate as sim
+from analysis.stats.stability import unstable_line
+from analysis.stats.verdicts import Rule
 
 
 def _share(rng, tables: int, control: bool = True, **paths) -> tuple[float, dict]:
@@ -47,7 +48,7 @@ def test_the_header_says_how_flags_are_decided():
 
 def test_earlier_trajectory_points_are_labelled_outside_the_family():
     """Issue 54 item 5: the verdicts at earlier evaluation points are printed as exploratory, outside the family."""
-    from analysis.report_model import RULE, VERSUS_RULE
+    from analysis.report.model import RULE, VERSUS_RULE
 
     assert "earlier points are exploratory" in RULE and "not in its family" in RULE
     assert "outside the report's family" in VERSUS_RULE

@@ -10,10 +10,10 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_ind
 
-from analysis.claims import CLAIMS
-from analysis.seed_noise import Noise, fit_prior, pooled_noise
-from analysis.trajectory import regime, trajectories, trajectory_text, unstable
-from analysis.verdicts import (
+from analysis.data.claims import CLAIMS
+from analysis.stats.seed_noise import Noise, fit_prior, pooled_noise
+from analysis.stats.trajectory import regime, trajectories, trajectory_text, unstable
+from analysis.stats.verdicts import (
     Outcome,
     Rule,
     Verdict,
@@ -276,7 +276,7 @@ def test_seed_correlation_of_readings_with_no_spread_is_nan_without_a_warning():
 
 
 def test_learning_curves_are_one_panel_per_group_with_base_in_each(tmp_path):
-    from analysis.plots import curve_panels, panel_groups, row_curves
+    from analysis.report.plots import curve_panels, panel_groups, row_curves
 
     recs = []
     for row, group in (("base", "base"), ("A1", "A"), ("D1", "D"), ("D3", "D")):
@@ -345,7 +345,7 @@ def test_equal_spreads_give_the_pooled_t_test():
 
 
 def _one(rng, seeds, spread=1.0, tails="normal", effect=0.0, variance="moderated", tables=1200):
-    from analysis.simulate import one_comparison
+    from analysis.report.simulate import one_comparison
 
     return one_comparison(rng, seeds, variance, tables, spread=spread, tails=tails, effect=effect)
 
@@ -377,7 +377,7 @@ def test_power_for_three_sigma_at_three_seeds():
 
 # ---------------------------------------------------------------------------------------------- the report as family
 def _reports(rng, seeds, rule, tables, effects=None):
-    from analysis import simulate as sim
+    from analysis.report import simulate as sim
 
     rows = [sim.report_errors(rng, sim.Shape(seeds=seeds), rule, effects) for _ in range(tables)]
     fwer = sum(r["false"] > 0 for r in rows) / tables
@@ -429,7 +429,7 @@ def test_a_claim_with_a_row_missing_is_incomplete_even_where_another_contradicts
 
 
 def test_evidence_names_each_comparisons_outcome_and_diverged_seeds():
-    from analysis.verdicts import judge
+    from analysis.stats.verdicts import judge
 
     rng = np.random.default_rng(53)
     values = {r: 20 + rng.standard_normal(2) for r in ["base", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]}
@@ -446,7 +446,7 @@ def test_every_planned_look_is_charged_once_the_loop_looked():
     """A budget stop is charged every planned look (the next round's cost, which decides it, depends on how many
     rows are undecided: the data choose it); one look only where the session stopped before the loop's first
     look (the simulation that fails with the looks taken charged: tests/analysis/test_report_family.py)."""
-    from analysis.verdicts import charged_looks
+    from analysis.stats.verdicts import charged_looks
 
     assert charged_looks(None) == 1
     assert charged_looks({"looks": 3, "rounds": [], "stop": "budget",
@@ -481,7 +481,7 @@ def test_unstable_is_about_the_estimate_not_the_threshold():
 def test_family_procedures_match_statsmodels():
     """decide() rejects exactly what statsmodels' Benjamini-Hochberg and Holm reject at alpha (a doubled or halved
     threshold fails here), and leaves a rejected comparison on its side."""
-    from analysis.verdicts import Comparison, decide
+    from analysis.stats.verdicts import Comparison, decide
 
     rng = np.random.default_rng(9)
     for method, name in (("bh", "fdr_bh"), ("holm", "holm")):
@@ -511,8 +511,8 @@ def test_identical_seeds_everywhere_decide_nothing(evidence):
     """Issue 54's reproduction: every row's two seeds read 0.005, D1's 0.004 (a quantised BLEU): the pooled seed
     variance is 0, so there is no evidence; D-dropout-helps reads "no seed noise: cannot decide", not held on p 0
     (e inf), and no comparison of any claim is decided."""
-    from analysis.simulate import DEMO_ROWS
-    from analysis.verdicts import judge
+    from analysis.report.simulate import DEMO_ROWS
+    from analysis.stats.verdicts import judge
 
     values = {r: np.array([0.005, 0.005]) for r in DEMO_ROWS}
     values["D1"] = np.array([0.004, 0.004])

@@ -4,7 +4,7 @@ import json
 
 import yaml
 
-from sweeps.spec import load_spec
+from sweeps.spec.sweep_spec import load_spec
 
 
 def test_adaptive_rounds_on_ray_stop_at_budget_and_max_and_resume(tmp_path, fixture_corpus, monkeypatch):
@@ -14,7 +14,7 @@ def test_adaptive_rounds_on_ray_stop_at_budget_and_max_and_resume(tmp_path, fixt
     and stops at max, a further resume trains nothing; the report decides on e-values."""
     import ray
 
-    import sweeps.adaptive as adaptive
+    import sweeps.run.adaptive as adaptive
 
     try:
         _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive)
@@ -65,7 +65,7 @@ def _adaptive_rounds_on_ray(tmp_path, monkeypatch, adaptive):
     again = {t: (out / "trials" / t / "attempts.jsonl").read_text().count("\n") for t in state["trials"]}
     assert again == attempts  # nothing finished is trained again
 
-    from analysis.report import write_report
+    from analysis.report.writers import write_report
 
     md = (write_report(out, samples=50) / "report.md").read_text()
     assert "Adaptive seeds" in md and "round 1: one more seed for D1" in md and "| D1 |" in md

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from sweeps.cli import main as tsweep
-from sweeps.estimate import Throughput
-from sweeps.spec import load_spec
+from sweeps.plan.estimate import Throughput
+from sweeps.spec.sweep_spec import load_spec
 from tests.helpers import SMOKE
 
 # the paper's order puts C1 (which no claim here can use: C-bigger-better needs C1..C7) first
@@ -47,7 +47,7 @@ def test_tune_starts_trials_claim_by_claim_and_a_spent_budget_names_what_it_miss
 
     import ray
 
-    import sweeps.adaptive as adaptive
+    import sweeps.run.adaptive as adaptive
 
     spec_path = tmp_path / "b.yaml"
     spec_path.write_text(yaml.safe_dump(SPEC))
@@ -61,7 +61,7 @@ def test_tune_starts_trials_claim_by_claim_and_a_spent_budget_names_what_it_miss
         assert set(unreached) == {"D-dropout-helps", "D-ls-hurts-ppl", "D-ls-helps-bleu", "E-learned-positions"}
         assert "D-dropout-helps needs --budget" in state["adaptive"]["stopped"]
 
-        from analysis.report import write_report
+        from analysis.report.writers import write_report
 
         md = (write_report(out, samples=20) / "report.md").read_text()
         assert "**Not measured: budget**" in md and "E-learned-positions: DEMO_BUDGET=" in md

@@ -9,7 +9,7 @@ import optuna
 import pytest
 from mlflow.tracking import MlflowClient
 
-from analysis.scale import NOT_MEASURABLE
+from analysis.stats.scale import NOT_MEASURABLE
 from tests.e2e.conftest import e2e_env
 from tests.helpers import copy_sweep, tsweep
 

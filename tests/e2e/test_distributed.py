@@ -26,7 +26,7 @@ def _losses(workdir):
 def test_two_gloo_workers_follow_one_worker_with_accumulation(fixture_corpus, fixture_data_dir, tmp_path, storage):
     import ray
 
-    from sweeps.tune_adapter import data_parallel
+    from sweeps.run.tune_adapter import data_parallel
     from transformer_core import train_and_evaluate
 
     values = {**TINY, "data_dir": str(fixture_data_dir), "accumulate": 2}

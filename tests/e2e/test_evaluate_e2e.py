@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.collect import collect
-from analysis.evalsets import evaluation_sets
+from analysis.data.collect import collect
+from analysis.report.evalsets import evaluation_sets
 from tests.helpers import ROOT, copy_sweep
 
 SMOKE = ROOT / "tests" / "specs" / "smoke.yaml"
@@ -103,7 +103,7 @@ def test_sweep_evaluated_on_a_held_out_set_then_skipped(sweep, held, env):
 def _mlflow(sweep):
     from mlflow.tracking import MlflowClient
 
-    from sweeps.tracking import resolve_uri
+    from sweeps.run.tracking import resolve_uri
 
     state = json.loads((sweep / "sweep.json").read_text())
     return MlflowClient(tracking_uri=resolve_uri(state["uri"], sweep)), state

@@ -172,7 +172,7 @@ def test_ctrl_c_ends_the_sweep_as_interrupted_and_ray_listens_on_loopback_only(f
 
     from mlflow.tracking import MlflowClient
 
-    from sweeps.tracking import resolve_uri
+    from sweeps.run.tracking import resolve_uri
 
     state = json.loads((out / "sweep.json").read_text())
     client = MlflowClient(resolve_uri(state["uri"], out))

@@ -65,7 +65,7 @@ def _stop(cmd, out: Path, env, send, ready=None) -> subprocess.CompletedProcess:
 def _ended_as_interrupted(r, out: Path, code: int) -> None:
     from mlflow.tracking import MlflowClient
 
-    from sweeps.tracking import resolve_uri
+    from sweeps.run.tracking import resolve_uri
 
     assert r.returncode == code, r.stdout[-3000:] + r.stderr[-3000:]
     lines = [x for x in r.stderr.splitlines() if x.strip()]
@@ -135,7 +135,7 @@ def test_a_resume_stopped_by_hand_replaces_the_earlier_sessions_stop_record(tmp_
     assert "wall-clock budget" not in ad["stopped"] and "--resume goes on" in ad["stopped"]
     assert ad["spent_seconds"] > first["spent_seconds"]
 
-    from analysis.report import write_report
+    from analysis.report.writers import write_report
 
     md = (write_report(out, samples=20) / "report.md").read_text()
     assert "stopped: interrupted by SIGINT during the minimum seeds" in md and "Looks charged: 1 " in md

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from analysis.samples import sample_label
+from analysis.data.samples import sample_label
 from tests.helpers import ROOT
 
 SPACE = {"lr_scale": {"type": "loguniform", "low": 0.3, "high": 3.0}, "warmup": {"type": "choice", "values": [5, 10]}}

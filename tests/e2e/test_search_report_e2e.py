@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.samples import sample_label
+from analysis.data.samples import sample_label
 from tests.helpers import tsweep
 
 

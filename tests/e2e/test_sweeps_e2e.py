@@ -11,7 +11,7 @@ import time
 import pytest
 import yaml
 
-from sweeps.spec import load_spec, plan
+from sweeps.spec.sweep_spec import load_spec, plan
 from tests.helpers import ROOT, tsweep, write_spec
 
 
@@ -24,7 +24,7 @@ def env(fixture_corpus, fixture_data_dir):
 def _mlflow_children(sweep_dir):
     from mlflow.tracking import MlflowClient
 
-    from sweeps.tracking import resolve_uri
+    from sweeps.run.tracking import resolve_uri
 
     state = json.loads((sweep_dir / "sweep.json").read_text())
     client = MlflowClient(tracking_uri=resolve_uri(state["uri"], sweep_dir))

@@ -63,8 +63,8 @@ def helps(out: Path) -> None:
 
 
 def plans(out: Path) -> None:
-    from sweeps.profiles import load_profiles
-    from sweeps.spec import SpecError, load_spec, plan
+    from sweeps.spec.profiles import load_profiles
+    from sweeps.spec.sweep_spec import SpecError, load_spec, plan
 
     for spec_path in SPECS:
         rel = spec_path.relative_to(ROOT)
@@ -98,8 +98,8 @@ def _copy(src: Path, dest: Path) -> None:
 
 
 def reports(out: Path) -> None:
-    from analysis.report import write_report
-    from analysis.search_report import write_search_report
+    from analysis.report.search_report import write_search_report
+    from analysis.report.writers import write_report
     from tests.analysis.test_analysis import FIXTURE, make_sweep
     from tests.analysis.test_report_family import _with_named_set
     from tests.analysis.test_search_report_model import make_search_sweep

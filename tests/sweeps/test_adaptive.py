@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.verdicts import Outcome, Rule, charged_looks, judge_table, undecided_rows
-from sweeps.adaptive import seed_rounds
-from sweeps.spec import SpecError, load_spec, parse_budget
+from analysis.stats.verdicts import Outcome, Rule, charged_looks, judge_table, undecided_rows
+from sweeps.run.adaptive import seed_rounds
+from sweeps.spec.sweep_spec import SpecError, load_spec, parse_budget
 
 ROWS = [f"R{i}" for i in range(1, 8)]
 CLAIMS = [{"id": f"{r}<base", "readings": ("dev_bleu",), "comparisons": [(r, "<", "base")]} for r in ROWS]
@@ -30,7 +30,7 @@ class _Seed:  # what seed_rounds needs of a planned trial
 
 
 def _adaptive(rng, effects: dict, lo=2, hi=5, sigma=1.0, budget_rounds=None, rule=None):
-    """The real loop (sweeps.adaptive.seed_rounds, with the real decision rule) on simulated trial results: a
+    """The real loop (sweeps.run.adaptive.seed_rounds, with the real decision rule) on simulated trial results: a
     round's trials are draws of 20 + effect + sigma x N(0, 1).  budget_rounds: the wall-clock budget stops the
     loop after that many rounds (the clock, not the data, decides).  Returns the final frame and the looks the
     report charges."""

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from analysis.samples import sample_label
+from analysis.data.samples import sample_label
 from sweeps import Sweep, load_sweep
 from sweeps.api import UNCONFIRMED
 from tests.helpers import ROOT

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from analysis.claims import CLAIMS, claim_rows
-from sweeps.budget_order import (
+from analysis.data.claims import CLAIMS, claim_rows
+from sweeps.plan.budget_order import (
     Step,
     budget_words,
     corrected_seconds,
@@ -108,7 +108,7 @@ def test_budget_words_round_up_to_five_minutes():
 
 
 def test_the_reports_line_names_each_claim_the_budget_did_not_reach_with_the_budget_to_finish_it():
-    from analysis.claims import budget_unreached
+    from analysis.data.claims import budget_unreached
 
     assert budget_unreached(None) == [] and budget_unreached({"min": 2}) == []
     (line,) = budget_unreached({"unreached": {"A-one-head": "1h35m", "C-bigger-better": "3h"}})
@@ -123,8 +123,8 @@ def test_the_reports_line_names_each_claim_the_budget_did_not_reach_with_the_bud
 def test_a_sweeps_plan_uses_measured_times_and_resumes_stopped_trials_from_their_checkpoint(tmp_path):
     import pandas as pd
 
-    from sweeps.budget_plan import plan_for, trial_estimates
-    from sweeps.spec import load_spec, plan
+    from sweeps.plan.budget_plan import plan_for, trial_estimates
+    from sweeps.spec.sweep_spec import load_spec, plan
 
     spec = load_spec(ROOT / "sweeps" / "specs" / "table3.yaml")
     trials = plan(spec, "cpu")

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sweeps import cli
-from sweeps.cli_args import set_values
+from sweeps.cli.args import set_values
 from tests.helpers import ROOT
 from transformer_core.config import model_config
 from transformer_core.params import closed_form_parameters
@@ -39,9 +39,11 @@ def test_every_subcommand_comes_from_a_listed_module_with_register():
         from_modules |= added
     assert names == from_modules
     assert {"params", "knobs", "estimate", "train", "plan", "run", "status", "report"} <= names
-    # every sweeps/cli_*.py with a register function is listed (a module left off the list is a silent gap)
-    for path in sorted((ROOT / "sweeps").glob("cli_*.py")):
-        module = importlib.import_module(f"sweeps.{path.stem}")
+    # every sweeps/cli/*.py with a register function is listed (a module left off the list is a silent gap)
+    for path in sorted((ROOT / "sweeps" / "cli").glob("*.py")):
+        if path.stem in ("__init__", "__main__"):
+            continue
+        module = importlib.import_module(f"sweeps.cli.{path.stem}")
         assert hasattr(module, "register") == (module in cli.COMMANDS), path.name
 
 
@@ -79,7 +81,7 @@ def test_params_takes_several_pairs_after_one_set(capsys):
 
 def test_train_and_bench_device_receive_every_pair(monkeypatch, tmp_path, capsys):
     import transformer_core
-    from sweeps import device_bench, estimate
+    from sweeps.plan import device_bench, estimate
 
     seen = {}
 
@@ -112,7 +114,7 @@ def test_a_pair_without_equals_is_one_line(capsys):
 
 
 def test_data_flags_are_every_recipe_option(monkeypatch, tmp_path):
-    from sweeps import cli_data
+    from sweeps.cli import data as cli_data
     from transformer_core.data import recipes
     from transformer_core.data.raw import Recipe
 

@@ -4,8 +4,8 @@ import argparse
 import re
 
 from sweeps import cli
-from sweeps.cli_knobs import knobs_markdown
-from sweeps.profiles import load_profiles
+from sweeps.cli.knobs import knobs_markdown
+from sweeps.spec.profiles import load_profiles
 from tests.helpers import ROOT
 
 
@@ -62,7 +62,7 @@ def test_every_profile_option_lists_the_profiles_with_their_descriptions():
 
 
 def test_profile_help_follows_profiles_yaml(monkeypatch):
-    from sweeps import profiles
+    from sweeps.spec import profiles
 
     real = profiles.load_profiles()
     added = profiles.Profile(name="tiny-gpu", description="a profile added to the file", width=0.1,

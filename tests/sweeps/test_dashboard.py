@@ -6,7 +6,7 @@ import io
 import json
 import sys
 
-from sweeps.cli_dashboard import HOST, Server, free_port, serve, servers
+from sweeps.cli.dashboard import HOST, Server, free_port, serve, servers
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import refused
 

@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from sweeps import estimate
 from sweeps.cli import main as tsweep
-from sweeps.profiles import get_profile
-from sweeps.spec import Resources, load_spec, plan
+from sweeps.plan import estimate
+from sweeps.spec.profiles import get_profile
+from sweeps.spec.sweep_spec import Resources, load_spec, plan
 from tests.helpers import ROOT
 from transformer_core.run_config import make_run_config
 
@@ -166,7 +166,7 @@ def test_bench_device_stores_a_measurement_that_plan_uses(tmp_path, capsys, fixt
 
 
 def test_bench_device_times_its_windows_after_an_untimed_warm_up(capsys):
-    from sweeps.device_bench import timed_windows
+    from sweeps.plan.device_bench import timed_windows
 
     class Trainer:  # each step adds its number's tokens: 1 and 2 untimed, then 3 + 4, 5 + 6, 7 + 8
         device, tokens, step = SimpleNamespace(type="cpu"), 0, 0
@@ -193,7 +193,7 @@ def test_the_device_hours_table_in_the_docs_is_what_the_script_prints(capsys, mo
 
 
 def test_the_profile_help_of_the_commands_names_every_profile():
-    from sweeps.profiles import PROFILES_HELP, load_profiles
+    from sweeps.spec.profiles import PROFILES_HELP, load_profiles
 
     named = PROFILES_HELP.split(" (")[0].replace(" or ", ", ").split(", ")
     assert sorted(named) == sorted(load_profiles())  # every profile, and no other

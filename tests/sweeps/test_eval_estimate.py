@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from sweeps import estimate
-from sweeps.spec import load_spec, plan
+from sweeps.plan import estimate
+from sweeps.spec.sweep_spec import load_spec, plan
 from tests.helpers import ROOT
 from transformer_core.data.prepare import corpus_key
 from transformer_core.data.split_sizes import SPLIT_SIZES

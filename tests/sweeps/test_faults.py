@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeps.lock import SweepLock
+from sweeps.state.lock import SweepLock
 from tests.helpers import SMOKE, dead_pid, one_line, tsweep, write_spec
 from transformer_core.errors import UserError
 
@@ -65,34 +65,36 @@ def test_out_must_be_new_empty_or_a_sweep_of_this_spec(tmp_path):
 def test_a_sweep_planned_under_other_profile_rules_is_not_resumed(tmp_path):
     """A profile recalibrated since a sweep was planned (cpu: 600 x 2,048 -> 2,400 x 512): resuming would
     measure the old trials and the new ones at two budgets; one line names what changed, nothing is written."""
-    from sweeps.profiles import get_profile
-    from sweeps.sweep_state import check_state
+    from analysis.data.sweep_record import parse_record
+    from sweeps.spec.profiles import get_profile
+    from sweeps.state.sweep_state import check_state
 
     now = get_profile("cpu").rules()
     then = {**get_profile("cpu-2048").rules(), "profile": "cpu"}  # the cpu profile as it was before
     state = {"name": "table3", "profile": "cpu", "profile_rules": then}
     with pytest.raises(UserError) as err:
-        check_state(state, "table3", "cpu", True, "sweep_runs/table3-cpu", now)
+        check_state(parse_record(state, "w"), "table3", "cpu", True, "sweep_runs/table3-cpu", now)
     message = str(err.value)
     assert "\n" not in message and "profile 'cpu' as it was then" in message and "give another --out" in message
     assert "steps_factor 0.006 -> 0.024" in message and "train.tokens_per_batch 2048 -> 512" in message
     same = {"name": "table3", "profile": "cpu", "profile_rules": json.loads(json.dumps(now))}  # as sweep.json has it
-    assert check_state(same, "table3", "cpu", True, "w", now) is same
-    assert check_state({"name": "table3", "profile": "cpu"}, "table3", "cpu", True, "w", now)  # older sweep.json
+    assert check_state(parse_record(same, "w"), "table3", "cpu", True, "w", now) is same
+    older = parse_record({"name": "table3", "profile": "cpu"}, "w")  # a sweep.json from before profile_rules
+    assert check_state(older, "table3", "cpu", True, "w", now)
     # what does not change a trial: threads, an exclusion's wording, 800.0 for 800, a key added to the profile
     # later at its default (cpu-2048 planned before beam_stop existed, resumed once its rules say exact)
     other = json.loads(json.dumps(now))
     other["train"] = {**other["train"], "threads": 2, "eval_every": 800.0}
     other["exclude"] = {"big": "reworded"}
-    assert check_state(same, "table3", "cpu", True, "w", other) is same
+    assert check_state(parse_record(same, "w"), "table3", "cpu", True, "w", other) is same
     old = {**get_profile("cpu-2048").rules()}
     later = {**old, "train": {**old["train"], "beam_stop": "exact"}}
     planned = {"name": "table3", "profile": "cpu-2048", "profile_rules": json.loads(json.dumps(old))}
-    assert check_state(planned, "table3", "cpu-2048", True, "w", later) is planned
+    assert check_state(parse_record(planned, "w"), "table3", "cpu-2048", True, "w", later) is planned
 
 
 def test_trial_workdirs_must_resolve_inside_the_sweep(tmp_path):
-    from sweeps.trial import trial_workdir
+    from sweeps.run.trial import trial_workdir
 
     sweep = tmp_path / "sweep"
     (sweep / "trials").mkdir(parents=True)
@@ -129,7 +131,7 @@ def test_a_stale_lock_of_a_dead_driver_is_taken_over_with_a_warning(tmp_path, ca
     out = tmp_path / "sweep"
     out.mkdir()
     (out / "sweep.lock").write_text(json.dumps({"pid": dead_pid(), "host": socket.gethostname(), "time": 1.0}))
-    with caplog.at_level(logging.WARNING, logger="sweeps.lock"):
+    with caplog.at_level(logging.WARNING, logger="sweeps.state.lock"):
         lock = SweepLock.acquire(str(out), out)
     try:
         assert "taking over the stale lock" in caplog.text and "no longer running" in caplog.text
@@ -142,7 +144,7 @@ def test_a_stale_lock_of_a_dead_driver_is_taken_over_with_a_warning(tmp_path, ca
 
 
 def test_a_uri_sweep_is_locked_by_an_object(tmp_path):
-    from sweeps.storage import Storage
+    from sweeps.state.storage import Storage
 
     store = Storage((tmp_path / "remote").as_uri())
     lock = SweepLock.acquire(store.uri, store=store)
@@ -190,7 +192,7 @@ def test_a_full_disk_at_the_start_is_one_line_and_leaves_out_as_it_was(tiny_disk
 def test_a_full_disk_is_found_by_a_probe_when_the_error_does_not_name_it(tmp_path):
     """Tune can die of an EOFError reading a trial's error file that a full disk left empty: the CLI then
     probes the sweep's device (a real 256 KiB tmpfs here) and still says 'no space' in one line."""
-    from sweeps.diskfull import disk_full_at
+    from sweeps.state.diskfull import disk_full_at
 
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -214,7 +216,7 @@ def test_a_full_disk_is_found_by_a_probe_when_the_error_does_not_name_it(tmp_pat
 
 
 def test_paths_in_sweep_json_are_relative_to_the_sweep(tmp_path):
-    from sweeps.tracking import default_uri, resolve_uri, stored_uri
+    from sweeps.run.tracking import default_uri, resolve_uri, stored_uri
 
     a, b = tmp_path / "a", tmp_path / "copy-of-a"
     assert stored_uri(default_uri(a), a) == "mlflow.db"
@@ -225,9 +227,9 @@ def test_paths_in_sweep_json_are_relative_to_the_sweep(tmp_path):
 def test_a_finished_trial_dispatched_again_leaves_its_mlflow_run_ended(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from sweeps.spec import load_spec, plan
-    from sweeps.tracking import MlflowTracker, default_uri, ensure_parent_run
-    from sweeps.trial import run_trial, trial_workdir
+    from sweeps.run.tracking import MlflowTracker, default_uri, ensure_parent_run
+    from sweeps.run.trial import run_trial, trial_workdir
+    from sweeps.spec.sweep_spec import load_spec, plan
 
     trial = plan(load_spec(SMOKE), "smoke")[0]
     uri = default_uri(tmp_path)

@@ -12,7 +12,7 @@ import re
 import pytest
 
 from sweeps import cli
-from sweeps.cli_args import BUDGET_VALUES, CORPUS_VALUES, DATA_DIR_HELP
+from sweeps.cli.args import BUDGET_VALUES, CORPUS_VALUES, DATA_DIR_HELP
 from tests.helpers import ROOT
 from tests.sweeps.snapshot import untimed
 
@@ -80,13 +80,14 @@ def test_the_spec_is_positional_in_every_command_that_takes_one():
 
 
 def test_the_cli_imports_its_subcommands_explicitly():
-    source = (ROOT / "sweeps" / "cli.py").read_text()
+    source = (ROOT / "sweeps" / "cli" / "__init__.py").read_text()
     assert "importlib" not in source and "import_module" not in source
     assert all(isinstance(m, type(cli)) for m in cli.COMMANDS)
 
 
 def test_translate_has_its_own_module():
-    from sweeps import cli_eval, cli_translate
+    from sweeps.cli import evaluate as cli_eval
+    from sweeps.cli import translate as cli_translate
 
     assert cli_translate in cli.COMMANDS
     assert not hasattr(cli_eval, "cmd_translate") and callable(cli_translate.cmd_translate)
@@ -159,7 +160,7 @@ def test_translate_names_row_and_evaluate_names_rows(capsys, tmp_path):
     (sweep / "sweep.json").write_text(json.dumps({"name": "t", "plan": {}, **state}))  # a state tsweep reads
     code, out, err = _run(capsys, "translate", str(sweep), "--row", "Z9")
     assert code == 2 and f"--row Z9: not in sweep {str(sweep)!r}" in err and "--rows" not in err
-    from sweeps.evaluate import finished_trials
+    from sweeps.run.evaluate import finished_trials
 
     with pytest.raises(Exception, match=r"^--rows Z9: not in sweep"):
         finished_trials(sweep, ["Z9"])

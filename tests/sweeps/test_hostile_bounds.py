@@ -4,8 +4,8 @@ line before anything runs, and `tsweep plan` says what a search runs in all."""
 
 import pytest
 
-from sweeps.bounds import planned_trials
 from sweeps.cli import main
+from sweeps.spec.bounds import planned_trials
 from tests.helpers import refused, write_spec
 from transformer_core.errors import ConfigError
 from transformer_core.run_config import MAX_TOKENS_PER_BATCH, MAX_VOCAB, make_run_config

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from sweeps.lock import SweepLock
+from sweeps.state.lock import SweepLock
 from transformer_core.errors import UserError
 
 
@@ -32,7 +32,7 @@ def test_a_lock_that_is_not_a_regular_file_is_refused(tmp_path):
 
 
 def _driver_log(sweep):
-    from sweeps.driverlog import DriverLog
+    from sweeps.run.driverlog import DriverLog
 
     log = DriverLog().start()
     os.write(2, b"ray says something\n")

@@ -31,7 +31,7 @@ def tracked_sweep(root: Path) -> tuple[str, str]:
 
 
 def make_tracked_sweep(where: str) -> tuple[str, str]:
-    from sweeps.tracking import MlflowTracker, default_uri, ensure_parent_run
+    from sweeps.run.tracking import MlflowTracker, default_uri, ensure_parent_run
 
     root = Path(where)
     root.mkdir()
@@ -41,7 +41,7 @@ def make_tracked_sweep(where: str) -> tuple[str, str]:
     tracker = MlflowTracker(uri, exp, parent, workdir, "base-s1-abc", {})
     (workdir / "config.json").write_text("{}")
     tracker.log_artifact(str(workdir / "config.json"))
-    (root / "sweep.json").write_text(json.dumps({"uri": "mlflow.db", "parent_run_id": parent}))
+    (root / "sweep.json").write_text(json.dumps({"name": "s", "uri": "mlflow.db", "parent_run_id": parent}))
     return parent, tracker.run_id
 
 
@@ -53,8 +53,8 @@ def a_report(sweep: Path) -> Path:
 
 
 def test_a_copied_sweep_writes_its_report_and_evaluations_into_itself(tmp_path, capsys):
-    from sweeps.cli_report import _to_mlflow
-    from sweeps.evaluate import trial_tracker
+    from sweeps.cli.report import _to_mlflow
+    from sweeps.run.evaluate import trial_tracker
 
     parent, child = tracked_sweep(tmp_path / "A")
     shutil.copytree(tmp_path / "A", tmp_path / "A2")  # cp -a: the store still names A's mlartifacts
@@ -75,8 +75,8 @@ def test_a_copied_sweep_writes_its_report_and_evaluations_into_itself(tmp_path, 
 def test_a_moved_sweep_does_not_create_its_old_directory_again(tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from sweeps.cli_report import _to_mlflow
-    from sweeps.tracking import default_uri
+    from sweeps.cli.report import _to_mlflow
+    from sweeps.run.tracking import default_uri
 
     parent, _ = tracked_sweep(tmp_path / "A")
     (tmp_path / "A").rename(tmp_path / "Amoved")
@@ -88,12 +88,12 @@ def test_a_moved_sweep_does_not_create_its_old_directory_again(tmp_path):
 
 
 def test_a_copied_store_that_cannot_be_re_rooted_is_named_in_one_line(tmp_path, capsys):
-    from sweeps.cli_report import _to_mlflow
-    from sweeps.tracking import reroot_artifacts
+    from sweeps.cli.report import _to_mlflow
+    from sweeps.run.tracking import reroot_artifacts
 
     sweep = tmp_path / "A2"
     sweep.mkdir()
-    (sweep / "sweep.json").write_text(json.dumps({"uri": "mlflow.db", "parent_run_id": "0" * 32}))
+    (sweep / "sweep.json").write_text(json.dumps({"name": "s", "uri": "mlflow.db", "parent_run_id": "0" * 32}))
     (sweep / "mlflow.db").write_bytes(b"not a database, but not empty either")
     try:
         reroot_artifacts(sweep)
@@ -111,7 +111,7 @@ def test_a_copied_store_that_cannot_be_re_rooted_is_named_in_one_line(tmp_path, 
 
 @pytest.mark.parametrize("cid", ["a.b+c", "a\n", "-x", "a" * 65, "a b"])
 def test_claim_ids_that_mlflow_or_a_file_name_would_refuse_are_refused(tmp_path, cid):
-    from analysis.claims import parse_claim
+    from analysis.data.claims import parse_claim
 
     with pytest.raises(UserError) as caught:
         parse_claim({"id": cid, "compare": "B1 < base"}, "claims[0]", ["base", "B1"])
@@ -120,7 +120,7 @@ def test_claim_ids_that_mlflow_or_a_file_name_would_refuse_are_refused(tmp_path,
 
 
 def test_a_claim_id_mlflow_accepts_is_accepted():
-    from analysis.claims import parse_claim
+    from analysis.data.claims import parse_claim
 
     assert parse_claim({"id": "a.b-c_1", "compare": "B1 < base"}, "claims[0]", ["base", "B1"]).id == "a.b-c_1"
 
@@ -161,7 +161,7 @@ def test_a_bad_worker_memory_bound_is_refused_before_the_sweep_starts(tmp_path, 
 
 
 def test_a_worker_memory_bound_in_range_is_taken_in_bytes(monkeypatch):
-    from sweeps.worker_memory import env_worker_bound, worker_bound
+    from sweeps.run.worker_memory import env_worker_bound, worker_bound
 
     monkeypatch.setenv("TSWEEP_WORKER_MEMORY", "0.001")
     assert env_worker_bound() == worker_bound(2) == 1_000_000
@@ -188,7 +188,7 @@ MACHINE_RECORD = {"flops_per_second": 2e10, "measured_at": 1.7e9, "seconds_per_s
     ids=["no-measured_at", "measured_at-text", "step-text", "tokens-null", "flops-inf", "flops-text", "flops-tiny"],
 )
 def test_a_hand_edited_machine_measurement_is_refused_naming_the_file(tmp_path, change, needle):
-    from sweeps.estimate import read_machine_measurements
+    from sweeps.plan.estimate import read_machine_measurements
     from transformer_core.errors import ConfigError
 
     keep = change.pop("keep", False)
@@ -213,7 +213,7 @@ def test_a_stored_measurement_of_inf_flops_is_refused_by_plan(tmp_path, capsys):
 
 
 def test_valid_measurements_are_read_as_before(tmp_path):
-    from sweeps.estimate import read_machine_measurements, read_measurements
+    from sweeps.plan.estimate import read_machine_measurements, read_measurements
 
     body = {"measurements": {"gpu": {"flops_per_second": 2e14, "measured_at": 0}}, "machines": {"k": MACHINE_RECORD}}
     (tmp_path / "device-bench.json").write_text(json.dumps(body))
@@ -297,7 +297,7 @@ def test_a_resume_that_changes_the_seeds_is_refused_before_it_starts(tmp_path, c
 
 
 def test_the_seeds_a_sweep_runs_with_are_recorded_and_the_same_seeds_resume():
-    from sweeps.sweep_state import check_seeds, seed_record
+    from sweeps.state.sweep_state import check_seeds, seed_record
 
     state = {"seed_plan": seed_record([1, 2], None)}
     check_seeds(state, [1, 2], None, "out")
@@ -321,7 +321,7 @@ def test_the_seeds_a_sweep_runs_with_are_recorded_and_the_same_seeds_resume():
     ids=["contradicting", "repeated", "the-same-turned-round", "best-of-twice"],
 )
 def test_a_claim_that_compares_one_pair_of_rows_twice_is_refused(compare, needle):
-    from analysis.claims import parse_claim
+    from analysis.data.claims import parse_claim
 
     with pytest.raises(UserError) as caught:
         parse_claim({"id": "x", "compare": compare}, "claims[0]", ["base", "P0", "P1"])
@@ -329,7 +329,7 @@ def test_a_claim_that_compares_one_pair_of_rows_twice_is_refused(compare, needle
 
 
 def test_a_claim_comparing_different_pairs_is_accepted():
-    from analysis.claims import parse_claim
+    from analysis.data.claims import parse_claim
 
     claim = parse_claim({"id": "x", "compare": ["P0 < base", "P1 > base", "P0 < P1"]}, "c", ["base", "P0", "P1"])
     assert len(claim.comparisons) == 3
@@ -367,9 +367,10 @@ def test_a_dead_tracking_server_is_refused_in_seconds_before_the_sweep_starts(tm
 def test_a_report_whose_tracking_server_is_dead_says_so_in_one_line_and_stands(tmp_path, capsys):
     import time
 
-    from sweeps.cli_report import _to_mlflow
+    from sweeps.cli.report import _to_mlflow
 
-    (tmp_path / "sweep.json").write_text(json.dumps({"uri": f"http://127.0.0.1:{dead_port()}", "parent_run_id": "r"}))
+    dead = f"http://127.0.0.1:{dead_port()}"
+    (tmp_path / "sweep.json").write_text(json.dumps({"name": "s", "uri": dead, "parent_run_id": "r"}))
     t0 = time.monotonic()
     _to_mlflow(tmp_path, a_report(tmp_path))
     out = capsys.readouterr().out
@@ -380,7 +381,7 @@ def test_a_report_whose_tracking_server_is_dead_says_so_in_one_line_and_stands(t
 @pytest.mark.parametrize(("uri", "needle"), [("http://127.0.0.1:99999/", "is invalid"), ("https:///x", "names no host"),
                                              ("sqlite:///x.db", None), ("file:///tmp/x", None)])  # fmt: skip
 def test_which_tracking_uris_are_checked(uri, needle):
-    from sweeps.tracking import check_reachable
+    from sweeps.run.tracking import check_reachable
 
     if needle is None:
         check_reachable(uri)  # a local store: nothing to connect to
@@ -431,7 +432,7 @@ def test_bad_option_values_are_refused_by_the_parser(capsys, argv, needle):
 
 def test_the_same_value_in_both_spellings_is_allowed(capsys):
     from sweeps.cli import build_parser
-    from sweeps.cli_args import check_deprecated
+    from sweeps.cli.args import check_deprecated
 
     parser = build_parser()
     args = parser.parse_args(["plan", "S", "--device", "a100", "--gpu", "a100"])
@@ -441,9 +442,9 @@ def test_the_same_value_in_both_spellings_is_allowed(capsys):
 
 @pytest.mark.parametrize("empty", [True, False], ids=["empty", "missing"])
 def test_a_report_does_not_give_an_empty_or_missing_mlflow_db_a_fresh_schema(tmp_path, capsys, empty):
-    from sweeps.cli_report import _to_mlflow
+    from sweeps.cli.report import _to_mlflow
 
-    (tmp_path / "sweep.json").write_text(json.dumps({"uri": "mlflow.db", "parent_run_id": "r"}))
+    (tmp_path / "sweep.json").write_text(json.dumps({"name": "s", "uri": "mlflow.db", "parent_run_id": "r"}))
     if empty:
         (tmp_path / "mlflow.db").write_bytes(b"")
     _to_mlflow(tmp_path, a_report(tmp_path))
@@ -459,7 +460,7 @@ def test_a_report_does_not_give_an_empty_or_missing_mlflow_db_a_fresh_schema(tmp
 def test_claims_removed_on_a_resume_are_not_marked_amended(capsys):
     from types import SimpleNamespace
 
-    from sweeps.runner import report_record
+    from sweeps.run.runner import report_record
 
     claim = {"id": "c1", "text": "t", "kind": "other", "readings": ["dev_ce"], "comparisons": [["P0", "<", "base"]],
              "margin": None}  # fmt: skip

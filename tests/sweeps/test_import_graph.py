@@ -9,6 +9,20 @@ from pathlib import Path
 from tests.helpers import ROOT
 
 LAYERS = ("transformer_core", "analysis", "sweeps")  # each may import only those before it (and itself)
+# the rooms of the library, floor by floor: a module imports only from its own room and the rooms before it
+ROOMS = (
+    "transformer_core",
+    "analysis.data",
+    "analysis.stats",
+    "analysis.report",
+    "sweeps.spec",
+    "sweeps.plan",
+    "sweeps.state",
+    "sweeps.run",
+    "sweeps.api",
+    "sweeps.cli",
+)
+FACES = {"analysis": "analysis.data", "sweeps": "sweeps.api"}  # a package's own __init__, on the floor of this room
 
 
 def _modules() -> dict[str, Path]:
@@ -76,7 +90,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def _is_cli(name: str) -> bool:
-    return name == "sweeps.cli" or name.startswith("sweeps.cli_")
+    return name == "sweeps.cli" or name.startswith("sweeps.cli.")
 
 
 def test_no_module_imports_itself_back_through_another():
@@ -100,10 +114,39 @@ def test_a_layer_imports_nothing_above_it():
     assert {name: deps for name, deps in upward.items() if deps} == {}
 
 
+def _room(name: str) -> str:
+    """The room of a library module: the longest room its dotted name lies in (a package's face: FACES)."""
+    if name in FACES:
+        return FACES[name]
+    inside = [r for r in ROOMS if name == r or name.startswith(r + ".")]
+    return max(inside, key=len) if inside else ""
+
+
+def test_every_module_of_sweeps_and_analysis_lives_in_a_room():
+    """No module left on a package's floor beside the rooms (a new module goes into the room of its layer)."""
+    assert [name for name in MODULES if not _room(name)] == []
+
+
+def test_a_room_imports_nothing_above_it():
+    """spec < plan < state < run < api < cli in sweeps/, data < stats < report in analysis/: the layers inside the
+    layers, so that a reader of a room needs only the rooms below it."""
+    upward = {
+        name: sorted(d for d in deps if ROOMS.index(_room(d)) > ROOMS.index(_room(name)))
+        for name, deps in GRAPH.items()
+    }
+    assert {name: deps for name, deps in upward.items() if deps} == {}
+
+
+def test_the_room_check_finds_an_upward_import():
+    graph = {"analysis.data.collect": {"analysis.report.tables"}, "sweeps.run.runner": {"sweeps.state.storage"}}
+    upward = [n for n, deps in graph.items() for d in deps if ROOMS.index(_room(d)) > ROOMS.index(_room(n))]
+    assert upward == ["analysis.data.collect"]
+
+
 def test_the_graph_sees_imports_in_functions_and_under_type_checking():
     assert "transformer_core.data.corpus" in GRAPH["transformer_core.data"]  # from .corpus import ...
     assert "transformer_core.rundir" in GRAPH["transformer_core.trainer"]  # from . import rundir
-    assert "sweeps.spec" in GRAPH["sweeps.cli_sweep"]  # inside cmd_plan
+    assert "sweeps.spec.sweep_spec" in GRAPH["sweeps.cli.sweep"]  # inside cmd_plan
     assert "transformer_core.run_config" in GRAPH["transformer_core.task"]  # under TYPE_CHECKING
 
 
@@ -145,8 +188,8 @@ def test_callers_import_a_name_from_the_module_that_owns_it():
 
 
 def test_the_benchmarks_never_import_the_cli():
-    """What a benchmark needs of `tsweep`'s commands lives in a library module they call (sweeps/device_bench.py,
-    sweeps/profiles.py)."""
+    """What a benchmark needs of `tsweep`'s commands lives in a library module they call (sweeps/plan/device_bench.py,
+    sweeps/spec/profiles.py)."""
     reaching = {}
     for path in sorted((ROOT / "benchmarks").rglob("*.py")):
         deps = sorted(filter(_is_cli, _imports(".".join(path.relative_to(ROOT).with_suffix("").parts), path)))
@@ -159,7 +202,7 @@ def test_the_benchmarks_never_import_the_cli():
 # (``from M import _x``) or read off an imported module (``m._x``).  Each one left, with why; an entry that no longer
 # occurs fails the test, so the list only shrinks.
 PRIVATE_LEFT = {
-    "analysis.search_plots -> analysis.plots._pyplot": "analysis/ is being restructured by another writer (issue 55)",
+    "analysis.report.search_plots -> analysis.report.plots._pyplot": "issue 55: the two reports' one document model",
 }
 BENCHMARKS = {path.stem: path for path in sorted((ROOT / "benchmarks").glob("*.py"))}  # imported by their bare names
 
@@ -231,21 +274,21 @@ def test_the_private_name_finder_finds_imports_and_attributes():
 from .tracking import _retry, resolve_uri
 from transformer_core import attention
 import transformer_core.config
-import sweeps.cli_bench as bench
+import sweeps.cli.bench as bench
 from . import _sync
 def f():
     from transformer_core.data.prepare import _combine
     return attention._LOW_PRECISION, transformer_core.config._fail, bench._sync, bench.register, self._x
 """
-    assert _private_uses("sweeps.evaluate", source) == {
-        "sweeps.evaluate -> sweeps.tracking._retry",
-        "sweeps.evaluate -> transformer_core.data.prepare._combine",
-        "sweeps.evaluate -> transformer_core.attention._LOW_PRECISION",
-        "sweeps.evaluate -> transformer_core.config._fail",
-        "sweeps.evaluate -> sweeps.cli_bench._sync",
-        "sweeps.evaluate -> sweeps._sync",
+    assert _private_uses("sweeps.run.evaluate", source) == {
+        "sweeps.run.evaluate -> sweeps.run.tracking._retry",
+        "sweeps.run.evaluate -> transformer_core.data.prepare._combine",
+        "sweeps.run.evaluate -> transformer_core.attention._LOW_PRECISION",
+        "sweeps.run.evaluate -> transformer_core.config._fail",
+        "sweeps.run.evaluate -> sweeps.cli.bench._sync",
+        "sweeps.run.evaluate -> sweeps.run._sync",
     }
-    assert _private_uses("sweeps.tracking", "from .tracking import _retry\nx = _retry") == set()  # its own
+    assert _private_uses("sweeps.run.tracking", "from .tracking import _retry\nx = _retry") == set()  # its own
 
 
 def test_the_core_tests_import_nothing_of_the_layers_above():

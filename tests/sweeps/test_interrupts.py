@@ -9,7 +9,7 @@ import pytest
 
 def test_a_round_is_complete_only_when_every_trial_has_a_result_an_error_or_a_schedulers_stop(tmp_path):
     """A trial Tune listed (terminated) but whose result.json is gone counts as without a result."""
-    from sweeps.runner import _without_result
+    from sweeps.run.runner import _without_result
 
     trials = [SimpleNamespace(trial_id=f"t{i}", config_hash=f"h{i}") for i in range(4)]
     results = {"t0": {"status": "finished"}}
@@ -29,7 +29,7 @@ def test_a_round_is_complete_only_when_every_trial_has_a_result_an_error_or_a_sc
     ("finished", {"status": None, "error": None, "stopped_early": True}, "stopped early"),
 ])  # fmt: skip
 def test_stopped_early_only_where_the_scheduler_said_so(tmp_path, sweep_status, entry, expected):
-    from analysis.collect import collect
+    from analysis.data.collect import collect
 
     tid = "base-s1-0000abcd"
     record = {"id": tid, "group": "base", "row": "base", "seed": 1, "values": {"steps": 20}, "config_hash": "0000abcd"}

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from sweeps import profiles
 from sweeps.cli import main as tsweep
+from sweeps.spec import profiles
 from transformer_core import knobs, run_config
 from transformer_core.run_config import RunConfig, make_run_config
 
@@ -52,7 +52,7 @@ def test_the_plans_knob_columns_are_the_tables_table3_columns(capsys, monkeypatc
     assert tsweep(["plan", QUICK, "--profile", "smoke"]) == 0
     head = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("group"))
     assert head.split()[3:13] == names + ["steps"]
-    # a column added to the table reaches the plan with no edit of cli_sweep.py
+    # a column added to the table reaches the plan with no edit of sweeps/cli/sweep.py
     table = tuple(dataclasses.replace(k, paper=True) if k.name == "norm_type" else k for k in knobs.KNOBS)
     monkeypatch.setattr(knobs, "KNOBS", table)
     widened = [k.name for k in knobs.plan_columns()]
@@ -69,9 +69,9 @@ def test_a_knob_added_to_the_table_reaches_spec_plan_and_report(tmp_path, monkey
     """docs/extending.md's example, checked: a knob that needs no model code is a row of the table (and its
     dataclass field); with no other edit a spec row may set it, `tsweep plan` shows it as a Table 3 column and
     the report's knob columns have it where it varies."""
-    from analysis.collect import collect
-    from analysis.tables import knob_columns
-    from sweeps.spec import SpecError, load_spec, plan, row_keys
+    from analysis.data.collect import collect
+    from analysis.report.tables import knob_columns
+    from sweeps.spec.sweep_spec import SpecError, load_spec, plan, row_keys
 
     @dataclasses.dataclass(frozen=True)
     class TrainWithClip(run_config.TrainConfig):

@@ -5,12 +5,12 @@ import json
 import time
 from pathlib import Path
 
-from sweeps.live import LiveView, events, snapshot, summary_line
+from sweeps.state.live import LiveView, events, snapshot, summary_line
 
 
 def _sweep(tmp_path: Path) -> Path:
     plan = {f"{r}-s{s}-x": {"row": r, "seed": s, "values": {"steps": 20}} for r in ("base", "A1") for s in (1, 2)}
-    (tmp_path / "sweep.json").write_text(json.dumps({"trials": list(plan), "plan": plan}))
+    (tmp_path / "sweep.json").write_text(json.dumps({"name": "s", "trials": list(plan), "plan": plan}))
     for tid in plan:
         (tmp_path / "trials" / tid).mkdir(parents=True)
     return tmp_path
@@ -57,7 +57,7 @@ def test_non_terminal_output_is_one_line_per_event(tmp_path):
 
 
 def test_an_eval_line_names_the_step_the_curves_record_and_an_end_says_how_far_the_sweep_is(tmp_path):
-    from sweeps.live import progress_line
+    from sweeps.state.live import progress_line
 
     d = _sweep(tmp_path)
     wd = d / "trials" / "A1-s1-x"
@@ -103,7 +103,7 @@ def test_a_searchs_log_counts_against_its_whole_plan_from_the_sweeps_start_and_n
     (search / "result.json").write_text(json.dumps({"status": "finished", "dev_bleu": 2.0, "session_seconds": 60.0}))
     plan = {"sample-2f8c51d3-s2-0be3b4ef": {"row": "sample-2f8c51d3", "seed": 2, "group": "confirm",
                                             "values": {"steps": 20}}}  # fmt: skip
-    (d / "sweep.json").write_text(json.dumps({"trials": list(plan), "plan": plan}))
+    (d / "sweep.json").write_text(json.dumps({"name": "s", "trials": list(plan), "plan": plan}))
     confirm = d / "trials" / "sample-2f8c51d3-s2-0be3b4ef"
     confirm.mkdir()
     out = io.StringIO()

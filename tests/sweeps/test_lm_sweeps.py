@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sweeps.cli import main as tsweep_main
-from sweeps.spec import SpecError, load_spec, parse_spec, plan
+from sweeps.spec.sweep_spec import SpecError, load_spec, parse_spec, plan
 from tests.helpers import ROOT
 from transformer_core import rundir
 from transformer_core.data.monolingual import load_lm_corpus
@@ -107,7 +107,7 @@ def _check_lm_report(report: Path) -> None:
 
 def test_lm_trials_without_ray_make_a_report_without_bleu(tmp_path, fixture_data_dir):
     """The report of an LM sweep from two trials trained by train_and_evaluate into a sweep directory."""
-    from analysis.report import write_report
+    from analysis.report.writers import write_report
     from transformer_core import train_and_evaluate
     from transformer_core.run_config import make_run_config
 

@@ -1,8 +1,8 @@
 """Table 3's rows live twice: as a spec's rows (sweeps/specs/table3.yaml: what a sweep trains) and with the paper's
 numbers (analysis/paper_table3.csv: what the report shows beside ours).  The two agree, row by row and knob by knob."""
 
-from analysis.paper import KNOBS, load_table3
-from sweeps.spec import load_spec
+from analysis.data.paper import KNOBS, load_table3
+from sweeps.spec.sweep_spec import load_spec
 from tests.helpers import ROOT
 from transformer_core.config import paper_values
 
@@ -20,5 +20,5 @@ def test_the_spec_trains_the_rows_the_paper_printed():
 
 
 def test_every_knob_of_the_paper_table_is_compared():
-    header = (ROOT / "analysis" / "paper_table3.csv").read_text().splitlines()[0].split(",")
+    header = (ROOT / "analysis" / "data" / "paper_table3.csv").read_text().splitlines()[0].split(",")
     assert [c for c in header if c not in ("group", "row", "ppl_dev", "bleu_dev", "params_millions")] == list(COMPARED)

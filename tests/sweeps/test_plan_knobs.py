@@ -1,10 +1,10 @@
 """`tsweep plan` of a study of one's own: the knobs its rows vary (beyond Table 3's columns) are columns, and a row
-whose parameter count differs from base's by more than analysis.scale.CONFOUND_FRACTION is named; the report
+whose parameter count differs from base's by more than analysis.stats.scale.CONFOUND_FRACTION is named; the report
 names it too."""
 
 import json
 
-from analysis.scale import CONFOUND_FRACTION, confound_line, param_confounds, sized_rows
+from analysis.stats.scale import CONFOUND_FRACTION, confound_line, param_confounds, sized_rows
 from sweeps.cli import main
 from tests.helpers import write_spec
 
@@ -54,7 +54,7 @@ def test_the_confound_rule_is_beyond_the_stated_fraction_either_way():
 
 
 def test_the_report_names_the_confound(tmp_path):
-    from analysis.report import write_report
+    from analysis.report.writers import write_report
     from tests.analysis.test_analysis import FIXTURE, make_sweep
 
     root = make_sweep(tmp_path / "s", {r: FIXTURE[r] for r in ("base", "D1", "E1")})

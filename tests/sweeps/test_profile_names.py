@@ -4,9 +4,10 @@ import json
 
 import pytest
 
-from sweeps.profiles import canonical_profile_name, get_profile, load_profiles, profile_aliases, same_profile
-from sweeps.spec import load_spec, plan
-from sweeps.sweep_state import check_state
+from analysis.data.sweep_record import parse_record
+from sweeps.spec.profiles import canonical_profile_name, get_profile, load_profiles, profile_aliases, same_profile
+from sweeps.spec.sweep_spec import load_spec, plan
+from sweeps.state.sweep_state import check_state
 from tests.helpers import ROOT
 from transformer_core.errors import ConfigError, UserError
 
@@ -42,8 +43,9 @@ def test_a_sweep_resumes_under_either_name_and_not_under_another_profile(alias):
     new = RENAMED[alias]
     for ran, resumed in ((alias, new), (new, alias)):
         state = {"name": "s", "profile": ran, "profile_rules": json.loads(json.dumps(get_profile(ran).rules()))}
-        assert check_state(state, "s", resumed, True, "w", get_profile(resumed).rules()) is state
+        assert check_state(parse_record(state, "w"), "s", resumed, True, "w", get_profile(resumed).rules()) is state
         assert same_profile(ran, resumed)
     other = "cpu" if alias == "cpu-2048" else "gpu"
     with pytest.raises(UserError, match=f"was run with profile '{alias}', not '{other}'"):
-        check_state({"name": "s", "profile": alias}, "s", other, True, "w", get_profile(other).rules())
+        ran = parse_record({"name": "s", "profile": alias}, "w")
+        check_state(ran, "s", other, True, "w", get_profile(other).rules())

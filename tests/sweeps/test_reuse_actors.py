@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from sweeps.spec import Search, load_spec, plan
-from sweeps.trial import run_trial
-from sweeps.tune_adapter import reuse_actors
+from sweeps.run.trial import run_trial
+from sweeps.run.tune_adapter import reuse_actors
+from sweeps.spec.sweep_spec import Search, load_spec, plan
 from tests.helpers import SMOKE
 from transformer_core.errors import UserError
 
@@ -53,8 +53,8 @@ def test_reuse_is_on_for_eager_trials_in_the_workers_own_thread_unless_switched_
 
 _TRIALS_IN_ONE_PROCESS = """
 import dataclasses, json, sys
-from sweeps.spec import load_spec, plan
-from sweeps.trial import run_trial
+from sweeps.spec.sweep_spec import load_spec, plan
+from sweeps.run.trial import run_trial
 from tests.helpers import SMOKE
 from transformer_core.native_memory import release_free_memory, resident_bytes
 trials, after = plan(load_spec(SMOKE), "smoke"), []

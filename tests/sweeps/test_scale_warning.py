@@ -4,10 +4,10 @@ parent run's description, beside the spec's title and description."""
 from mlflow.tracking import MlflowClient
 
 from sweeps.cli import main
-from sweeps.profiles import scale_warning
-from sweeps.runner import parent_description
-from sweeps.spec import load_spec
-from sweeps.tracking import describe_parent, ensure_parent_run
+from sweeps.run.runner import parent_description
+from sweeps.run.tracking import describe_parent, ensure_parent_run
+from sweeps.spec.profiles import scale_warning
+from sweeps.spec.sweep_spec import load_spec
 from tests.helpers import SMOKE, write_spec
 
 

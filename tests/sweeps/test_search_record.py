@@ -12,14 +12,14 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from analysis.search_report import build_search, search_markdown
-from analysis.search_verdicts import STUDY_ATTR, confirmation_lines, verdict_words
-from sweeps.profiles import get_profile
-from sweeps.runner import SweepContext, _parent_metrics
-from sweeps.search_record import record_search
-from sweeps.search_state import open_study, planned_total, space_distributions
-from sweeps.spec import load_spec, sample_trials
-from sweeps.tracking import default_uri, ensure_parent_run
+from analysis.report.search_report import build_search, search_markdown
+from analysis.stats.search_verdicts import STUDY_ATTR, confirmation_lines, verdict_words
+from sweeps.run.runner import SweepContext, _parent_metrics
+from sweeps.run.search_record import record_search
+from sweeps.run.tracking import default_uri, ensure_parent_run
+from sweeps.spec.profiles import get_profile
+from sweeps.spec.sweep_spec import load_spec, sample_trials
+from sweeps.state.search_state import open_study, planned_total, space_distributions
 
 SAMPLES = [{"lr_scale": 0.5, "warmup": 5}, {"lr_scale": 0.8, "warmup": 10}, {"lr_scale": 1.2, "warmup": 5},
            {"lr_scale": 2.0, "warmup": 10}]  # fmt: skip
@@ -147,7 +147,7 @@ def test_the_parent_run_counts_every_trial_of_the_search_and_its_confirmation(sw
 
 
 def test_the_confirmation_round_names_each_configuration_with_its_knobs(sweep):
-    from sweeps.confirm import run_confirmation
+    from sweeps.run.confirm import run_confirmation
 
     spec, root, state, tracking = sweep
     ctx = SweepContext(spec, "smoke", str(root), root, None, None, state, tracking)  # type: ignore[arg-type]

@@ -7,11 +7,11 @@ import math
 import optuna
 import pytest
 
-from analysis.samples import sample_label
-from sweeps.confirm import confirm_trials, fresh_seeds
-from sweeps.replicates import StepMeans, mean_final, mean_report
-from sweeps.spec import parse_spec
-from sweeps.warm_start import ATTR, warm_start
+from analysis.data.samples import sample_label
+from sweeps.run.confirm import confirm_trials, fresh_seeds
+from sweeps.run.replicates import StepMeans, mean_final, mean_report
+from sweeps.run.warm_start import ATTR, warm_start
+from sweeps.spec.sweep_spec import parse_spec
 from transformer_core.errors import UserError
 
 SPACE = {"lr_scale": {"type": "loguniform", "low": 0.1, "high": 1.0}, "warmup": {"type": "choice", "values": [5, 10]}}

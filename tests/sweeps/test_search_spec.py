@@ -2,7 +2,7 @@
 
 import pytest
 
-from sweeps.spec import Confirm, SpecError, parse_spec
+from sweeps.spec.sweep_spec import Confirm, SpecError, parse_spec
 
 SPACE = {"lr_scale": {"type": "uniform", "low": 0.1, "high": 1.0}}
 

@@ -9,12 +9,12 @@ import sqlite3
 import optuna
 import pytest
 
-from analysis.samples import sample_label
-from analysis.study_file import MAX_ENV
-from sweeps.confirm import best_samples
-from sweeps.search_state import check_study, plan_search, space_distributions
-from sweeps.spec import parse_spec
-from sweeps.warm_start import ATTR, check_source, warm_start
+from analysis.data.samples import sample_label
+from analysis.data.study_file import MAX_ENV
+from sweeps.run.confirm import best_samples
+from sweeps.run.warm_start import ATTR, check_source, warm_start
+from sweeps.spec.sweep_spec import parse_spec
+from sweeps.state.search_state import check_study, plan_search, space_distributions
 from tests.helpers import one_line, tsweep
 from transformer_core.errors import UserError
 
@@ -46,7 +46,7 @@ def _digest(path):
 def test_the_space_as_optuna_search_converts_it_without_ray():
     from ray.tune.search.optuna import OptunaSearch
 
-    from sweeps.tune_adapter import param_space
+    from sweeps.run.tune_adapter import param_space
 
     space = {**SPACE, "d_model": {"type": "int", "low": 256, "high": 512}, "P_drop": {"type": "uniform", "low": 0,
                                                                                     "high": 0.3}}  # fmt: skip
@@ -240,7 +240,7 @@ def test_a_resumed_confirmation_round_plans_the_same_trials_again(tmp_path):
     at the fresh seed, the same trial whether or not its result.json is there."""
     from dataclasses import make_dataclass
 
-    from sweeps.confirm import run_confirmation
+    from sweeps.run.confirm import run_confirmation
 
     spec = _spec(confirm={"top": 1, "seeds": 1})
     good = {"lr_scale": 0.5, "warmup": 5}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeps import estimate
 from sweeps.cli import main as tsweep
-from sweeps.spec import Resources
+from sweeps.plan import estimate
+from sweeps.spec.sweep_spec import Resources
 from tests.helpers import ROOT
 
 TABLE3 = ROOT / "sweeps" / "specs" / "table3.yaml"

@@ -4,8 +4,8 @@ itself: tests/core/test_knobs.py)."""
 import pytest
 import yaml
 
-from sweeps.profiles import get_profile
-from sweeps.spec import SpecError, load_spec, row_keys, search_trial
+from sweeps.spec.profiles import get_profile
+from sweeps.spec.sweep_spec import SpecError, load_spec, row_keys, search_trial
 from tests.helpers import ROOT
 from transformer_core import knobs
 
@@ -36,7 +36,7 @@ def test_search_over_run_units_steps_is_refused(tmp_path):
 
 
 def test_calibration_spec_plans_at_smoke_and_touches_only_the_base_row():
-    from sweeps.spec import plan
+    from sweeps.spec.sweep_spec import plan
 
     spec = load_spec(ROOT / "sweeps" / "specs" / "calibrate-cpu.yaml")
     assert [r.label for r in spec.rows] == ["base"] and set(spec.search.space) == {
@@ -52,7 +52,7 @@ def test_calibration_spec_plans_at_smoke_and_touches_only_the_base_row():
 
 
 def test_profile_keeps_d_k_even_for_rope():
-    from sweeps.profiles import get_profile
+    from sweeps.spec.profiles import get_profile
 
     for name in ("smoke", "cpu"):
         for d_k in (16, 20, 28, 64):
@@ -65,7 +65,7 @@ def test_a_sampled_batch_size_keeps_the_tokens_of_a_trial():
     """calibrate-cpu-batch.yaml: a sampled tokens_per_batch scales steps, warmup and eval_every by old / new batch
     (same target tokens, same schedule shape); rows of a grid spec and samples without it are unchanged."""
 
-    from sweeps.spec import plan
+    from sweeps.spec.sweep_spec import plan
 
     spec = load_spec(ROOT / "sweeps" / "specs" / "calibrate-cpu-batch.yaml")
     assert [t.row for t in plan(spec, "smoke")] == ["base"]

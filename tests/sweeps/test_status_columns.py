@@ -22,7 +22,7 @@ def test_a_searchs_long_ids_do_not_run_into_the_next_column(tmp_path, capsys):
     assert main(["status", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith(tid))
-    from analysis.samples import sample_label
+    from analysis.data.samples import sample_label
 
     assert line.split()[:4] == [tid, "search", sample_label({"P_drop": 0.2}), "1"] and " 0.71 " in line
     assert out.splitlines()[0].split()[:4] == ["trial", "group", "row", "seed"]

@@ -4,7 +4,7 @@ import sqlite3
 
 import pytest
 
-from sweeps.storage import Storage, is_uri
+from sweeps.state.storage import Storage, is_uri
 from tests.helpers import ROOT
 from transformer_core.errors import UserError
 
@@ -63,6 +63,6 @@ def test_bad_uris_are_one_clear_error(tmp_path):
     with pytest.raises(UserError, match="not writable"):
         Storage((blocked / "sweep").as_uri()).check_writable()
     with pytest.raises(UserError, match="not a sweep directory"):
-        from analysis.collect import collect
+        from analysis.data.collect import collect
 
         collect((tmp_path / "empty").as_uri())

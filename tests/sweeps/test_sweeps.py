@@ -1,6 +1,6 @@
 import pytest
 
-from sweeps.spec import load_spec, plan
+from sweeps.spec.sweep_spec import load_spec, plan
 from tests.helpers import ROOT, SMOKE, tsweep, write_spec
 
 

@@ -4,8 +4,8 @@ import io
 import json
 
 from sweeps.cli import main
-from sweeps.cli_train import ShowingTracker, TrainView
-from sweeps.live import TrialState, trial_line
+from sweeps.cli.train import ShowingTracker, TrainView
+from sweeps.state.live import TrialState, trial_line
 from transformer_core import rundir
 from transformer_core.tracking import JsonTracker
 

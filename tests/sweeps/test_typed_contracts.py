@@ -6,10 +6,10 @@ import typing
 
 import pytest
 
-from analysis.metrics import METRICS
-from sweeps.records import RoundRecord, SummaryEntry, TrialResult
-from sweeps.spec import Scheduler, SpecError, _parse_scheduler
-from sweeps.tune_adapter import TuningContext
+from analysis.data.metrics import METRICS
+from sweeps.run.tune_adapter import TuningContext
+from sweeps.spec.sweep_spec import Scheduler, SpecError, _parse_scheduler
+from sweeps.state.records import RoundRecord, SummaryEntry, TrialResult
 
 
 def test_trial_result_names_every_registered_metric():

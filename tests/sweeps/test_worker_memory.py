@@ -1,13 +1,13 @@
 """A reused worker replaced when its memory after a trial passes its bound; Ray's memory-monitor kills said in one
-line; the driver's one-line summary of any error (sweeps/worker_memory.py, diskfull.py, tune_adapter.py)."""
+line; the driver's one-line summary of any error (sweeps/run/worker_memory.py, diskfull.py, tune_adapter.py)."""
 
 import types
 
 import pytest
 
-from sweeps import worker_memory as wm
-from sweeps.diskfull import out_of_memory, root_cause
-from sweeps.tune_adapter import FaultLog, one_line
+from sweeps.run import worker_memory as wm
+from sweeps.run.tune_adapter import FaultLog, one_line
+from sweeps.state.diskfull import out_of_memory, root_cause
 from transformer_core.errors import UserError
 
 
@@ -96,7 +96,7 @@ def test_a_failed_worker_is_said_in_one_line_and_kept_in_the_trials_faults(tmp_p
 
 
 def test_the_concurrency_is_lowered_where_the_largest_rows_memory_times_it_passes_the_machines():
-    from sweeps.spec import load_spec, plan
+    from sweeps.spec.sweep_spec import load_spec, plan
     from tests.helpers import SMOKE
 
     trials = plan(load_spec(SMOKE), "smoke")
@@ -120,7 +120,7 @@ def test_measured_peaks_come_from_the_trials_results(tmp_path):
 def test_the_report_lists_a_finished_trial_whose_worker_was_killed_first():
     import pandas as pd
 
-    from analysis.report_model import problems
+    from analysis.report.model import problems
 
     df = pd.DataFrame([
         {"trial_id": "a", "row": "base", "seed": 1, "status": "finished", "reason": None,

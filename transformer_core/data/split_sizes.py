@@ -1,5 +1,5 @@
 """Dev and test sentences of the known corpus recipes once prepared (``meta.json``'s ``sizes``), for the time
-estimate of a plan (sweeps/estimate.py) made where no prepared copy is at hand.  A trial's final evaluation
+estimate of a plan (sweeps/plan/estimate.py) made where no prepared copy is at hand.  A trial's final evaluation
 decodes both splits whole, so at small profiles their size, not the training, sets most of a trial's time.
 
 Either direction of a pair has the same sizes (cleaning drops a pair whatever its direction).  A corpus of

@@ -1,0 +1,87 @@
+"""`tsweep bench-device`: a short base-row training run on this machine's device; its FLOP/s feed `tsweep plan`.
+
+Only optimiser steps are timed (after a few warm-up steps; no evaluation, no checkpoint), in windows of
+``--steps`` steps with the device synchronised at both ends of each; the median window's rate (of an even number
+of windows, the slower middle one) is the result, as model FLOPs: 6 x parameters x target tokens / seconds.  (A
+compiled step can recompile for a batch shape it meets late, a minute on a GPU: that lands in one window, which
+the median leaves out; a trial pays it once.)  The result is stored in the data
+directory (device-bench.json, by profile), where `tsweep plan --profile P` finds it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def cmd_bench_device(args) -> int:
+    from sweeps.plan.device_bench import measure, measure_sharing
+    from sweeps.plan.estimate import store_measurement
+    from transformer_core.data import default_data_dir
+    from transformer_core.errors import ConfigError
+
+    from .args import set_values
+
+    if args.steps < 1 or args.warmup < 0 or args.windows < 1:
+        raise ConfigError(
+            f"--steps {args.steps} --warmup {args.warmup} --windows {args.windows} is invalid: allowed steps >= 1, "
+            "warmup >= 0, windows >= 1"
+        )
+    if not 1 <= args.share <= 8:
+        raise ConfigError(f"--share {args.share} is invalid: allowed 1 to 8 trials sharing the device")
+    data_dir = Path(args.data_dir or default_data_dir())
+    overrides = set_values(args)
+    what = dict(profile=args.profile, corpus=args.corpus, steps=args.steps, warmup=args.warmup,
+                data_dir=args.data_dir, overrides=overrides, windows=args.windows)  # fmt: skip
+    record = measure(**what)
+    if args.share > 1:
+        from sweeps.plan.estimate import read_measurements
+
+        earlier = read_measurements(data_dir).get(args.profile, {})
+        same = earlier.get("device") == record["device"] and isinstance(earlier.get("sharing"), dict)
+        shared = measure_sharing(args.share, what, record)
+        record["sharing"] = {**(earlier["sharing"] if same else {}), str(args.share): shared}
+    path = store_measurement(data_dir, args.profile, record)
+    mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
+    print(
+        f"{record['device']} ({record['precision']}), base row at profile {args.profile!r}:"
+        f" {record['params']:,} parameters, {record['seconds_per_step'] * 1000:.0f} ms per step of"
+        f" {record['tokens_per_step']:,.0f} target tokens, {record['tokens_per_second']:,.0f} tokens/s"
+    )
+    compiled = f"; compile {record['compile_seconds']:.0f} s" if record["compile_seconds"] else ""
+    print(
+        f"windows of {record['steps']} steps: " + ", ".join(f"{w:,.0f}" for w in record["windows"])
+        + f" tokens/s (the median is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
+    )  # fmt: skip
+    adam = "fused" if record.get("fused_adam", True) else "loop"
+    print(f"kernels: compile {record.get('compile', 'off')}, loss {record.get('loss_kernel', 'plain')}, {adam} Adam, "
+          f"{record['precision']}")  # fmt: skip
+    print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
+    if args.share > 1:
+        shared = record["sharing"][str(args.share)]
+        print(f"{args.share} trials sharing the device{' under MPS' if shared['mps'] else ''}: "
+              f"{shared['tokens_per_second']:,.0f} tokens/s together (each: "
+              + ", ".join(f"{x:,.0f}" for x in shared["per_trial"])
+              + f"), {shared['factor']:.2f}x one trial alone; tsweep plan uses it for resources: "
+              f"{{gpus: 1/{args.share}}}")  # fmt: skip
+    return 0
+
+
+def register(sub) -> None:
+    from .args import add_corpus_argument, add_data_dir_argument, add_profile_argument, add_set_argument
+
+    p = sub.add_parser(
+        "bench-device",
+        help="measure this device's training FLOP/s on the base row (stored for tsweep plan)",
+        description=__doc__,
+    )
+    add_profile_argument(p, "gpu", "the profile whose base row is measured", why="the device measured is a GPU")
+    add_corpus_argument(p, "the corpus trained on (prepared first if it is not)", default="bible-en-de")
+    p.add_argument("--steps", type=int, default=20, help="timed optimiser steps per window (default 20)")
+    p.add_argument("--windows", type=int, default=3, help="timed windows; the median one's rate is stored (default 3)")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    p.add_argument("--share", type=int, default=1, metavar="K",
+                   help="also measure K trials training at once on the device (K >= 2); stored as the sharing "
+                   "factor tsweep plan uses for resources: {gpus: 1/K} (default 1: one trial)")  # fmt: skip
+    add_data_dir_argument(p)
+    add_set_argument(p)
+    p.set_defaults(func=cmd_bench_device)

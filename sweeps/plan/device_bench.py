@@ -1,0 +1,142 @@
+"""A device's training rate, measured: a short base-row training run at a profile, only its optimiser steps timed
+(after untimed warm-up steps, no evaluation, no checkpoint), in windows with the device synchronised at both ends
+of each; the median window's rate is the result, as model FLOPs (6 x parameters x target tokens / seconds).
+`tsweep bench-device` (sweeps/cli/bench.py) runs and stores it; benchmarks time their candidates with the same
+windows."""
+
+from __future__ import annotations
+
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _device_name(device) -> str:
+    import torch
+
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
+
+
+def timed_windows(
+    tr, warmup: int, steps: int, windows: int = 1, ready=None
+) -> tuple[float, list[tuple[float, float, int]]]:
+    """``warmup`` untimed steps of the Trainer ``tr``, then ``windows`` windows of ``steps`` timed steps:
+    (the warm-up's seconds, [(target tokens/s, seconds, target tokens)] per window).  ``ready``: called between
+    the two (trials sharing a device wait there for each other)."""
+    t0 = time.perf_counter()
+    for _ in range(warmup):
+        tr.train_step()
+    _sync(tr.device)
+    warm, out = time.perf_counter() - t0, []
+    if ready is not None:
+        ready()
+    for _ in range(windows):
+        tokens0, t0 = tr.tokens, time.perf_counter()
+        for _ in range(steps):
+            tr.train_step()
+        _sync(tr.device)
+        seconds = time.perf_counter() - t0
+        out.append(((tr.tokens - tokens0) / seconds, seconds, tr.tokens - tokens0))
+    return warm, out
+
+
+def measure(
+    profile: str, corpus: str, steps: int, warmup: int, data_dir, overrides: dict, windows: int = 1, ready=None
+) -> dict:
+    """Train the base row at ``profile`` for warmup + windows x steps optimiser steps; the median window's rate."""
+    import torch
+
+    from sweeps.spec.profiles import profile_values
+    from transformer_core.run_config import make_run_config
+    from transformer_core.tracking import JsonTracker
+    from transformer_core.trainer import Trainer
+
+    from .estimate import KNOWN_DEVICES, match_device
+
+    values = {**profile_values("base", profile), "corpus": corpus, **overrides, "steps": warmup + windows * steps}
+    if data_dir:
+        values["data_dir"] = str(data_dir)
+    config = make_run_config(values)
+    with tempfile.TemporaryDirectory(prefix="tsweep-bench-") as work:
+        tr = Trainer(config, Path(work), JsonTracker(Path(work) / "tracking.jsonl"), None)
+        warm, rates = timed_windows(tr, warmup, steps, windows, ready)
+    _, seconds, tokens = sorted(rates)[(len(rates) - 1) // 2]
+    flops = 6.0 * tr.params * tokens / seconds
+    name = _device_name(tr.device)
+    record = {
+        "profile": profile,
+        "device": name,
+        "precision": tr.precision,
+        "flops_per_second": flops,
+        "tokens_per_second": tokens / seconds,
+        "seconds_per_step": seconds / steps,
+        "steps": steps,
+        "windows": [round(r[0], 1) for r in rates],  # target tokens/s of each window; the median is the result
+        "warmup_steps": warmup,
+        "warmup_seconds": warm,
+        "compile": tr.forward_loss.mode,
+        "compile_seconds": tr.compile_seconds,
+        "loss_kernel": tr.forward_loss.loss_kernel,
+        "packing": tr.packing or "off",
+        "peak_cuda_gb": torch.cuda.max_memory_allocated(tr.device) / 2**30 if tr.device.type == "cuda" else None,
+        "fused_adam": config.train.fused_adam,
+        "params": tr.params,
+        "tokens_per_step": tokens / steps,
+        "budget_per_step": config.train.tokens_per_batch * config.train.accumulate,
+        "corpus": corpus,
+        "torch": torch.__version__,
+        "host": platform.node(),
+        "measured_at": time.time(),
+    }
+    key = match_device(name) if tr.device.type == "cuda" else None
+    if key:
+        full, bf16, fp32 = KNOWN_DEVICES[key]
+        peak = bf16 if tr.precision == "bf16" and bf16 else fp32
+        record.update(peak_flops_per_second=peak, mfu=flops / peak)
+    return record
+
+
+def _shared_worker(barrier, queue, what: dict) -> None:
+    """One of k trials sharing the device: its record on ``queue`` (or the error, in one line)."""
+    try:
+        queue.put(measure(**what, ready=barrier.wait))
+    except Exception as exc:  # the parent names it; a worker's traceback would be the whole message
+        barrier.abort()
+        queue.put(f"{type(exc).__name__}: {exc}")
+
+
+def measure_sharing(k: int, what: dict, alone: dict) -> dict:
+    """k processes of the same base-row measurement on this device at once, their timed windows started together:
+    the tokens/s they train together, each one's, and the factor over ``alone`` (one trial's record)."""
+    import multiprocessing as mp
+    import os
+
+    ctx = mp.get_context("spawn")  # a fresh CUDA context per trial, as Ray's workers have
+    barrier, queue = ctx.Barrier(k), ctx.Queue()
+    procs = [ctx.Process(target=_shared_worker, args=(barrier, queue, what)) for _ in range(k)]
+    for p in procs:
+        p.start()
+    found = [queue.get() for _ in procs]
+    for p in procs:
+        p.join()
+    errors = [f for f in found if isinstance(f, str)]
+    if errors:
+        raise RuntimeError(f"a trial sharing the device failed: {errors[0]}")
+    together = sum(r["tokens_per_second"] for r in found)
+    return {
+        "factor": together / alone["tokens_per_second"],
+        "tokens_per_second": together,
+        "per_trial": [round(r["tokens_per_second"], 1) for r in found],
+        "mps": bool(os.environ.get("CUDA_MPS_PIPE_DIRECTORY")),
+        "peak_cuda_gb": max((r.get("peak_cuda_gb") or 0.0) for r in found) or None,
+    }

@@ -1,0 +1,394 @@
+"""Time estimates for a planned sweep on the device that will run it.
+
+A trial's work is the plan's FLOPs, 6 x parameters x target tokens (tokens = steps x batch budget x 0.9, as
+about a tenth of a budget is padding or left unfilled).  Its time needs a throughput, FLOP/s per device, from
+one of (first found wins):
+
+1. ``--device-flops F``: given by the user;
+2. ``--gpu NAME``: a known GPU's peak dense FLOP/s (bf16, or fp32 where it has no bf16) x an MFU;
+3. a measurement by ``tsweep bench-device`` on the device itself, stored as JSON in the data directory
+   (``device-bench.json``; a shared data directory carries it from a GPU node to the planner);
+4. for the CPU profiles (cpu, cpu-large-batch, smoke) only, this project's own measurement on a 2-core
+   laptop (3e10 FLOP/s, one thread per trial).
+
+A GPU profile with none of 1-3 gets no time estimate, never the laptop's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from transformer_core.errors import ConfigError, UserError
+
+if TYPE_CHECKING:
+    from sweeps.spec.sweep_spec import Resources
+
+BENCH_FILE = "device-bench.json"
+DEFAULT_MFU = 0.35  # of peak dense bf16: what well-tuned Transformer training of this size commonly sustains
+LAPTOP_FLOPS = 3.0e10  # measured: one thread of the 2-core laptop this project is built on (cpu profile)
+LAPTOP_PROFILES = ("cpu", "cpu-large-batch", "smoke")  # one thread per trial, as measured
+FILL = 0.9  # fraction of a batch's token budget that is real tokens
+
+# Peak dense (no sparsity) FLOP/s from the vendors' datasheets: (name, bf16, fp32).  bf16 None: no bf16,
+# training runs in fp32 (precision auto).
+KNOWN_DEVICES = {
+    "h100": ("NVIDIA H100 SXM", 989e12, 67e12),
+    "h100-pcie": ("NVIDIA H100 PCIe", 756e12, 51e12),
+    "h200": ("NVIDIA H200 SXM", 989e12, 67e12),
+    "b200": ("NVIDIA B200", 2250e12, 80e12),
+    "a100": ("NVIDIA A100", 312e12, 19.5e12),
+    "l40s": ("NVIDIA L40S", 362e12, 91.6e12),
+    "l4": ("NVIDIA L4", 121e12, 30.3e12),
+    "v100": ("NVIDIA V100 SXM2", None, 15.7e12),
+    "p100": ("NVIDIA P100 SXM2 (the paper's GPU)", None, 10.6e12),
+    "mi300x": ("AMD Instinct MI300X", 1307e12, 163.4e12),
+}
+
+
+@dataclass(frozen=True)
+class Throughput:
+    flops_per_second: float  # per device (one GPU; one CPU trial)
+    source: str  # where the figure comes from, in words
+    # k -> what k trials sharing one device train together over what one trains alone (tsweep bench-device --share k)
+    sharing: dict[int, float] = field(default_factory=dict)
+
+
+def measured_sharing(record: dict) -> dict[int, float]:
+    """{k: sharing factor} of a bench-device record's ``sharing`` entries (none where the record has none)."""
+    found = record.get("sharing") if isinstance(record, dict) else None
+    out = {}
+    for k, entry in (found or {}).items() if isinstance(found, dict) else ():
+        try:
+            n, factor = int(k), float(entry["factor"])
+        except (TypeError, ValueError, KeyError):
+            continue
+        if n >= 2 and math.isfinite(factor) and factor > 0:
+            out[n] = factor
+    return out
+
+
+def device_peak(name: str, precision: str = "bf16") -> tuple[str, float, str]:
+    """(full name, peak FLOP/s, precision used) of a known device."""
+    key = name.lower()
+    if key not in KNOWN_DEVICES:
+        raise ConfigError(f"--gpu {name!r} is unknown: allowed {', '.join(KNOWN_DEVICES)} (or give --device-flops)")
+    full, bf16, fp32 = KNOWN_DEVICES[key]
+    if precision == "bf16" and bf16 is not None:
+        return full, bf16, "bf16"
+    return full, fp32, "fp32"
+
+
+def match_device(torch_name: str) -> Optional[str]:
+    """The KNOWN_DEVICES key of a device name as torch reports it ('NVIDIA H100 80GB HBM3' -> 'h100')."""
+    name = torch_name.lower()
+    for key in sorted(KNOWN_DEVICES, key=len, reverse=True):  # the longest first: h100-pcie before h100
+        if all(part in name for part in key.split("-")):
+            return key
+    return None
+
+
+# --- stored measurements -------------------------------------------------------------
+def bench_path(data_dir) -> Path:
+    return Path(data_dir) / BENCH_FILE
+
+
+def read_measurements(data_dir) -> dict[str, dict]:
+    """Measurements by profile; an unreadable file is an error naming it (it would silently change plans)."""
+    path = bench_path(data_dir)
+    if not path.exists():
+        return {}
+    try:
+        body = json.loads(path.read_text())
+        return _checked(body["measurements"], "measurements", ("flops_per_second",))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
+
+
+# What a stored measurement's numbers may be: FLOP/s from a slow CPU thread to beyond any accelerator, a time of
+# measurement in seconds since 1970, a step's seconds and a trial's target tokens per second above zero
+_LIMITS = {
+    "flops_per_second": (1e3, 1e19),
+    "measured_at": (0.0, 1e11),
+    "seconds_per_step": (1e-9, 1e6),
+    "tokens_per_second": (1e-6, 1e15),
+}
+
+
+def _checked(records, section: str, required: tuple[str, ...]) -> dict[str, dict]:
+    """``records`` (one section of the file) with each record's numbers checked: a ValueError naming the record,
+    the name, its value and what is allowed (the caller names the file)."""
+    if not isinstance(records, dict):
+        raise ValueError(f"{section} is {type(records).__name__}; allowed a mapping of records")
+    for key, record in records.items():
+        if not isinstance(record, dict):
+            raise ValueError(f"{section}[{key!r}] is {type(record).__name__}; allowed a mapping")
+        for name, (lo, hi) in _LIMITS.items():
+            if name not in record and name not in required:
+                continue
+            value = record.get(name)
+            if name not in record or isinstance(value, bool) or not isinstance(value, (int, float)):
+                found = "missing" if name not in record else f"{value!r}"
+                raise ValueError(f"{section}[{key!r}].{name} is {found}; allowed a number from {lo:g} to {hi:g}")
+            if not lo <= value <= hi:  # nan and inf fail too
+                raise ValueError(f"{section}[{key!r}].{name} is {value!r}; allowed a number from {lo:g} to {hi:g}")
+    return records
+
+
+def store_measurement(data_dir, profile: str, record: dict) -> Path:
+    """Add (or replace) the measurement of ``profile``; written atomically."""
+    path = bench_path(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {
+        MACHINES: read_machine_measurements(data_dir),
+        "measurements": {**read_measurements(data_dir), profile: record},
+    }
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(body, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+    return path
+
+
+# Step times measured by `tsweep plan --budget` (sweeps/plan/machine_bench.py), keyed by what decides them on this
+# machine (profile, CPU flags and instruction set, torch, precision, threads, trials side by side), beside the
+# bench-device measurements in the same file
+MACHINES = "machines"
+
+
+def read_machine_measurements(data_dir) -> dict[str, dict]:
+    """{machine key: measurement}; an unreadable file is an error naming it, as for read_measurements."""
+    path = bench_path(data_dir)
+    if not path.exists():
+        return {}
+    try:
+        found = json.loads(path.read_text()).get(MACHINES, {})
+        return _checked(found, MACHINES, tuple(_LIMITS))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
+
+
+def store_machine_measurement(data_dir, key: str, record: dict) -> Path:
+    """Add (or replace) the measurement under ``key``; the profile measurements are kept; written atomically."""
+    path = bench_path(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"measurements": read_measurements(data_dir), MACHINES: {**read_machine_measurements(data_dir), key: record}}
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(body, indent=2, sort_keys=True))
+    os.replace(tmp, path)
+    return path
+
+
+# --- which throughput ------------------------------------------------------------------
+def resolve_throughput(
+    profile: str,
+    device_flops: Optional[float] = None,
+    device: Optional[str] = None,
+    mfu: float = DEFAULT_MFU,
+    data_dir=None,
+) -> Optional[Throughput]:
+    if device_flops is not None:
+        if not (device_flops > 0 and math.isfinite(device_flops)):
+            raise ConfigError(f"--device-flops {device_flops!r} is invalid: allowed a number above 0, e.g. 3e14")
+        return Throughput(device_flops, "given with --device-flops")
+    if not (0 < mfu <= 1):
+        raise ConfigError(f"--mfu {mfu!r} is invalid: allowed a fraction in (0, 1], e.g. 0.35")
+    if device:
+        full, peak, precision = device_peak(device)
+        return Throughput(peak * mfu, f"{full} peak dense {precision} {peak:.3g} FLOP/s x assumed MFU {mfu:g}")
+    if data_dir is not None:
+        found = read_measurements(data_dir)
+        if found:
+            same = profile in found
+            m = found[profile] if same else max(found.values(), key=lambda r: r.get("measured_at", 0))
+            where = "" if same else f" at profile {m.get('profile')!r} (none stored for {profile!r})"
+            when = time.strftime("%Y-%m-%d", time.localtime(m.get("measured_at", 0)))
+            return Throughput(
+                float(m["flops_per_second"]),
+                f"measured by tsweep bench-device on {m.get('device', '?')} {m.get('precision', '')}{where}, {when}"
+                f" ({bench_path(data_dir)})",
+                measured_sharing(m),
+            )
+    from sweeps.spec.profiles import canonical_profile_name
+
+    if canonical_profile_name(profile) in LAPTOP_PROFILES:
+        return Throughput(LAPTOP_FLOPS, "this project's measurement on a 2-core laptop, one thread per trial")
+    return None
+
+
+def no_source_message(profile: str) -> str:
+    return (
+        f"no time estimate: profile {profile!r} is meant for GPUs and no throughput was given. Run"
+        f" `tsweep bench-device --profile {profile}` on the GPU, or pass --device-flops F or --gpu NAME"
+        f" ({', '.join(KNOWN_DEVICES)}; MFU {DEFAULT_MFU} unless --mfu)"
+    )
+
+
+# --- arithmetic of a plan -----------------------------------------------------------------
+def trial_flops(cfg) -> tuple[int, float]:
+    """(parameters, training FLOPs) of a RunConfig: 6 x params x target tokens."""
+    tr = cfg.train
+    from transformer_core.params import closed_form_parameters_for
+
+    params = closed_form_parameters_for(cfg.model, cfg.data.vocab, cfg.data.task)
+    tokens = tr.steps * tr.tokens_per_batch * tr.accumulate * FILL
+    return params, 6.0 * params * tokens
+
+
+def trials_per_device(resources: Resources) -> int:
+    """How many trials share one GPU: k for ``gpus: 1/k`` (rounded), else 1."""
+    gpus = float(resources.gpus or 0)
+    return max(1, round(1.0 / gpus)) if 0 < gpus < 1 else 1
+
+
+def devices_per_trial(resources: Resources, sharing: Optional[dict[int, float]] = None) -> float:
+    """Devices' worth of speed one trial computes at: its workers, each with a whole GPU or a share of one.  A
+    trial sharing a GPU with k - 1 others runs at the measured sharing factor over k (``sharing``: {k: what k
+    trials train together over one alone}), or at 1/k of the GPU where no factor for k was measured."""
+    gpus = float(resources.gpus or 0)
+    share = gpus if 0 < gpus < 1 else 1.0
+    factor = (sharing or {}).get(trials_per_device(resources)) if share < 1 else None
+    return max(1, int(resources.workers or 1)) * share * (factor or 1.0)
+
+
+def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> Optional[str]:
+    """The line `tsweep plan` prints about trials sharing a GPU, or None where each trial has its own."""
+    k = trials_per_device(resources)
+    if k == 1:
+        return None
+    factor = (sharing or {}).get(k)
+    if factor:
+        return (f"{k} trials share each GPU: together {factor:.2f}x one trial alone (measured by tsweep bench-device "
+                f"--share {k}), so each at {factor / k:.2f} of a GPU")  # fmt: skip
+    return (f"{k} trials share each GPU, each planned at 1/{k} of one: no sharing measured for {k} (tsweep "
+            f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
+
+
+# --- evaluation -----------------------------------------------------------------------------------------
+# What a translation trial evaluates (transformer_core/translation_task.py): at every evaluation (every
+# eval_every steps, and the last step) the whole dev split's perplexity and a checkpoint; beam search on the first
+# eval_sentences dev sentences (0: all) at the evaluations before the last where eval_bleu is "all"; the whole dev
+# split at the last; the whole test split and its perplexity at the final evaluation.  None of it grows with the
+# steps, so it is costed per sentence, not as a share of training: at the smoke profile decoding dev and test
+# (1,108 bible sentences) is most of a trial.  The constants are this project's measurements on its 2-core
+# machine, one thread (benchmarks/results/eval_estimate_cpu.txt); on a GPU they are not measured.
+SENTENCE_SECONDS = 0.0065  # a decoded sentence's search overhead, whatever the model (smoke: 6.6 ms, 62 steps)
+DECODE_FLOPS_PER_PARAM = 30.0  # and each beam hypothesis's arithmetic: ~2 FLOPs a parameter a decoded token
+SCORE_FLOPS_PER_PARAM = 120.0  # perplexity of one sentence pair: a forward pass over ~60 source and target tokens
+EVALUATION_SECONDS = 1.0  # each evaluation's fixed part: the dev perplexity's batches and a checkpoint
+# where a corpus is neither prepared in the data directory nor in transformer_core/data/split_sizes.py
+FALLBACK_SPLIT_SIZES = {"dev": 1000, "test": 1000}
+_META_CACHE: dict[tuple[str, int], dict[str, int]] = {}
+
+
+def split_sizes(data=None, data_dir=None) -> tuple[dict[str, int], str]:
+    """({"dev": n, "test": n}, where the sizes come from) of a run's corpus (``data``: its DataConfig; None: the
+    default corpus).  First found wins: the prepared copy's meta.json in ``data_dir`` (the run's own data_dir,
+    else the default data directory); the known recipes' table (transformer_core/data/split_sizes.py);
+    FALLBACK_SPLIT_SIZES.  Never prepares anything."""
+    from transformer_core.data.split_sizes import known_split_sizes
+    from transformer_core.run_config import DataConfig
+
+    data = data if data is not None else DataConfig()
+    name, direction = data.corpus, data.direction
+    try:
+        from transformer_core.data.prepare import corpus_key, default_data_dir, parse_corpus_name
+
+        recipe, options = parse_corpus_name(name)
+        where = Path(data.data_dir or data_dir or default_data_dir()) / corpus_key(recipe, direction, options)
+        meta = where / "meta.json"
+        key = (str(meta), meta.stat().st_mtime_ns)
+        if key not in _META_CACHE:
+            sizes = json.loads(meta.read_text())["sizes"]
+            _META_CACHE[key] = {s: int(sizes[s]) for s in ("dev", "test")}
+        return dict(_META_CACHE[key]), f"prepared ({meta})"
+    except (OSError, ValueError, KeyError, TypeError, UserError):  # not prepared, unreadable, a name unknown
+        pass
+    known = known_split_sizes(name.split(":")[0])
+    if known:
+        return known, "transformer_core/data/split_sizes.py"
+    return dict(FALLBACK_SPLIT_SIZES), f"not known: {FALLBACK_SPLIT_SIZES['dev']:,} sentences a split assumed"
+
+
+def evaluations(train) -> int:
+    """Evaluations of a trial: every eval_every steps and the last step (trainer.is_eval_step)."""
+    return train.steps // train.eval_every + (1 if train.steps % train.eval_every else 0)
+
+
+def eval_sentences(train, sizes: dict[str, int]) -> tuple[int, int]:
+    """(sentences beam-searched, sentence pairs scored for perplexity) over a translation trial's evaluations."""
+    dev, test, n = sizes["dev"], sizes["test"], evaluations(train)
+    first = min(train.eval_sentences or dev, dev) if train.eval_bleu == "all" else 0
+    return (n - 1) * first + dev + test, n * dev + test
+
+
+def eval_seconds(params: float, train, sizes: dict[str, int], flops_per_second: float, task: str = "translation"):
+    """Seconds a trial evaluates: each evaluation's fixed part, the perplexity passes' arithmetic and (translation)
+    each decoded sentence's overhead and its ``beam`` hypotheses' arithmetic, at ``flops_per_second`` (the
+    trial's training rate)."""
+    decoded, scored = eval_sentences(train, sizes)
+    if task == "lm":  # perplexity and bits per byte only (lm_task.py); its few greedy samples are not costed
+        decoded, scored = 0, evaluations(train) * sizes["dev"] + sizes["test"]
+    arithmetic = (scored * SCORE_FLOPS_PER_PARAM + decoded * train.beam * DECODE_FLOPS_PER_PARAM) * params
+    return evaluations(train) * EVALUATION_SECONDS + decoded * SENTENCE_SECONDS + arithmetic / flops_per_second
+
+
+def trial_seconds(flops: float, train, trial_flops_per_second: float, data=None, data_dir=None) -> float:
+    """Training time of a trial with ``train`` (its run config's TrainConfig) and ``flops`` (trial_flops), and its
+    evaluation (eval_seconds) with the split sizes of its corpus (``data``: its DataConfig, split_sizes; without
+    it the default corpus's)."""
+    tokens = train.steps * train.tokens_per_batch * train.accumulate * FILL
+    params = flops / (6.0 * tokens) if tokens else 0.0
+    sizes = split_sizes(data, data_dir)[0]
+    task = getattr(data, "task", "translation")
+    return flops / trial_flops_per_second + eval_seconds(params, train, sizes, trial_flops_per_second, task)
+
+
+def makespan(durations: list[float], slots: int) -> float:
+    """Wall time of independent trials on ``slots`` parallel slots, longest first to the least loaded slot."""
+    loads = [0.0] * max(1, slots)
+    for d in sorted(durations, reverse=True):
+        loads[loads.index(min(loads))] += d
+    return max(loads)
+
+
+def duration(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f}s"
+    if s < 7200:
+        return f"{s / 60:.0f}min"
+    if s < 172800:
+        return f"{s / 3600:.1f}h"
+    return f"{s / 86400:.1f}d"
+
+
+# --- device-hours of a whole spec per profile (docs/cluster.md) ---------------------------------
+def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: int = 1, gpus: int = 8) -> dict:
+    """One seed of every row of ``spec`` at ``profile``: FLOPs, device-hours, wall hours on 1 and on ``gpus``."""
+    from sweeps.spec.sweep_spec import plan
+    from transformer_core.run_config import make_run_config
+
+    trials = [t for t in plan(spec, profile) if t.seed == spec.seeds[0]]
+    flops, seconds = [], []
+    for t in trials:
+        cfg = make_run_config(t.values, spec.base.get("preset", "base"))
+        f = trial_flops(cfg)[1]
+        flops.append(f)
+        seconds.append(trial_seconds(f, cfg.train, flops_per_device * devices_per_trial, cfg.data))
+    base = next(i for i, t in enumerate(trials) if t.row == "base")
+    one = sum(seconds) if devices_per_trial == 1 else None  # a trial on 8 workers cannot run on one GPU
+    many = makespan(seconds, gpus // devices_per_trial)
+    return {
+        "profile": profile,
+        "trials": len(trials),
+        "base_flops": flops[base],
+        "base_hours": seconds[base] / 3600,
+        "flops": sum(flops),
+        "device_hours": sum(seconds) * devices_per_trial / 3600,
+        "wall_1": None if one is None else one / 3600,
+        "wall_n": many / 3600,
+    }
