@@ -15,6 +15,10 @@ then called different from base far too often).  The model, per reading:
   unstable row is then tested with its spread, while rows with an ordinary spread keep the moderated variance
   (a floor for every row would make every test conservative: 3-4% false calls at 5%, and weaker).  Measured
   in benchmarks/verdict_calibration.py.
+* **Shared floor.** The readings of one table come from the same trials (``table_noise``): a row whose spread,
+  as a ratio to the other rows' pooled variance and averaged over the table's readings, is beyond what one
+  common spread predicts is floored on each reading at that mean ratio (``shared_spread``), where its seeds
+  may happen to agree on one.
 
 scipy has no fit of Smyth's prior (statsmodels neither), so the 20 lines of ``fit_prior`` follow limma's
 ``fitFDist``; tests/analysis/test_verdicts.py checks it recovers a known prior.
@@ -30,10 +34,9 @@ from scipy import special, stats
 
 MIN_DF_SINGLE = 3  # pooled df needed before a one-seed row is compared
 FLOOR_FROM = 0.9  # a row's own variance is used where it lies beyond this quantile of what the prior predicts
-# a row's spread over a table's readings together floors it on each where it lies beyond this quantile (stricter
-# than FLOOR_FROM: a shared floor weakens every reading's comparisons of the row; 1 turns it off); table_noise
-SHARE_FROM = 0.95
-MIN_PRIOR_DF_SHARED = 4  # a reading shares only where its prior's d0 exceeds it (shared_spread)
+# a row's spread over a table's readings together, as a ratio to the other rows', floors it on each where it lies
+# beyond this quantile of what one common spread predicts (1 turns it off); shared_spread
+SHARE_FROM = 0.9
 # rows with replicates needed to fit the prior: below it the moment fit of d0 is mostly noise and the tests it
 # feeds are liberal (a null spec of 4-6 rows: 6.6-8% of reports with a false decided comparison at 5%, against
 # 4.3% pooled; tests/analysis/test_spec_claims.py), so a small table takes the pooled t-test
@@ -172,49 +175,60 @@ def table_noise(values: dict[str, dict[str, np.ndarray]], model: str = "moderate
 
 
 def shared_spread(values: dict[str, dict[str, np.ndarray]], noise: dict[str, Noise]) -> dict[str, Noise]:
-    """``noise`` with a row whose spread over the table's readings together lies beyond the prior floored on each.
+    """``noise`` with a row whose spread over the table's readings together is beyond the other rows' floored on each.
 
     A row's readings come from the same trials, so a row that trains unsteadily is unsteady on every one, while
     its two seeds may happen to agree on one reading: alone, that reading's 1-df variance shrinks it to the prior
     and its mean is tested against a spread a ninth of its own (the false decisions of a 3x row on the readings
-    it was not floored on: issue 54 item 3).  Per row, its spread ratio on each moderated reading (s_ir^2 over the
-    prior's s0_r^2) is averaged over the readings; the mean of R ratios on d df each, whose readings' seed
-    deviations correlate rho_rs, is taken as chi-square on d_eff = d R^2 / sum_rs rho_rs^2 df (Satterthwaite's two
-    moments: R independent readings give d R, identical ones d).  Where it lies beyond the ``SHARE_FROM``
-    quantile of a reading's F(d_eff, d0) (its prior df, or its pooled df where the rows' spreads agree), the row's
-    variance on that reading is at least the mean ratio times s0_r^2, on the df it had.  Readings with too few
-    rows for a prior (``MIN_ROWS_PRIOR``) or a prior of d0 <= 4, and rows with replicates on fewer than two
-    readings, keep theirs."""
-    # moderated readings whose prior has d0 > 4: a row's ratio to s0^2 is then F(d, d0), whose mean and variance
-    # (the two moments Satterthwaite matches) exist; at d0 <= 4 the rows' spreads scatter so widely that s0^2 lies
-    # far below a typical row's and one reading's ratio would floor the row on every other
-    readings = [r for r, nz in noise.items() if nz.own and nz.prior_df > MIN_PRIOR_DF_SHARED]
+    it was not floored on: issue 54 item 3).  Per row and moderated reading, its sample variance over the pooled
+    variance of the other rows (``_others_pooled``: a typical row's spread there, which a reading whose prior has
+    a small d0, and so an s0^2 far below a typical row's, does not shrink); the mean of these R ratios on d df
+    each, whose readings' seed deviations correlate rho_rs, is taken as chi-square on d_eff = d R^2 / sum_rs
+    rho_rs^2 df (Satterthwaite's two moments: R independent readings give d R, identical ones d).  Where it lies
+    beyond the ``SHARE_FROM`` quantile of F(d_eff, m), m the smallest of the other rows' pooled df over its
+    readings (what the ratio is drawn from when the rows share one spread), the row's variance on each reading is
+    at least the mean ratio times the other rows' pooled variance there, on the df it had.  Readings with too
+    few rows for a prior (``MIN_ROWS_PRIOR``) and rows with replicates on fewer than two readings keep theirs."""
+    readings = [r for r, nz in noise.items() if nz.own]
     if len(readings) < 2 or not SHARE_FROM < 1:
         return noise
-    scale = {r: noise[r].prior_sd ** 2 for r in readings}
     rho2 = _squared_correlations(values, readings)
-    ratio: dict[str, tuple[float, float]] = {}  # row -> (mean spread ratio, its d_eff)
+    floor: dict[str, tuple[float, list[int]]] = {}  # row -> (mean spread ratio, the readings it is floored on)
     for row in {row for r in readings for row in noise[r].own}:
         mine = [k for k, r in enumerate(readings) if len(values[r].get(row, ())) >= 2]
         if len(mine) < 2:
             continue
+        others = [_others_pooled(values[readings[k]], row) for k in mine]
+        if any(not (dof > 0 and var > 0) for var, dof in others):
+            continue
         d = min(len(values[readings[k]][row]) - 1 for k in mine)
-        u = [float(values[readings[k]][row].var(ddof=1)) / scale[readings[k]] for k in mine]
-        ratio[row] = (float(np.mean(u)), d * len(mine) ** 2 / float(rho2[np.ix_(mine, mine)].sum()))
+        mean = float(np.mean([float(values[readings[k]][row].var(ddof=1)) / var for k, (var, _) in zip(mine, others)]))
+        d_eff = d * len(mine) ** 2 / float(rho2[np.ix_(mine, mine)].sum())
+        if mean > float(stats.f.ppf(SHARE_FROM, d_eff, min(dof for _, dof in others))):
+            floor[row] = (mean, mine)
     out = dict(noise)
-    for r in readings:
+    for k, r in enumerate(readings):
         nz = noise[r]
         own, floored, shared = dict(nz.own), dict(nz.floored), []
-        d0 = nz.prior_df if math.isfinite(nz.prior_df) else nz.df
-        for row, (mean, d_eff) in ratio.items():
+        for row, (mean, mine) in floor.items():
+            if k not in mine:
+                continue
             var, vdf = own[row]
-            if mean * scale[r] > var and mean > float(stats.f.ppf(SHARE_FROM, d_eff, d0)):
-                own[row] = (mean * scale[r], vdf)
-                floored[row] = math.sqrt(mean * scale[r])
+            spread = mean * _others_pooled(values[r], row)[0]
+            if spread > var:
+                own[row] = (spread, vdf)
+                floored[row] = math.sqrt(spread)
                 shared.append(row)
         if shared:
             out[r] = replace(nz, own=own, floored=tuple(floored.items()), shared=tuple(sorted(shared)))
     return out
+
+
+def _others_pooled(values: dict[str, np.ndarray], row: str) -> tuple[float, int]:
+    """(pooled variance, its df) of the rows other than ``row`` with two seeds or more."""
+    rest = [v for r, v in values.items() if r != row and len(v) >= 2]
+    dof = sum(len(v) - 1 for v in rest)
+    return (sum(float(v.var(ddof=1)) * (len(v) - 1) for v in rest) / dof if dof else float("nan")), dof
 
 
 def _squared_correlations(values: dict[str, dict[str, np.ndarray]], readings: list[str]) -> np.ndarray:

@@ -30,10 +30,12 @@ def test_first_and_last_steps_are_the_previous_rule_and_todays(tmp_path, moderat
     table = compare(df, None, 1).set_index(["claim", "reading"])
     assert table["now"].to_dict() == _verdicts(df, Rule())
     assert table["previous"].to_dict() == _verdicts(df, Rule(family="claim", method="holm", variance="pooled"))
-    # E1 equals base (BLEU 21.0 both): the equivalence within the margin holds by two one-sided tests alone,
-    # not in the report's family; its cross-entropy seeds agree exactly, and moderation widens that toward the prior
+    # E1 equals base (BLEU 21.0 both), but base's seeds spread the most of the table's rows on dev BLEU and
+    # cross-entropy (2.9x and 3.6x the other rows' pooled variance): the moderated model floors base at that spread
+    # shared over the two readings (seed_noise.shared_spread), and the equivalence no longer fits its margin; E1's
+    # cross-entropy seeds agree exactly, and moderation widens that toward the prior
     assert table.loc[("E-learned-positions", BLEU), ["previous", "now", "changed at"]].tolist() == [
-        "held", "within noise", "now"]  # fmt: skip
+        "held", "within noise", "moderated"]  # fmt: skip
     assert table.loc[("E-learned-positions", CE), "changed at"] == "moderated"
     assert table["changed"].sum() == 2
     assert not table.loc[("D-ls-hurts-ppl", CE), "changed"]
@@ -53,4 +55,5 @@ def test_report_cli_writes_rule_changes(tmp_path, capsys, moderated_small):
     out = capsys.readouterr().out
     assert "2 of 14 claim-readings changed from the previous rule" in out
     text = (sweep / "report" / "rule_changes.md").read_text()
-    assert "| E-learned-positions | dev BLEU | **held** | **held** | **held** | **within noise** | now |" in text
+    row = "| E-learned-positions | dev BLEU | **held** | **held** | **within noise** | **within noise** | moderated |"
+    assert row in text
