@@ -25,7 +25,6 @@ def cmd_plan(args) -> int:
     from transformer_core.data import default_data_dir
     from transformer_core.errors import UserError
     from transformer_core.knobs import plan_columns
-    from transformer_core.run_config import make_run_config
 
     start = time.time()
     spec = _with_corpus(load_spec(args.spec), args.corpus)
@@ -56,7 +55,7 @@ def cmd_plan(args) -> int:
     for label, why in get_profile(args.profile).exclude.items():
         if label in labels:  # only rows this spec has
             print(f"  row {label} left out at this profile: {why}")
-    configs = [make_run_config(t.values, spec.base.get("preset", "base")) for t in trials]
+    configs = [t.config for t in trials]
     # the knob columns are the knob table's Table 3 columns (knobs.plan_columns()), in run units
     flat = [cfg.flat() for cfg in configs]
     columns = [(k, k.width or 1 + max([len(k.name)] + [len(k.format(f[k.name])) for f in flat]))

@@ -20,7 +20,6 @@ from analysis.data.claims import CLAIMS, Claim, claim_rows, claims_for
 from sweeps.spec.sweep_spec import Spec, Trial
 from transformer_core import rundir
 from transformer_core.errors import UserError
-from transformer_core.run_config import make_run_config
 
 from . import budget_order as bo
 from . import estimate
@@ -35,7 +34,7 @@ def trial_estimates(spec: Spec, trials: list[Trial], flops_per_second: Optional[
     fps = (flops_per_second or UNIT_FLOPS) * estimate.devices_per_trial(spec.resources)
     out = {}
     for t in trials:
-        cfg = make_run_config(t.values, spec.base.get("preset", "base"))
+        cfg = t.config
         out[t.trial_id] = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, fps, cfg.data)
     return out
 

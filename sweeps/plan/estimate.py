@@ -370,12 +370,10 @@ def duration(s: float) -> str:
 def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: int = 1, gpus: int = 8) -> dict:
     """One seed of every row of ``spec`` at ``profile``: FLOPs, device-hours, wall hours on 1 and on ``gpus``."""
     from sweeps.spec.sweep_spec import plan
-    from transformer_core.run_config import make_run_config
-
     trials = [t for t in plan(spec, profile) if t.seed == spec.seeds[0]]
     flops, seconds = [], []
     for t in trials:
-        cfg = make_run_config(t.values, spec.base.get("preset", "base"))
+        cfg = t.config
         f = trial_flops(cfg)[1]
         flops.append(f)
         seconds.append(trial_seconds(f, cfg.train, flops_per_device * devices_per_trial, cfg.data))

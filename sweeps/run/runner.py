@@ -115,6 +115,9 @@ class SweepContext:
     verbose: bool = False  # Ray Tune's own status tables instead of the live view
     started: float = field(default_factory=time.time)  # this session's start: the live view's elapsed counts from it
     total: Optional[int] = None  # a search's whole plan (search and confirmation): the live view counts against it
+    # the planned trials with their RunConfigs, by id: those added by this session as planned, those of an earlier
+    # session's plan built once from sweep.json when first needed
+    trials: dict[str, Trial] = field(default_factory=dict, repr=False)
 
     @property
     def preset(self) -> str:
@@ -122,9 +125,11 @@ class SweepContext:
 
     def planned(self) -> list[Trial]:
         """The trials of sweep.json's plan, in plan order."""
-        rules = self.state["profile_rules"]
-        plan = self.state["plan"]
-        return [Trial.from_record(TrialRecord.from_json(plan[tid], tid), rules) for tid in self.state["trials"]]
+        rules, plan = self.state["profile_rules"], self.state["plan"]
+        for tid in self.state["trials"]:
+            if tid not in self.trials:
+                self.trials[tid] = Trial.from_record(TrialRecord.from_json(plan[tid], tid), rules)
+        return [self.trials[tid] for tid in self.state["trials"]]
 
     def add_trials(self, trials: list[Trial]) -> list[Trial]:
         """Append trials to sweep.json's plan (written atomically); returns those that were new."""
@@ -133,6 +138,7 @@ class SweepContext:
             trial_workdir(self.sweep_dir, t.trial_id)
             self.state["plan"][t.trial_id] = t.record().plan_entry()
             self.state["trials"].append(t.trial_id)
+            self.trials[t.trial_id] = t
         if new:
             self.write_state()
         return new

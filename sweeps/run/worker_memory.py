@@ -133,7 +133,6 @@ def fit_concurrency(trials: list, max_concurrent: int, measured: dict, memory: O
     """(trials to run at once, a line saying why it was lowered or None) for ``trials`` (sweeps.spec.sweep_spec.Trial)
     on a machine of ``memory`` bytes, from each row's ``measured`` peak (else an estimate)."""
     from transformer_core.memory import human_bytes, training_bytes
-    from transformer_core.run_config import make_run_config
 
     memory = memory or machine_memory()
     if not memory or not trials or max_concurrent <= 1:
@@ -143,7 +142,7 @@ def fit_concurrency(trials: list, max_concurrent: int, measured: dict, memory: O
         if t.row in measured:
             value, source = measured[t.row], "measured"
         else:
-            value, source = training_bytes(make_run_config(t.values))[0] + WORKER_FOOTPRINT, "estimated"
+            value, source = training_bytes(t.config)[0] + WORKER_FOOTPRINT, "estimated"
         if value > need:
             need, largest, how = value, t.row, source
     fits = max(1, int(FIT_SHARE * memory // max(need, 1.0)))

@@ -25,7 +25,7 @@ from transformer_core.errors import ConfigError, UserError, did_you_mean
 from transformer_core.knobs import KnobValue, RunValues
 from transformer_core.lm_task import check as check_lm
 from transformer_core.memory import check_memory
-from transformer_core.run_config import MAX_SEED, MAX_VOCAB, TASKS, TRAIN_KEYS, make_run_config
+from transformer_core.run_config import MAX_SEED, MAX_VOCAB, TASKS, TRAIN_KEYS, RunConfig, make_run_config
 from transformer_core.rundir import SAFE_ALLOWED, SAFE_NAME, TrialRecord
 
 from .bounds import check_plan_size, read_document
@@ -131,6 +131,9 @@ class Trial:
     values: RunValues  # flat run keys at the profile's scale
     config_hash: str
     profile: dict[str, Any]  # the profile's rules (Profile.rules: JSON, as sweep.json keeps them)
+    # the trial's RunConfig, built once where the trial is planned (expand_row, or from_record on a resume);
+    # config_hash is its content hash
+    config: RunConfig = field(compare=False, repr=False)
 
     @property
     def trial_id(self) -> str:
@@ -144,7 +147,10 @@ class Trial:
 
     @classmethod
     def from_record(cls, r: TrialRecord, profile: dict[str, Any]) -> "Trial":
-        return cls(r.group, r.row, r.seed, r.paper, r.values, r.config_hash, profile)
+        """A planned trial as sweep.json's plan keeps it (its config built again from its values and preset)."""
+        return cls(
+            r.group, r.row, r.seed, r.paper, r.values, r.config_hash, profile, make_run_config(r.values, r.preset)
+        )
 
 
 @dataclass(frozen=True)
@@ -285,7 +291,7 @@ def expand_row(
                 check_memory(cfg)
         except ConfigError as exc:
             raise SpecError(f"rows.{row.group}.{row.label}: at profile {profile.name!r}: {exc}") from None
-        trials.append(Trial(row.group, row.label, seed, paper, v, cfg.content_hash(), profile.rules()))
+        trials.append(Trial(row.group, row.label, seed, paper, v, cfg.content_hash(), profile.rules(), cfg))
     return trials
 
 
@@ -308,7 +314,7 @@ def sample_trials(spec: Spec, profile: Profile, sampled: dict[str, KnobValue], s
         # the spec would otherwise run, a sampled warmup too) scale by old / new batch; the schedule keeps its
         # shape, and under rsqrt the peak rate goes as warmup^-0.5 (search lr_scale beside it)
         unsampled = expand_row(spec, base, profile, spec.seeds[:1])[0]
-        batch = make_run_config(unsampled.values).train.tokens_per_batch  # the profile's, else the default
+        batch = unsampled.config.train.tokens_per_batch  # the profile's, else the default
         rescale = float(batch) / float(cast(float, sampled["tokens_per_batch"]))  # a number (search.space's check)
     return expand_row(spec, row, profile, spec.seeds if seeds is None else seeds, rescale=rescale)
 
