@@ -40,7 +40,6 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "benchmarks" / "specs" / "asha-grid.yaml"
 TARGET = 0.40  # ASHA's trial-steps as a share of the full run's
-READING = {"dev_ppl": "dev_ce", "dev_bleu": "dev_bleu", "dev_bpb": "dev_bpb"}  # spec metric -> verdict reading
 ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_ENABLE_TELEMETRY": "false",
        "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
@@ -155,14 +154,15 @@ def _tau(xs: list, ys: list) -> tuple:
 
 def compare_sweeps(full_dir: Path, asha_dir: Path, metric: str, steps: int, scheduler: dict) -> Measurement:
     """The side-by-side figures of a full sweep and its ASHA twin (the module doc says what each is)."""
-    from analysis.data.metrics import READINGS
+    from analysis.data.metrics import READINGS, reading_of_metric
     from analysis.stats.seed_noise import pooled_noise
     from analysis.stats.verdicts import compare, seed_values
     from sweeps import load_sweep
     from transformer_core.knobs import ROW_KNOBS
     from transformer_core.rundir import Status
 
-    reading = READING[metric]
+    reading = reading_of_metric(metric)  # the verdict's reading of the spec's metric (perplexity: its log)
+    assert reading is not None, metric
     sign = 1.0 if READINGS[reading].higher_is_better else -1.0
     full, asha = load_sweep(full_dir).trials, load_sweep(asha_dir).trials
     values = seed_values(full, reading)

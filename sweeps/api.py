@@ -22,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.data.collect import collect
+from analysis.data.metrics import CURVE_KEYS
 from analysis.data.sweep_record import SweepState, require_record
 from analysis.report.model import seed_table
 from analysis.report.search_report import is_search_sweep, objectives
@@ -32,7 +33,6 @@ from analysis.stats.trajectory import eval_records
 from analysis.stats.verdicts import sweep_rule
 from sweeps.state.storage import local_view
 
-CURVE_KEYS = ("dev_ce", "dev_ppl", "dev_bleu", "dev_bpb")
 UNCONFIRMED = "not confirmed: ranked by the search's own score (optimistic: each was picked as a maximum)"
 
 

@@ -20,7 +20,7 @@ from transformer_core.errors import UserError, did_you_mean
 from transformer_core.rundir import KEY_ALLOWED, KEY_NAME, SAFE_NAME
 
 from .adaptive_record import AdaptiveRecord, read_adaptive
-from .metrics import DEFAULT_READINGS, QUALITY, TASK_READINGS
+from .metrics import CLAIM_READINGS, QUALITY, for_task
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class Claim:
     than row_b, ``>`` better, ``~`` about equal within ``margin``, ``>=`` no worse than row_b by more than ``margin``
     (non-inferiority), ``<=`` no better by more than it.  ``row_b`` may be ``best:R1,R2,...``: whichever
     of those rows scored best on the reading (tested with a correction for having picked it).
-    ``readings``: the readings it is judged on, keys of analysis.stats.verdicts.READINGS (an evaluation set's are
-    ``SET:bleu``, ``SET:chrf``, ``SET:ce``).
+    ``readings``: the readings it is judged on, names analysis.data.metrics.get_reading knows (an evaluation set's
+    are ``SET:bleu``, ``SET:chrf``, ``SET:ce``).
     ``text``: the claim in words, as the report prints it.
     ``kind``: what the rows vary (attention, capacity, regularisation, positional); capacity and regularisation
     claims, whose direction is expected to invert in an undertrained regime, carry the report's regime caveat.
@@ -95,8 +95,6 @@ RELATIONS = {
 }
 MARGINED = ("~", ">=", "<=")  # the relations judged against a margin: equivalence, non-inferiority and its mirror
 CLAIM_KEYS = ("id", "text", "compare", "readings", "margin", "kind")
-# the readings a claim may be judged on, per task (analysis.stats.verdicts.READINGS): test and named evaluation sets
-# re-judge the dev readings on their own data (analysis.report.evalsets)
 NAMED_CLAIMS = {"table3": "the paper's eight conclusions from Table 3, as sweeps/specs/table3.yaml states them"}
 _COMPARISON = re.compile(r"^\s*([^\s<>~=]+)\s*(>=|<=|[<>~])\s*([^<>~=]+?)\s*$")
 TABLE3_SPEC = Path(__file__).resolve().parents[2] / "sweeps" / "specs" / "table3.yaml"
@@ -187,8 +185,8 @@ def parse_claim(raw, path: str, rows: list[str], task: str = "translation") -> C
                         "list of them")  # fmt: skip
     comps = tuple(_comparison(c, f"{path}.compare[{i}]", rows) for i, c in enumerate(compare))
     _once_each(comps, compare, path)
-    allowed = TASK_READINGS.get(task, TASK_READINGS["translation"])
-    readings = raw.get("readings", list(DEFAULT_READINGS.get(task, QUALITY)))
+    allowed = for_task(task).readings
+    readings = raw.get("readings", list(for_task(task).default_readings))
     readings = [readings] if isinstance(readings, str) else readings
     if not isinstance(readings, list) or not readings:
         raise UserError(f"{path}.readings: {readings!r} is invalid; allowed a list of {', '.join(allowed)}")
@@ -277,7 +275,7 @@ class _Shape(Exception):
         super().__init__(f"{path} is {shown}, allowed {allowed}" if allowed else path)
 
 
-RECORDED_READINGS = tuple(dict.fromkeys(r for task in TASK_READINGS.values() for r in task))
+RECORDED_READINGS = CLAIM_READINGS
 
 
 def _recorded_row(name, path: str) -> str:
@@ -341,19 +339,20 @@ def _table3_claims() -> list[Claim]:
 
 CLAIMS = _table3_claims()
 
-PERPLEXITY = ("dev_ce",)  # the readings a language-model sweep (task lm) has: no BLEU
 BLEU_ONLY = "stated in BLEU only: a language-model sweep has no BLEU"
 
 
 def claims_for(task: str, claims: list[Claim] = CLAIMS) -> tuple[list[Claim], list[Claim]]:
-    """(the claims a sweep of ``task`` judges, those it cannot).  A translation sweep judges every claim on
-    every reading; a language model (task lm) judges each claim on its perplexity reading only (dev
-    cross-entropy), and a claim stated only in BLEU terms is left apart (the report shows it not measured)."""
+    """(the claims a sweep of ``task`` judges, those it cannot).  Each claim is judged on those of its readings the
+    task has (analysis.data.metrics: ``Task.readings``): a translation sweep judges every claim on every reading; a
+    language model (task lm) judges Table 3's claims on dev cross-entropy, and a claim stated only in BLEU terms is
+    left apart (the report shows it not measured)."""
     claims = as_claims(claims)
-    if task != "lm":
+    allowed = for_task(task).readings
+    if all(r in allowed for c in claims for r in c.readings):
         return claims, []
-    judged = [replace(c, readings=tuple(r for r in c.readings if r in PERPLEXITY)) for c in claims]
-    return [c for c in judged if c.readings], [c for c in claims if not set(c.readings) & set(PERPLEXITY)]
+    judged = [replace(c, readings=tuple(r for r in c.readings if r in allowed)) for c in claims]
+    return [c for c in judged if c.readings], [c for c in claims if not set(c.readings) & set(allowed)]
 
 
 def claim_rows(claims: list[Claim] = CLAIMS) -> dict[str, list[str]]:

@@ -12,7 +12,8 @@ the dev readings (chrF only where a claim states a "chrf" margin).
 
 What is read, per finished trial: result.json (test_bleu, test_chrf, test_ppl, dev_chrf) and
 evals/NAME.json (``tsweep evaluate``).  A set's readings are the frame's columns ``SET:bleu``,
-``SET:chrf`` and ``SET:ce``, registered in analysis.stats.verdicts.READINGS under the same names.
+``SET:chrf`` and ``SET:ce``, readings of the same names (analysis.data.metrics.get_reading makes them from
+SET_METRICS when asked for: nothing is registered while a report runs).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import pandas as pd
 
 from analysis.data.claims import CLAIMS, MARGINED, Claim, as_claims, claim_rows, claims_for
 from analysis.data.files import read_text
-from analysis.data.metrics import READINGS, Reading
+from analysis.data.metrics import SET_METRICS, for_task, set_reading, sweep_task
 from analysis.data.text import printable
 from analysis.stats.scale import scale_guard
 from analysis.stats.seed_noise import table_noise
@@ -39,23 +40,11 @@ from analysis.stats.verdicts import Judgement, Rule, family_rule, judge_table, s
 from transformer_core.formatting import MISSING
 from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 
-from .tables import claim_record, claims_frame, row_order, sweep_task, unclaimed_rows
+from .tables import claim_record, claims_frame, row_order, unclaimed_rows
 
 log = logging.getLogger(__name__)
-METRICS = {  # metric of a set -> (label, higher is better)
-    "bleu": ("BLEU", True),
-    "chrf": ("chrF", True),
-    "ce": ("cross-entropy (nats, ln PPL)", False),
-}
-FROM_DEV = {"dev_bleu": ("bleu", "chrf"), "dev_ce": ("ce",)}  # a claim's dev reading -> the set's readings
-
-
-def reading(set_name: str, metric: str) -> str:
-    """The reading (and column) name of a set's metric, registered in analysis.stats.verdicts.READINGS."""
-    key = f"{set_name}:{metric}"
-    label, higher = METRICS[metric]
-    READINGS.setdefault(key, Reading(key, f"{set_name} {label}", higher, key))
-    return key
+FROM_DEV = {dev: tuple(m.name for m in SET_METRICS.values() if m.from_dev == dev)
+            for dev in dict.fromkeys(m.from_dev for m in SET_METRICS.values())}  # fmt: skip  # dev reading -> set's
 
 
 @dataclass
@@ -87,7 +76,7 @@ def _value(x) -> float:
 def _clean(rec: dict) -> dict:
     """An evals/NAME.json as the report reads it: readings that are numbers, text with control characters
     escaped, unseen characters as counts (a record edited by hand changes nothing else)."""
-    out = {k: printable(v) if isinstance(v, str) else v for k, v in rec.items() if k not in METRICS or _num(v)}
+    out = {k: printable(v) if isinstance(v, str) else v for k, v in rec.items() if k not in SET_METRICS or _num(v)}
     unknown = rec.get("unknown_chars")
     ok = isinstance(unknown, dict) and all(_num(n) for n in unknown.values())
     out["unknown_chars"] = unknown if ok else {}
@@ -129,7 +118,7 @@ def with_set_columns(df: pd.DataFrame) -> tuple[pd.DataFrame, list[str], dict]:
             log.warning("set %s: trials %s were scored on another set (fingerprint): left out", name, ", ".join(other))
         per_trial = {t: r for t, r in per_trial.items() if r["fingerprint"] == usual}
         records[name] = per_trial
-        out = out.assign(**{f"{name}:{m}": np.nan for m in METRICS})
+        out = out.assign(**{f"{name}:{m}": np.nan for m in SET_METRICS})
         for tid, rec in per_trial.items():
             out.loc[out["trial_id"] == tid, [f"{name}:bleu", f"{name}:chrf", f"{name}:ce"]] = [
                 _value(rec.get("bleu")),
@@ -149,7 +138,7 @@ def _fmt(mean: float, half: float | None, digits: int = 2) -> str:
 
 def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(display strings, numbers) per row for each (set, metrics): mean ± CI with the pooled seed noise."""
-    values = {(s, m): seed_values(df, reading(s, m)) for s, metrics in sets for m in metrics}
+    values = {(s, m): seed_values(df, set_reading(s, m)) for s, metrics in sets for m in metrics}
     noise = {}  # each set's readings as one table, as its verdicts use them (seed_noise.table_noise)
     for s, metrics in sets:
         noise.update({(s, m): nz for m, nz in table_noise({m: values[(s, m)] for m in metrics}).items()})
@@ -159,7 +148,7 @@ def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> t
         num: dict[str, Any] = {"row": row}
         for (s, m), per_row in values.items():
             mean, half, n = noise[(s, m)].mean_ci(per_row.get(row, np.array([])), row)
-            text[f"{METRICS[m][0]} {s}"] = _fmt(mean, half)
+            text[f"{SET_METRICS[m].label} {s}"] = _fmt(mean, half)
             num.update({f"{s}:{m}": mean, f"{s}:{m}_ci": half, f"{s}:n": n})
         shown.append(text)
         numbers.append(num)
@@ -177,8 +166,8 @@ def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
                 m = c.margin_for(metric if metric == "chrf" else dev)
                 if equal and m is None:
                     continue  # an equivalence needs a margin stated before the results: none for this metric
-                readings.append(reading(name, metric))
-                margins[reading(name, metric)] = m
+                readings.append(set_reading(name, metric))
+                margins[set_reading(name, metric)] = m
         if readings:
             out.append(replace(c, readings=tuple(readings), margin=tuple(margins.items())))
     return out
@@ -218,7 +207,7 @@ def report_rule(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), stated: l
     claims, _ = claims_for(sweep_task(df), stated)
     vrows = unclaimed_rows(df, stated) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
     comps = _printed(judge_table(df, claims, undecided, vrows))
-    if sweep_task(df) != "lm":  # evaluation_sets: test and the named sets
+    if for_task(sweep_task(df)).evaluation_sets:  # evaluation_sets: test and the named sets
         full, names, _ = with_set_columns(df)
         for name in ["test", *names]:
             comps += _printed(judge_table(full, set_claims(name, stated), undecided))

@@ -18,7 +18,7 @@ import pandas as pd
 from analysis.data.adaptive_record import StopReason, read_adaptive
 from analysis.data.claims import BLEU_ONLY, budget_unreached
 from analysis.data.collect import collect, precisions
-from analysis.data.metrics import READINGS
+from analysis.data.metrics import LOG_COLUMNS, QUALITY, READINGS, for_task, get_reading, sweep_task
 from analysis.data.paper import PAPER_FACTS
 from analysis.data.sweep_record import ReportShape, require_record
 from analysis.stats.scale import NOT_MEASURABLE, scale_guard
@@ -34,14 +34,7 @@ from transformer_core.rundir import Status
 from .evalsets import EvalSetsReport, evaluation_sets, report_rule
 from .plots import figures
 from .reach import reach_lines
-from .tables import (
-    LM_NOISE_READINGS,
-    NOISE_READINGS,
-    judge_report,
-    reproduction_table,
-    shown_noise,
-    sweep_task,
-)
+from .tables import judge_report, reproduction_table, shown_noise
 
 LEGEND = [
     ("held", "✓", "every comparison of the claim is decided on the paper's side (or, for '~', inside the margin)"),
@@ -124,7 +117,7 @@ class ReportModel:
     @property
     def header_noise(self) -> dict[str, Noise]:
         """The readings the header describes the seed noise of, in its order."""
-        return {r: self.noise[r] for r in (LM_NOISE_READINGS if self.lm else NOISE_READINGS)}
+        return {r: self.noise[r] for r in for_task(sweep_task(self.frame)).readings}
 
     @property
     def rule_text(self) -> str:
@@ -202,16 +195,18 @@ def build(sweep_dir: str | Path, samples: int = 1000, family: str = "report", me
     shape, stated = h["shape"], list(h["shape"].claims)
     rule = sweep_rule(h.get("adaptive"), family, method, evidence)
     rule = report_rule(df, sweep_dir, rule, stated)
-    lm = sweep_task(df) == "lm"
+    task = for_task(sweep_task(df))
+    lm = task.name == "lm"
     noise = shown_noise(df, stated)  # as the verdicts use it: dev's readings as one table
     t = reproduction_table(df, samples, noise=noise, paper_rows=shape.paper)
     pts = points(df)  # every evaluation point the trials share: the regime and the trajectories read them
     reg = regime(df, pts=pts)
-    shown = LM_NOISE_READINGS if lm else NOISE_READINGS  # the readings the header describes
-    pairing = [(READINGS[r].label, *seed_correlation(df, r)) for r in ("dev_bleu", "dev_ce") if r in shown]
+    shown = task.readings  # the readings the header describes
+    pairing = [(get_reading(r).label, *seed_correlation(df, r)) for r in QUALITY if r in shown]
     claims, vb = judge_report(df, rule, reg=reg, pts=pts, claims=stated)
-    sets = None if lm else evaluation_sets(df, sweep_dir, rule, reg=reg, stated=stated)  # chrF, test, named sets
-    d = display_table(t)
+    # chrF, test and the named sets
+    sets = evaluation_sets(df, sweep_dir, rule, reg=reg, stated=stated) if task.evaluation_sets else None
+    d = display_table(t, task.name)
     if sets is not None:
         d = d.merge(sets.columns, on="row", how="left")
     return ReportModel(sweep_dir, df, h, rule, lm, noise, reg, pairing, t, d, claims, vb, sets, problems(df, h),
@@ -249,12 +244,13 @@ def _ci(m, h, digits=2):
     return cell(m, digits) + ("" if is_missing(h) else f" ± {h:.{digits}f}")
 
 
-def display_table(t: pd.DataFrame) -> pd.DataFrame:
+def display_table(t: pd.DataFrame, task: str) -> pd.DataFrame:
     """The reproduction table as strings: knobs (paper units), ours beside the paper's.  A language-model
     sweep (task lm) shows bits per byte and test perplexity where a translation sweep shows BLEU; its paper
-    columns are the paper's translation (MT) numbers: the direction of each effect, not comparable values."""
+    columns are the paper's translation (MT) numbers: the direction of each effect, not comparable values.
+    ``task``: the sweep's (analysis.data.metrics.sweep_task)."""
     knobs = t.attrs.get("knobs", [])
-    lm = "bpb_dev" in t
+    lm = task == "lm"
     mt = " (MT)" if lm else ""  # a language model's paper columns are the paper's translation numbers
     rows = []
     for _, r in t.iterrows():
@@ -389,7 +385,7 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
     unreached: that session was stopped without writing its own)."""
     lines = [f"**Budget** (every verdict below holds at this budget only): {h['budget']}, profile {h['profile']}."]
     lines.append(f"**Decision rule**: {rule.describe()}.")
-    parts = [f"{READINGS[r].label}: {n.describe()}" for r, n in noise.items()]
+    parts = [f"{get_reading(r).label}: {n.describe()}" for r, n in noise.items()]
     lines.append(
         "**Seed noise** (moderated: each row's variance shrunk toward a prior fitted to all rows', of df "
         "d0; a row's own kept where beyond the prior's 90th percentile): " + "; ".join(parts) + "."
@@ -437,11 +433,12 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
 
 def seed_table(df: pd.DataFrame) -> pd.DataFrame:
     """Every seed of every row with its status and readings (seeds.csv): what the means and verdicts are made of."""
-    cols = [c for c in ("row", "seed", "trial_id", "status", "dev_bleu", "dev_ppl", "test_bleu", "dev_bpb", "test_bpb",
-                        "wall_seconds", "reason") if c in df]  # fmt: skip
+    read = dict.fromkeys(r.column for r in READINGS.values())  # the columns every reading is read from
+    cols = [c for c in ("row", "seed", "trial_id", "status", *read, "wall_seconds", "reason") if c in df]
     out = df[cols].copy()
-    if "dev_ppl" in out:
-        out.insert(cols.index("dev_ppl") + 1, "dev_ce", np.log(pd.to_numeric(out["dev_ppl"], errors="coerce")))
+    for r in READINGS.values():  # a reading of a logged column beside it (dev_ce = ln dev_ppl)
+        if r.column in LOG_COLUMNS and r.column in out:
+            out.insert(out.columns.get_loc(r.column) + 1, r.name, np.log(pd.to_numeric(out[r.column], errors="coerce")))
     return out.sort_values(["row", "seed"], kind="stable")
 
 

@@ -8,7 +8,7 @@ import io
 import numpy as np
 import pandas as pd
 
-from analysis.data.metrics import READINGS
+from analysis.data.metrics import for_task, get_reading, sweep_task
 from analysis.stats.seed_noise import pooled_noise, standard_error
 from analysis.stats.trajectory import eval_records
 from analysis.stats.verdicts import improvement, seed_values
@@ -168,8 +168,8 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
         ax.text(1.01, -0.9, "P", transform=ax.get_yaxis_transform(), ha="left", va="center", fontsize=6,
                 color="0.35", clip_on=False)  # fmt: skip
         ax.axvline(0, color="black", lw=0.8)
-        better = "right" if READINGS[reading].higher_is_better else "left"
-        ax.set_title(f"{READINGS[reading].label}: row - base ({better} is better)", fontsize=9)
+        better = "right" if get_reading(reading).higher_is_better else "left"
+        ax.set_title(f"{get_reading(reading).label}: row - base ({better} is better)", fontsize=9)
         ax.tick_params(labelsize=7)
     axes[0][0].set_yticks(range(len(rows)), rows)
     axes[0][0].invert_yaxis()
@@ -181,9 +181,9 @@ def forest(df: pd.DataFrame, t: pd.DataFrame, readings: tuple[str, ...], noise: 
 
 def figures(t: pd.DataFrame, df: pd.DataFrame, noise: dict | None = None) -> dict[str, str]:
     """The report's figures by title (PNG, base64), the forest plot first; ``noise`` as for ``forest``."""
-    lm = "bleu_dev" not in t
-    out = {FOREST: forest(df, t, ("dev_bpb",) if lm else ("dev_bleu", "dev_ce"), noise)}
+    task = for_task(sweep_task(df))
+    out = {FOREST: forest(df, t, task.versus, noise)}  # the readings rows are judged on against base
     out["learning curves"] = curve_panels(df, t)
-    if "bleu_dev" in t:  # a language-model sweep (task lm) has no BLEU
+    if "dev_bleu" in task.readings:  # a language-model sweep (task lm) has no BLEU
         out["BLEU against parameters"] = bleu_vs_params(t)
     return {k: v for k, v in out.items() if v}

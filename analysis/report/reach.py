@@ -24,9 +24,10 @@ import numpy as np
 from scipy import optimize, stats
 
 from analysis.data.claims import Claim, as_claims, claim_rows, claims_for
+from analysis.data.metrics import for_task
 from analysis.stats.evalues import critical_t
 from analysis.stats.seed_noise import pooled_noise, standard_error
-from analysis.stats.verdicts import ALPHA, VERSUS_READINGS, own_error
+from analysis.stats.verdicts import ALPHA, own_error
 
 POWER = 0.8
 TARGET = 3.0  # the effect, in seed sd, a rule is asked to decide (issue 44's power target)
@@ -41,11 +42,11 @@ def family_size(claims: Sequence[Claim], rows: Sequence[str], task: str = "trans
     from .evalsets import set_claims  # evalsets imports the verdicts this module does
 
     judged, _ = claims_for(task, list(claims))
-    on_sets = [c for s in (sets if task != "lm" else ()) for c in set_claims(s, judged)]
+    on_sets = [c for s in (sets if for_task(task).evaluation_sets else ()) for c in set_claims(s, judged)]
     size = sum(len(c.comparisons) * len(c.readings) for c in [*judged, *on_sets])
     claimed = {r for v in claim_rows(as_claims(list(claims))).values() for r in v} | {base}
     versus = [r for r in rows if r not in claimed]
-    return size + len(versus) * len(VERSUS_READINGS["lm" if task == "lm" else "translation"])
+    return size + len(versus) * len(for_task(task).versus)
 
 
 @cache

@@ -16,19 +16,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from analysis.data.claims import CLAIMS, claim_rows
-from analysis.data.metrics import READINGS
+from analysis.data.metrics import SET_METRICS, for_task, get_reading, set_reading
 from analysis.stats.seed_noise import Noise, pooled_noise, table_noise
 from analysis.stats.verdicts import Outcome, Rule, Verdict, compare, decide, judge
 
-from .evalsets import reading as set_reading
 from .evalsets import set_claims
 
 DEMO_ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
              "D1", "D2", "D3", "D4", "E1"]  # fmt: skip
 DEMO_SIGMA = {"dev_bleu": 0.654, "dev_ce": 0.034}
 DEMO_RHO = 0.7  # correlation of the two readings' seed noise, in quality terms
-DEV = ("dev_bleu", "dev_ce")  # the readings rows no claim covers are judged on against base (VERSUS_READINGS)
-SET_METRICS = ("bleu", "chrf", "ce")  # a set's readings in a simulated table
+DEV = for_task("translation").versus  # the readings rows no claim covers are judged on against base
 
 
 @dataclass
@@ -42,9 +40,9 @@ class Shape:
     sets: tuple = ()  # evaluation sets judged beside dev ("test", named sets): their BLEU, chrF and cross-entropy
 
     def __post_init__(self):
-        for s in self.sets:  # a set's readings, at dev's seed sd (chrF at BLEU's)
-            for metric, sd in zip(SET_METRICS, ("dev_bleu", "dev_bleu", "dev_ce")):
-                self.sigma.setdefault(set_reading(s, metric), self.sigma.get(sd, 1.0))
+        for s in self.sets:  # a set's readings, each at the seed sd of the dev reading it re-judges (chrF at BLEU's)
+            for m in SET_METRICS.values():
+                self.sigma.setdefault(set_reading(s, m.name), self.sigma.get(m.from_dev, 1.0))
 
     def claims(self, claims=CLAIMS) -> list:
         """The claims the report judges: dev's, then each set's (analysis.report.evalsets.set_claims)."""
@@ -64,7 +62,7 @@ def table(rng, shape: Shape, effects: dict | None = None) -> dict[str, dict[str,
             z = z / np.sqrt(rng.chisquare(3, size=(shape.seeds, 1)) / 3) / np.sqrt(3.0)
         z = z @ chol.T * shape.spread.get(row, 1.0) + effects.get(row, 0.0)
         for k, reading in enumerate(shape.sigma):
-            sign = 1 if READINGS[reading].higher_is_better else -1
+            sign = 1 if get_reading(reading).higher_is_better else -1
             out[reading][row] = (20.0 if sign > 0 else 2.0) + sign * shape.sigma[reading] * z[:, k]
     return out
 
@@ -191,7 +189,7 @@ def late_table(rng, shape: Shape, rho: float = 0.6, before: dict | None = None, 
     at: dict[str, dict] = {}
     end: dict[str, dict] = {}
     for reading, rows in z1.items():
-        sign = 1 if READINGS[reading].higher_is_better else -1
+        sign = 1 if get_reading(reading).higher_is_better else -1
         centre = 20.0 if sign > 0 else 2.0
         at[reading], end[reading] = {}, {}
         for row, v in rows.items():

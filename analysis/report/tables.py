@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for
-from analysis.data.metrics import READINGS
+from analysis.data.metrics import for_task, get_reading, sweep_task
 from analysis.data.paper import load_table3
 from analysis.stats.paired_bootstrap import combine_pvalues, paired_bootstrap, read_lines
 from analysis.stats.scale import NOT_MEASURABLE, ScaleGuard, scale_guard
@@ -28,22 +28,14 @@ from analysis.stats.verdicts import (
     Verdict,
     frame_noise,
     seed_values,
-    sweep_kind,
     table_readings,
 )
 from transformer_core import knobs as knob_table
 from transformer_core.rundir import Status
 
-NOISE_READINGS = ("dev_bleu", "dev_ce", "test_bleu")
-LM_NOISE_READINGS = ("dev_ce", "dev_bpb", "test_bpb")  # a language-model sweep: no BLEU
-LM_READINGS = ("dev_bpb", "test_bpb")  # the table's readings of a language-model sweep beyond NOISE_READINGS
+PAPER_READINGS = for_task("translation").table  # dev BLEU, dev cross-entropy and test BLEU: the paper's columns
 LM_DROPPED: tuple[str, ...] = ("bleu_dev", "bleu_dev_ci", "bleu_test", "bleu_test_ci", "delta_bleu", "p_sentence_test")
 LM_DROPPED += ("paper_bleu_dev", "paper_delta_bleu")
-
-
-def sweep_task(df: pd.DataFrame) -> str:
-    """The sweep's task: lm where its trials' values say so (a language model), else translation."""
-    return sweep_kind(df)
 
 
 def _finished(df: pd.DataFrame, row: str) -> pd.DataFrame:
@@ -95,8 +87,9 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None
     row} whose numbers it shows (the spec's ``paper:``); None: every row whose label is a row of the paper's."""
     paper = {r["row"]: r for r in load_table3()}
     theirs = (lambda row: row) if paper_rows is None else paper_rows.get
-    lm = sweep_task(df) == "lm"
-    readings = NOISE_READINGS + (LM_READINGS if lm else ())
+    task = for_task(sweep_task(df))
+    lm = task.name == "lm"
+    readings = task.table
     if not noise or any(r not in noise for r in readings):
         noise = {**shown_noise(df, readings=readings), **(noise or {})}
     vals = {r: seed_values(df, r) for r in readings}
@@ -107,7 +100,7 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None
     for row in row_order(df):
         sub = df[df["row"] == row]
         first = sub.iloc[0]
-        bleu, ce, test = (noise[r].mean_ci(vals[r].get(row, np.array([])), row) for r in NOISE_READINGS)
+        bleu, ce, test = (noise[r].mean_ci(vals[r].get(row, np.array([])), row) for r in PAPER_READINGS)
         fin = _finished(df, row)
         p = significance(df, row, "base", "test", samples) if row != "base" and len(fin) and not lm else None
         pr = paper.get(theirs(row), {})
@@ -142,7 +135,8 @@ def reproduction_table(df: pd.DataFrame, samples: int = 1000, noise: dict | None
             }
         )
         if lm:  # bits per byte and test perplexity in place of BLEU, after the dev perplexity columns
-            bpb = {r: noise[r].mean_ci(vals[r].get(row, np.array([])), row) for r in ("dev_bpb", "test_bpb")}
+            own = [r for r in readings if r not in PAPER_READINGS]  # dev and test bits per byte
+            bpb = {r: noise[r].mean_ci(vals[r].get(row, np.array([])), row) for r in own}
             extra = {"bpb_dev": bpb["dev_bpb"][0], "bpb_dev_ci": bpb["dev_bpb"][1], "bpb_test": bpb["test_bpb"][0],
                      "bpb_test_ci": bpb["test_bpb"][1], "ppl_test": _mean(fin, "test_ppl")}  # fmt: skip
             lines[-1] = _insert_after({k: v for k, v in lines[-1].items() if k not in LM_DROPPED}, "delta_ce", extra)
@@ -164,7 +158,7 @@ def _mean(fin: pd.DataFrame, column: str) -> float:
 
 def not_measured_record(claim: Claim, rows: list[str], why: str) -> dict:
     """A claims-table line for a claim this sweep cannot judge (e.g. a BLEU-only claim in an LM sweep)."""
-    return {"claim": claim.id, "text": claim.text, "reading": READINGS[claim.readings[0]].label,
+    return {"claim": claim.id, "text": claim.text, "reading": get_reading(claim.readings[0]).label,
             "verdict": Verdict.NOT_MEASURED.value, "symbol": Verdict.NOT_MEASURED.symbol, "trajectory": "",
             "unstable": False, "rows": ",".join(rows), "summary": why, "evidence": "", "caveat": ""}  # fmt: skip
 
@@ -189,7 +183,7 @@ def claim_record(res, claim: Claim, rows: list[str], undertrained: bool, path: l
     return {
         "claim": res.claim,
         "text": claim.text,
-        "reading": READINGS[res.reading].label,
+        "reading": get_reading(res.reading).label,
         "verdict": verdict,
         "symbol": symbol,
         "trajectory": trajectory_text(path) if path else "",
@@ -244,12 +238,13 @@ def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
 
 
 def shown_noise(df: pd.DataFrame, claims: list[Claim] = CLAIMS, readings: tuple = ()) -> dict[str, Noise]:
-    """The seed-noise model of each reading the header and the tables show (``readings``; by default
-    NOISE_READINGS and a language model's), as the verdicts use it: those of the table ``judge_report`` judges
-    (its claims' readings and the rows against base's) together, the others each alone (verdicts.frame_noise)."""
+    """The seed-noise model of each reading the header and the tables show (``readings``; by default the
+    reproduction table's, analysis.data.metrics ``Task.table``), as the verdicts use it: those of the table
+    ``judge_report`` judges (its claims' readings and the rows against base's) together, the others each alone
+    (verdicts.frame_noise)."""
     judged, _ = claims_for(sweep_task(df), claims)
     vrows = unclaimed_rows(df, claims) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
-    shown = readings or NOISE_READINGS + (LM_READINGS if sweep_task(df) == "lm" else ())
+    shown = readings or for_task(sweep_task(df)).table
     return frame_noise(df, shown, table_readings(df, judged, vrows))
 
 
@@ -281,7 +276,7 @@ def _versus_table(df: pd.DataFrame, final: Judgement, vtraj: dict, guard: ScaleG
                 outcome = NOT_MEASURABLE
             evidence = c.detail + (f"; {k} of {seeds[c.a]} seeds diverged" if k else "")
             out.append({
-                "row": c.a, "reading": READINGS[reading].label, "outcome": outcome,
+                "row": c.a, "reading": get_reading(reading).label, "outcome": outcome,
                 "trajectory": " → ".join(
                     f"{frac_label(f)} {VERSUS_LABEL.get(x.outcome, x.outcome.value).replace(' than base', '')}"
                     for f, x in path),

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.data.metrics import READINGS
+from analysis.data.metrics import get_reading, is_reading
 from transformer_core.knobs import DEPTH_KNOBS, WIDTH_KNOBS
 
 PROFILES_FILE = Path(__file__).resolve().parents[2] / "sweeps" / "specs" / "profiles.yaml"
@@ -61,7 +61,7 @@ def purpose_line(profile: str) -> str:
 
 def floor_of(reading: str) -> float | None:
     """The floor of a reading (None where it has none): BLEU's, for dev, test and every named set's BLEU."""
-    column = READINGS[reading].column if reading in READINGS else reading
+    column = get_reading(reading).column if is_reading(reading) else reading
     return next((v for unit, v in FLOORS.items() if column.endswith(unit)), None)
 
 
@@ -80,7 +80,7 @@ class ScaleGuard:
             from .verdicts import seed_values
 
             floor = floor_of(reading)
-            values = seed_values(self.frame, reading) if floor is not None and reading in READINGS else {}
+            values = seed_values(self.frame, reading) if floor is not None and is_reading(reading) else {}
             self._floored[reading] = {r for r, v in values.items() if len(v) and bool(np.all(v < floor))}
         return self._floored[reading]
 
@@ -110,7 +110,7 @@ class ScaleGuard:
         for reading in readings:
             if rows and floor_of(reading) is not None and self.at_floor(reading, rows):
                 lines.append(
-                    f"**Reading at its floor**: {READINGS[reading].label} is below {floor_of(reading):g} in every "
+                    f"**Reading at its floor**: {get_reading(reading).label} is below {floor_of(reading):g} in every "
                     "finished trial: nothing measurable was translated, so claims on it are not judged "
                     f'("{NOT_MEASURABLE}").'
                 )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from analysis.data.metrics import reading_of_metric
 from analysis.data.samples import CONFIRM_GROUP
 from transformer_core.formatting import MISSING, is_missing, number
 
@@ -27,8 +28,6 @@ def pareto_front(configs: pd.DataFrame, objectives: list[Objective]) -> list[str
 
 
 STUDY_ATTR = "confirmation"  # the prefix of the study's user attributes that hold the confirmation (search_record)
-READING_OF = {"dev_bleu": "dev_bleu", "dev_ppl": "dev_ce", "test_bleu": "test_bleu", "dev_bpb": "dev_bpb",
-              "test_bpb": "test_bpb"}  # fmt: skip  # an objective's verdict reading (perplexity: its log)
 
 
 def confirmation_table(df: pd.DataFrame, configs: pd.DataFrame, objective: Objective) -> pd.DataFrame | None:
@@ -39,9 +38,9 @@ def confirmation_table(df: pd.DataFrame, configs: pd.DataFrame, objective: Objec
     ``attrs["comparison"]``: the search's winner (chosen before any fresh seed ran) against the best of the other
     confirmed configurations (Bonferroni over them), decided by the verdict engine (compare, then decide)."""
     confirm = df[df["group"] == CONFIRM_GROUP]
-    if not len(confirm) or objective.metric not in READING_OF:
+    reading = reading_of_metric(objective.metric)  # perplexity: its log
+    if not len(confirm) or reading is None:
         return None
-    reading = READING_OF[objective.metric]
     values = seed_values(confirm, reading)
     noise = pooled_noise(values)
     search = configs.set_index("sample")

@@ -41,7 +41,7 @@ from scipy import optimize, stats
 
 from analysis.data.adaptive_record import AdaptiveRecord, StopReason, read_adaptive
 from analysis.data.claims import CLAIMS, MARGINED, Claim, as_claims
-from analysis.data.metrics import LOG_COLUMNS, READINGS
+from analysis.data.metrics import LOG_COLUMNS, for_task, get_reading, sweep_task
 from transformer_core.rundir import Status
 
 from .evalues import DESIGN_DELTA, calibrated, critical_t, guarded_evalue, uncalibrated
@@ -84,7 +84,7 @@ ZERO_NOISE = 1e-9
 
 
 def reading_values(df: pd.DataFrame, reading: str) -> pd.Series:
-    r = READINGS[reading]
+    r = get_reading(reading)
     v = pd.to_numeric(df[r.column], errors="coerce") if r.column in df else pd.Series(np.nan, index=df.index)
     return np.log(v) if r.column in LOG_COLUMNS else v
 
@@ -237,7 +237,7 @@ def _resolve_best(name: str, values: dict, reading: str) -> tuple[str, tuple, li
     missing = [r for r in names if r not in cands]
     if not cands:
         return names[0], tuple(names), missing
-    sign = 1 if READINGS[reading].higher_is_better else -1
+    sign = 1 if get_reading(reading).higher_is_better else -1
     return max(cands, key=lambda r: sign * values[r].mean()), cands, missing
 
 
@@ -271,7 +271,7 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         return c
     t_crit = stats.t.ppf(1 - c.level if relation in MARGINED else 1 - c.level / 2, c.dof)
     c.ci = (c.diff - t_crit * c.se, c.diff + t_crit * c.se)
-    sign = 1 if READINGS[reading].higher_is_better else -1  # quality = sign * value
+    sign = 1 if get_reading(reading).higher_is_better else -1  # quality = sign * value
     if relation == "~":
         c.p, agrees = _equivalence(c.diff, c.se, c.dof, margin)
     elif relation in MARGINED:  # '>=' a no worse than b by more than the margin, '<=' no better
@@ -363,7 +363,7 @@ def improvement(va: np.ndarray, vb: np.ndarray, reading: str) -> float:
     share where a's is better on the reading, ties counted half: the Mann-Whitney U of a over b divided by the
     pairs (scipy).  An effect size beside the verdict, on the seeds' own scale; it decides nothing (with two
     seeds a row it is one of 0, 1/4, 1/2, 3/4, 1)."""
-    sign = 1 if READINGS[reading].higher_is_better else -1
+    sign = 1 if get_reading(reading).higher_is_better else -1
     u = stats.mannwhitneyu(sign * va, sign * vb, method="asymptotic").statistic
     return float(u / (len(va) * len(vb)))
 
@@ -624,7 +624,7 @@ def judge_table(
 def table_readings(df: pd.DataFrame, claims: list[Claim], versus_rows: Sequence[str] = ()) -> list[str]:
     """The readings ``judge_table`` judges as one table: every claim's, then those rows are judged against base on."""
     return list(dict.fromkeys([r for c in as_claims(claims) for r in c.readings] + (
-        list(VERSUS_READINGS[sweep_kind(df)]) if versus_rows else [])))  # fmt: skip
+        list(for_task(sweep_task(df)).versus) if versus_rows else [])))  # fmt: skip
 
 
 def frame_noise(df: pd.DataFrame, readings: Sequence[str], table: Sequence[str] = ()) -> dict[str, Noise]:
@@ -633,13 +633,6 @@ def frame_noise(df: pd.DataFrame, readings: Sequence[str], table: Sequence[str] 
     each alone."""
     together = table_noise({r: seed_values(df, r) for r in table}) if table else {}
     return {r: together[r] if r in together else pooled_noise(seed_values(df, r)) for r in readings}
-
-
-VERSUS_READINGS = {"translation": ("dev_bleu", "dev_ce"), "lm": ("dev_bpb",)}
-
-
-def sweep_kind(df: pd.DataFrame) -> str:
-    return "lm" if "task" in df and (df["task"] == "lm").any() else "translation"
 
 
 def versus_base(values: dict, noise: Noise, rows: list[str], reading: str, rule: Rule = Rule(),
@@ -691,7 +684,7 @@ def undecided_rows(df: pd.DataFrame, claims: list[Claim], rule: Rule, max_seeds:
                 continue
             for row, n in ((c.a, na), (c.b, nb)):
                 if n < max_seeds and row not in why:
-                    why[row] = f"{res.claim} ({READINGS[reading].label}): {c.a} vs {c.b} {c.outcome.value}"
+                    why[row] = f"{res.claim} ({get_reading(reading).label}): {c.a} vs {c.b} {c.outcome.value}"
     return why
 
 
@@ -716,7 +709,7 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
         return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
     if c.relation in MARGINED:  # one-sided against the margin: decisive when quality + margin is far from 0
         assert c.margin is not None
-        sign = (1 if READINGS[c.reading].higher_is_better else -1) * (1 if c.relation == ">=" else -1)
+        sign = (1 if get_reading(c.reading).higher_is_better else -1) * (1 if c.relation == ">=" else -1)
         return abs(sign * c.diff + c.margin) > stats.t.ppf(1 - level, dof) * se
     if not abs(c.diff) > critical(c, dof, *then) * se:
         return False

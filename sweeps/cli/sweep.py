@@ -385,14 +385,12 @@ def status_knobs(df) -> list[tuple]:
 
 def _print_status(sweep_dir) -> int:
     from analysis.data.collect import collect
-    from analysis.report.tables import sweep_task
+    from analysis.data.metrics import for_task, sweep_task
     from sweeps.state.storage import local_view
 
     df = collect(local_view(sweep_dir))  # analysis reads local paths: a URI is pulled to a view first
     knobs = status_knobs(df)  # the knobs the sweep's rows (or samples) vary, after the seed
-    lm = sweep_task(df) == "lm"
-    a, b = ("dev bpb", "test bpb") if lm else ("dev BLEU", "test BLEU")  # a language-model sweep: bits per byte
-    ka, kb = ("dev_bpb", "test_bpb") if lm else ("dev_bleu", "test_bleu")
+    (ka, a), (kb, b) = for_task(sweep_task(df)).status  # a language-model sweep: bits per byte
     # as wide as the longest name (a search's sample-... ids and rows), so that columns never run together
     wt = max([24, *(len(str(x)) + 2 for x in df["trial_id"])])
     wg = max([6, *(len(str(x)) + 1 for x in df["group"])])

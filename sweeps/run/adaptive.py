@@ -163,12 +163,13 @@ def data_stop_words(df, claims: list[Claim], rule, max_seeds: int) -> str:
     undecided (counted, the first three named) none of which one more seed could decide (undecided_rows: at
     ``max_seeds`` a row their observed difference would stay within noise, or their rows have that many)."""
     from analysis.data.claims import as_claims
-    from analysis.data.metrics import READINGS
+    from analysis.data.metrics import get_reading
     from analysis.stats.verdicts import Outcome, judge_table
 
     undecided = (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES, Outcome.NO_NOISE)
-    left = [f"{r.claim} ({READINGS[r.reading].label}): {c.a} vs {c.b}" for r in judge_table(df, as_claims(claims), rule)
-            .claims for c in r.comparisons if c.outcome in undecided]  # fmt: skip
+    judged = judge_table(df, as_claims(claims), rule).claims
+    left = [f"{r.claim} ({get_reading(r.reading).label}): {c.a} vs {c.b}" for r in judged for c in r.comparisons
+            if c.outcome in undecided]  # fmt: skip
     if not left:
         return "every claim decided"
     named = "; ".join(left[:3]) + ("; ..." if len(left) > 3 else "")

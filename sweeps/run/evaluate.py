@@ -29,8 +29,8 @@ from typing import Callable, Optional
 import pandas as pd
 
 from analysis.data.collect import collect
+from analysis.data.metrics import for_task, sweep_task
 from analysis.data.sweep_record import SweepState, require_record
-from analysis.report.tables import sweep_task
 from sweeps.state.lock import SweepLock
 from sweeps.state.storage import Storage, open_storage
 from sweeps.state.sweep_state import check_inside, read_sweep_state
@@ -161,7 +161,7 @@ def finished_trials(
             raise UserError(f"{flag} {','.join(unknown)}: not in sweep {where!r}; allowed {allowed}")
         df = df[df["row"].isin(rows)]
     fin = df[df["status"] == Status.FINISHED.value]
-    if sweep_task(fin) == "lm":
+    if not for_task(sweep_task(fin)).evaluation_sets:
         raise UserError(f"sweep {where!r} is a language-model sweep (task lm): it does not translate; "
                         "its dev and test perplexity and bits per byte are in the report")  # fmt: skip
     if fin.empty:

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from analysis.data.metrics import AT_EVAL
 from sweeps.spec.profiles import get_profile
 from sweeps.spec.sweep_spec import Spec, sample_trials
 from sweeps.state.records import TrialResult
@@ -24,7 +25,7 @@ from transformer_core.knobs import KnobValue
 from transformer_core.rundir import TrialRecord
 
 log = logging.getLogger(__name__)
-REPORTED = ("dev_bleu", "dev_ppl", "dev_bpb")  # what run_trial reports at an evaluation
+REPORTED = AT_EVAL  # what run_trial reports at an evaluation (analysis.data.metrics.eval_report)
 
 
 def mean_report(reports: list[dict]) -> dict:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
+from analysis.data.metrics import final_report
 from sweeps.spec.sweep_spec import Scheduler, Spec, Trial
 from sweeps.state.diskfull import out_of_memory, root_cause
 from sweeps.state.live import LiveView
@@ -63,17 +64,8 @@ class TuningContext:
 
 
 def _final_metrics(result: TrialResult) -> dict[str, Any]:
-    diverged = result.get("status") != "finished"
-    if result.get("task") == "lm":  # a language model: perplexity and bits per byte, no BLEU
-        scores = {k: float("inf") if diverged else result[k] for k in ("dev_ppl", "dev_bpb", "test_ppl", "test_bpb")}
-    else:
-        scores = {
-            "dev_bleu": 0.0 if diverged else result["dev_bleu"],
-            "dev_ppl": float("inf") if diverged else result["dev_ppl"],
-            "test_bleu": 0.0 if diverged else result["test_bleu"],
-        }
     return {
-        **scores,
+        **final_report(result),  # the task's objectives (analysis.data.metrics)
         **{k: result.get(k) for k in ("params", "wall_seconds", "train_flops")},  # costs: a second objective
         "status": result.get("status"),
         "done": True,
