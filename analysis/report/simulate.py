@@ -101,7 +101,7 @@ def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, cl
     (agrees / contradicts, wherever printed: inside a "within noise" verdict too) and how many of them are false,
     verdicts decided and false, and true effects found (comparisons with a true difference, decided on its
     side).  ``values``: the table, where the caller drew it.  ``per_table``: each set's claims a family of their
-    own (the rule before issue 44), dev's with the rows against base."""
+    own, dev's with the rows against base (the rule a whole-report family replaced, for comparison)."""
     effects = effects or {}
     values = table(rng, shape, effects) if values is None else values
     claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}

@@ -16,18 +16,18 @@ sweep stopped when something looks decided, and the error rate is kept (optional
   are covered).  With moderated variances (the default noise model) t and its df are the moderated ones: the
   e-value is then exact where the p-value is (t follows t on those df under the null); a plug-in otherwise, as
   the p is.
-* **The guard against a row noisier than the others.**  The moderated (or pooled) t borrows the other rows'
-  spread, so a row whose own seed sd is larger than theirs gets a t too large for it, and no e-value on that t
-  is valid for it (a 3x-spread row was called different 6% of the time at 2 seeds, 10-12% when given more seeds
-  on the way).  ``guarded_evalue`` takes the smaller of that e-value and the safe t-test on Welch's t of the two
-  rows alone (analysis.stats.verdicts.own_error: each row's own variance, floored at the noise model's for it, on
-  Welch-Satterthwaite's df).  The smaller of two e-processes is one too (at any stopping time its mean is at
-  most either's), so the guard holds wherever either test does.  Welch's t is near t on those df whatever the
-  two sds and seeds (the pooled variance of the two rows, tried first, is not: against a base with more seeds
-  than the noisy row, as the adaptive loop leaves it, 13.7% instead of 3.8%); the floor keeps a variance that
-  came out small by chance on one df from making it liberal.  The price: on two seeds a row the own df are 1-2
-  and the e-value never passes 10, so nothing is decided there, and a report's family needs several more seeds
-  for what the moderated t alone would decide (benchmarks/verdict_calibration.py --evalues; docs/verdicts.md).
+* **The guard against a row noisier than the others.** The moderated (or pooled) t borrows the other rows' spread,
+  so a row whose own seed sd is larger than theirs gets a t too large for it, and no e-value on that t is valid for
+  it (more so when it is given more seeds on the way). ``guarded_evalue`` takes the smaller of that e-value and the
+  safe t-test on Welch's t of the two rows alone (analysis.stats.verdicts.own_error: each row's own variance,
+  floored at the noise model's for it, on Welch-Satterthwaite's df). The smaller of two e-processes is one too (at
+  any stopping time its mean is at most either's), so the guard holds wherever either test does. Welch's t is near t
+  on those df whatever the two sds and seeds (the pooled variance of the two rows is not, against a base with more
+  seeds than the noisy row, as the adaptive loop leaves it); the floor keeps a variance that came out small by
+  chance on one df from making it liberal. The price: on two seeds a row the own df are 1-2 and the e-value never
+  passes 10, so nothing is decided there, and a report's family needs several more seeds for what the moderated t
+  alone would decide (measured: benchmarks/verdict_calibration.py --evalues, its figures in benchmarks/results/ and
+  docs/verdicts.md).
 * **Directions.** The two halves are each valid for a one-sided null (the noncentral t has monotone likelihood
   ratio), and the half on the observed side is the larger, so a rejection on the e-value also controls deciding
   on the wrong side.

@@ -318,11 +318,9 @@ def own_error(va: np.ndarray, vb: np.ndarray, floor: tuple[float, float],
               prior_df: float = 0.0) -> tuple[float, float, tuple]:  # fmt: skip
     """The guard's standard error of mean(a) - mean(b), its df and the two variances it used: Welch on each row's
     own seed variance, floored at the noise model's for that row (``floor``), so nothing is shared between the
-    two rows or borrowed to shrink a noisy one; (nan, 0, ()) where a row has fewer than two seeds.  Measured on a
-    row at 3x the others' sd given seeds 2 to 4 against a base of 8 seeds, stopped at the first e >= 20 (1,000
-    tables): the two rows' pooled variance 13.7-14.1% called different, Welch 7.6%, Welch floored 3.8% (power at 3
-    sd with 2 to 6 seeds: 95.5%, 96.5%, 92.5%); Welch on min(na, nb) - 1 df, exact whatever the two sds, found no
-    3 sd effect through the adaptive loop in a whole report.  ``prior_df`` d > 0 (Rule.guard_df, for measuring
+    two rows or borrowed to shrink a noisy one; (nan, 0, ()) where a row has fewer than two seeds.  (The two rows'
+    pooled variance, unfloored Welch and Welch on min(na, nb) - 1 df were measured against it: docs/verdicts.md,
+    benchmarks/verdict_calibration.py --evalues.)  ``prior_df`` d > 0 (Rule.guard_df, for measuring
     the guard's cost only): each row's variance is (d floor + (n - 1) own) / (d + n - 1) on d + n - 1 df instead."""
     if min(len(va), len(vb)) < 2:
         return float("nan"), 0.0, ()
@@ -737,8 +735,8 @@ def charged_looks(adaptive: AdaptiveRecord | dict | None) -> int:
     """The looks a sweep's comparisons are charged for (their p is multiplied by it): every planned look once the
     loop has looked at the data, however it stopped.  A wall-clock budget stop is no exception: the loop stops
     when the next round would overrun, and the next round's cost is the number of rows still undecided, so the
-    data choose that stop too (charged only the looks taken, a null sweep under a budget of 3 trials is falsely
-    decided 5% per comparison: benchmarks/verdict_calibration.py).  One look where the session stopped before the
+    data choose that stop too (charging only the looks taken would not keep alpha: docs/verdicts.md,
+    benchmarks/verdict_calibration.py).  One look where the session stopped before the
     loop's first look (a signal, or the budget spent, during the minimum seeds: no result chose it).  A sweep
     without adaptive seeds looks once.  ``adaptive``: the record typed, or as sweep.json holds it."""
     record = read_adaptive(adaptive)

@@ -370,6 +370,7 @@ def duration(s: float) -> str:
 def spec_hours(spec, profile: str, flops_per_device: float, devices_per_trial: int = 1, gpus: int = 8) -> dict:
     """One seed of every row of ``spec`` at ``profile``: FLOPs, device-hours, wall hours on 1 and on ``gpus``."""
     from sweeps.spec.sweep_spec import plan
+
     trials = [t for t in plan(spec, profile) if t.seed == spec.seeds[0]]
     flops, seconds = [], []
     for t in trials:

@@ -7,8 +7,8 @@ L = M - m + 1 times, and every look during the loop tests at alpha / L.  The loo
 undecided, at M, or when the wall-clock budget would be exceeded by the next round (estimated from measured
 trial times).  The report charges every planned look (alpha / L: Bonferroni over the sequence, valid however
 the loop stopped) once the loop has looked, a budget stop included: the next round's cost is the number of
-rows still undecided, so the data choose that stop too (analysis.stats.verdicts.charged_looks; charged only the
-looks taken, a null sweep under a budget of 3 trials was falsely decided 5% per comparison); a session
+rows still undecided, so the data choose that stop too (analysis.stats.verdicts.charged_looks; charging only the
+looks taken would not keep alpha, docs/verdicts.md); a session
 interrupted, or out of budget, during the minimum seeds, before the loop's first look, is charged that one
 look.  The budget
 bounds the minimum seeds too: when it runs out there, Tune stops the running trials (they keep their
