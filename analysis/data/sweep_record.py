@@ -117,12 +117,26 @@ class SweepState:
     """A sweep's record as read (``parse_record``), its shape checked.  ``raw`` is the record as sweep.json holds
     it: the driver starts a resumed session from it (keys it does not know kept)."""
 
-    name: str
-    plan: Mapping[str, dict]  # trial id -> its plan entry (row, seed, knobs, config hash)
-    trials: tuple[str, ...]  # the plan's trial ids in plan order
-    where: str  # the sweep as messages name it
     raw: dict[str, Any] = field(repr=False)
-    version: int = VERSION
+    where: str  # the sweep as messages name it
+
+    @property
+    def name(self) -> str:
+        return self.raw["name"]
+
+    @property
+    def plan(self) -> Mapping[str, dict]:
+        """Trial id -> its plan entry (row, seed, knobs, config hash); empty where the record has none."""
+        return self.raw.get("plan") or {}
+
+    @property
+    def trials(self) -> tuple[str, ...]:
+        """The plan's trial ids in plan order."""
+        return tuple(self.raw.get("trials") or ())
+
+    @property
+    def version(self) -> int:
+        return self.raw.get("version", 1)
 
     def get(self, key: str, default: Any = None) -> Any:
         """A key of the record that no reader decides on (times, status, the run values the driver keeps)."""
@@ -195,9 +209,7 @@ def parse_record(raw: Any, where: str) -> SweepState:
     if bad:
         raise UserError(f"sweep.json in {where} is not a sweep's state ({', '.join(bad)} missing or of the wrong "
                         "shape): restore it from a copy, or start anew")  # fmt: skip
-    plan = raw.get("plan") or {}
-    trials = tuple(raw.get("trials") or ())
-    return SweepState(raw["name"], plan, trials, where, raw, version)
+    return SweepState(raw, where)
 
 
 def read_record(sweep_dir: Path | str, where: Optional[str] = None) -> Optional[SweepState]:
@@ -211,8 +223,13 @@ def read_record(sweep_dir: Path | str, where: Optional[str] = None) -> Optional[
     try:
         text = read_text(path)
     except OSError as exc:
-        raise UserError(f"sweep.json in {where} is unreadable: {str(exc).splitlines()[0]}") from None
+        raise unreadable(where, exc) from None
     return parse_record(text, where)
+
+
+def unreadable(where: str, exc: OSError) -> UserError:
+    """The one line for a sweep.json that cannot be read (a FIFO, a file too large, a failed read)."""
+    return UserError(f"sweep.json in {where} is unreadable: {str(exc).splitlines()[0]}")
 
 
 def require_record(sweep_dir: Path | str, where: Optional[str] = None) -> SweepState:

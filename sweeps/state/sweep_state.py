@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from analysis.data.sweep_record import SweepState, parse_record, read_record
+from analysis.data.sweep_record import SweepState, parse_record, read_record, unreadable
 from sweeps.spec.profiles import same_profile
 from transformer_core.errors import UserError
 from transformer_core.run_config import RUN_ONLY, DataConfig, TrainConfig
@@ -38,7 +38,7 @@ def read_state(store: Optional[Storage], sweep_dir: Path, where: str) -> Optiona
     try:
         text = store.read_text("sweep.json") if store.exists("sweep.json") else None
     except OSError as exc:
-        raise UserError(f"sweep.json in {where} is unreadable: {str(exc).splitlines()[0]}") from None
+        raise unreadable(where, exc) from None
     return None if text is None else parse_record(text, where)
 
 
