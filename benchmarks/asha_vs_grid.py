@@ -10,7 +10,7 @@ compare single seeds.  Printed side by side, from what the two sweeps left on di
 * every configuration's seed mean of the objective in the full run, and in the ASHA run the budget it reached,
   its seeds that finished, their mean, and the mean of its seeds' readings at the last budget it reached;
 * whether ASHA's best configuration (the best of those it ran to the end) is within seed noise of the full
-  run's best: the verdict engine's comparison (analysis.stats.verdicts.compare, the moderated seed-noise model fitted
+  run's best: the verdict engine's comparison (analysis.stats.comparisons.compare, the moderated seed-noise model fitted
   to the full run's configurations), one two-sided comparison at alpha 0.05;
 * Kendall's tau between the full run's order and ASHA's: on the configurations ASHA ran to the end (their
   finished seeds' means), and on all of them by their last rung (the budget reached, then the reading there);
@@ -155,8 +155,8 @@ def _tau(xs: list, ys: list) -> tuple:
 def compare_sweeps(full_dir: Path, asha_dir: Path, metric: str, steps: int, scheduler: dict) -> Measurement:
     """The side-by-side figures of a full sweep and its ASHA twin (the module doc says what each is)."""
     from analysis.data.metrics import READINGS, reading_of_metric
+    from analysis.stats.comparisons import compare, seed_values
     from analysis.stats.seed_noise import pooled_noise
-    from analysis.stats.verdicts import compare, seed_values
     from sweeps import load_sweep
     from transformer_core.knobs import ROW_KNOBS
     from transformer_core.rundir import Status
@@ -259,7 +259,7 @@ def report(m: Measurement, header: str) -> str:
         "",
         f"full run's best: {m.full_best}; ASHA's best (of the configurations it ran to the end): {m.asha_best or '-'}",
         f"within seed noise? {m.verdict}",
-        "  (analysis.stats.verdicts.compare: the full run's seeds of both configurations, the moderated seed-noise "
+        "  (analysis.stats.comparisons.compare: the full run's seeds of both configurations, the moderated seed-noise "
         "model fitted to every configuration of the full run, one two-sided comparison at alpha 0.05)",
         f"Kendall's tau, full run vs ASHA: {tf[0]:+.2f} (p {tf[1]:.2g}) over the {tf[2]} configurations ASHA ran to "
         f"the end; {ta[0]:+.2f} (p {ta[1]:.2g}) over all {ta[2]} by their last rung (budget reached, then the "

@@ -6,7 +6,7 @@ Issue 44's last target asks e-values (decided by e-BH over the whole printed rep
 within the compute of today's fixed 3 seeds a row, while a row at 3x the others' seed sd stays <= 7%.  This
 measures the ceiling of that target, on the simulated reports of benchmarks/verdict_calibration.py (19 rows,
 dev + test + a named set + the rows against base: 114 comparisons; 7 rows at 3 sd on the paper's side), for
-four e-values (analysis.stats.verdicts.Rule.guard_df):
+four e-values (analysis.stats.rule.Rule.guard_df):
 
   * guard 0 (the report's): the smaller of the noise model's safe t-test and Welch's on the two rows' own seeds,
     each floored at the model's: an e-value whatever the two rows' sds;
@@ -18,7 +18,7 @@ and three ways to spend the seeds, compared by mean seeds a row of 19 (fixed 3 =
   * fixed 3 seeds a row;
   * an oracle that knows which 7 rows have an effect: those at 4 seeds, base at 8, the other 11 at 2 (3.05), or
     those at 5, base at 8, the others at 1 (2.84); no loop can do better than knowing;
-  * the adaptive loop's own rule (analysis.stats.verdicts.undecided_rows: one more seed to each row one more could
+  * the adaptive loop's own rule (analysis.stats.adaptive_seeds.undecided_rows: one more seed to each row one more could
     decide), from 2 to 6 seeds, judging with the same e-value.
 
 Beside each: a 3x-spread row's false rate alone (C4 against base, alpha 0.05, e >= 20), given seeds 2 -> 3 and
@@ -43,7 +43,8 @@ from verdict_calibration import MIX, SETS, machine_line, one_stopping, report_ou
 
 from analysis.data.claims import CLAIMS  # noqa: E402
 from analysis.report import simulate as sim  # noqa: E402
-from analysis.stats.verdicts import Rule, undecided_rows  # noqa: E402
+from analysis.stats.adaptive_seeds import undecided_rows  # noqa: E402
+from analysis.stats.rule import Rule  # noqa: E402
 
 GUARDS = {"guard 0 (the report's)": 0.0, "guard on 1 prior df": 1.0, "guard on 2 prior df": 2.0,
           "no guard": math.inf}  # fmt: skip
@@ -54,7 +55,8 @@ PLANS = {"fixed 3": (3, 3, 3), "oracle 4/8/2": (4, 8, 2), "oracle 5/8/1": (5, 8,
 
 def loop(full: dict, rule: Rule, lo: int, hi: int) -> dict:
     """The adaptive loop's rounds (sweeps.run.adaptive.seed_rounds without its budget: one more seed to each row of
-    analysis.stats.verdicts.undecided_rows, judged on dev's claims with ``rule``) on a table drawn at ``hi`` seeds."""
+    analysis.stats.adaptive_seeds.undecided_rows, judged on dev's claims with ``rule``) on a table drawn at ``hi``
+    seeds."""
     n = dict.fromkeys(full["dev_bleu"], lo)
     for _ in range(hi - lo):
         why = [r for r in undecided_rows(seed_frame(full, n), CLAIMS, rule, hi) if n[r] < hi]

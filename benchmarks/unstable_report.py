@@ -20,7 +20,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.report import simulate as sim  # noqa: E402
-from analysis.stats.verdicts import Rule  # noqa: E402
+from analysis.stats.rule import Rule  # noqa: E402
 
 
 def main() -> None:

@@ -40,9 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis.report import simulate as sim  # noqa: E402
 from analysis.stats import seed_noise  # noqa: E402
+from analysis.stats.comparisons import compare
+from analysis.stats.family import decide
+from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
 from analysis.stats.trajectory import unstable  # noqa: E402
-from analysis.stats.verdicts import Rule, compare, decide
 
 NEW = Rule()
 HOLM = Rule(method="holm")
@@ -147,10 +149,12 @@ def adaptive_sweep(rng, lo: int = 2, hi: int = 5, budget_trials: float | None = 
 
 def adaptive_null(rng, sweeps: int, budget_trials: float | None = None, charge=None, family: str = "claim") -> dict:
     """Null sweeps through the real adaptive loop: the share of comparisons falsely decided and of sweeps with any,
-    the looks charged by analysis.stats.verdicts.charged_looks, or ``charge(ad)`` instead (e.g. the looks taken); each
+    the looks charged by analysis.stats.rule.charged_looks, or ``charge(ad)`` instead (e.g. the looks taken); each
     comparison decided alone (family "claim": its own error rate, which the charge must keep at alpha) or the
     seven as the report's family."""
-    from analysis.stats.verdicts import Outcome, charged_looks, judge_table
+    from analysis.stats.comparisons import Outcome
+    from analysis.stats.rule import charged_looks
+    from analysis.stats.verdicts import judge_table
 
     decided = anyf = total = 0
     for _ in range(sweeps):
@@ -196,7 +200,7 @@ def zero_row_power(rng, seeds: int, tables: int) -> float:
 def detectable_power(rng, seeds: int, rule: Rule, tables: int, calibration: int | None = None) -> tuple[float, float]:
     """(mean printed detectable difference of C4 vs base at ``rule``, in sd, over ``calibration`` null tables; the
     share of ``tables`` decided at that truth)."""
-    from analysis.stats.verdicts import detectable
+    from analysis.stats.comparisons import detectable
 
     shape = sim.Shape(seeds=seeds, sigma={"dev_bleu": 1.0})
     ds = []
@@ -309,7 +313,8 @@ def adaptive_null_e(rng, sweeps: int, budget_trials: float | None = None) -> dic
     """The real adaptive loop (sweeps.run.adaptive.seed_rounds) on e-values (the sweep's seeds.evidence: e), null
     sweeps of ``adaptive_sweep``: the share of comparisons falsely decided each alone (e >= 20) and of sweeps with any
     false decided comparison, the seven decided together by e-BH."""
-    from analysis.stats.verdicts import Outcome, judge_table
+    from analysis.stats.comparisons import Outcome
+    from analysis.stats.verdicts import judge_table
 
     decided = anyf = total = 0
     for _ in range(sweeps):
@@ -356,7 +361,8 @@ def report_outcome(values: dict, rule: Rule, effects: dict, noisy: str = "C4") -
     as sim.report_errors judges it): any false decided comparison, one involving the row ``noisy``, real
     comparisons and those found, seeds per row."""
     from analysis.data.claims import CLAIMS, claim_rows
-    from analysis.stats.verdicts import Outcome, judge
+    from analysis.stats.comparisons import Outcome
+    from analysis.stats.verdicts import judge
 
     shape = sim.Shape(sets=SETS)
     claimed = {x for v in claim_rows(CLAIMS).values() for x in v} | {"base"}

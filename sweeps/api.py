@@ -27,10 +27,10 @@ from analysis.data.sweep_record import SweepState, require_record
 from analysis.report.model import seed_table
 from analysis.report.search_report import is_search_sweep, objectives
 from analysis.report.tables import judge_report
+from analysis.stats.rule import sweep_rule
 from analysis.stats.search import configurations
 from analysis.stats.search_verdicts import confirmation_table, verdict_words
 from analysis.stats.trajectory import eval_records
-from analysis.stats.verdicts import sweep_rule
 from sweeps.state.storage import local_view
 
 UNCONFIRMED = "not confirmed: ranked by the search's own score (optimistic: each was picked as a maximum)"

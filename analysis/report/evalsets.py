@@ -33,10 +33,13 @@ from analysis.data.claims import CLAIMS, MARGINED, Claim, as_claims, claim_rows,
 from analysis.data.files import read_text
 from analysis.data.metrics import SET_METRICS, for_task, set_reading, sweep_task
 from analysis.data.text import printable
+from analysis.stats.comparisons import seed_values
+from analysis.stats.family import family_rule
+from analysis.stats.rule import Rule
 from analysis.stats.scale import scale_guard
 from analysis.stats.seed_noise import table_noise
 from analysis.stats.trajectory import regime
-from analysis.stats.verdicts import Judgement, Rule, family_rule, judge_table, seed_values
+from analysis.stats.verdicts import Judgement, judge_table
 from transformer_core.formatting import MISSING
 from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
 

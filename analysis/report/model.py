@@ -21,11 +21,13 @@ from analysis.data.collect import collect, precisions
 from analysis.data.metrics import LOG_COLUMNS, QUALITY, READINGS, for_task, get_reading, sweep_task
 from analysis.data.paper import PAPER_FACTS
 from analysis.data.sweep_record import ReportShape, require_record
+from analysis.stats.comparisons import seed_correlation
+from analysis.stats.rule import Rule, sweep_rule
 from analysis.stats.scale import NOT_MEASURABLE, scale_guard
 from analysis.stats.seed_noise import Noise
-from analysis.stats.stability import unstable_line
+from analysis.stats.stability import unstable_counts, unstable_line
 from analysis.stats.trajectory import REGIME_DROP_NATS, points, regime
-from analysis.stats.verdicts import Rule, Verdict, seed_correlation, sweep_rule, unstable_counts
+from analysis.stats.verdicts import Verdict
 from transformer_core.errors import UserError
 from transformer_core.formatting import MISSING, is_missing, number
 from transformer_core.knobs import knob

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 
 from analysis.data.metrics import for_task, get_reading, sweep_task
+from analysis.stats.comparisons import improvement, seed_values
 from analysis.stats.seed_noise import pooled_noise, standard_error
 from analysis.stats.trajectory import eval_records
-from analysis.stats.verdicts import improvement, seed_values
 from transformer_core.rundir import Status
 
 

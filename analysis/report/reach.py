@@ -6,12 +6,12 @@ procedure rejects (r: BH's cutoff on p is alpha r / m, e-BH's threshold on e is 
 charged (p only) and on the seeds a row has.  ``smallest_effect`` solves, in seed sd, the true difference of two
 rows' means that reaches the threshold with ``power``, with the engine's own pieces read on seeded null tables: the
 noise model's standard error and df (analysis.stats.seed_noise), the t test's critical value (p-values) or the safe
-t-test's (evalues.critical_t) on the noise model's and on the guard's error and df (verdicts.own_error).  Two bounds are
-given: r = 1 (the effect alone in its family: the strictest threshold) and r = m / 2 (half the family real: about
-the most lenient a report meets).  ``reach_lines`` words it for ``tsweep plan``, ``tsweep run`` and the report's
-header: a rule that cannot decide a ``TARGET``-sd effect at its maximum seeds even with half the family real is
-named, with the seeds a row it would need.  tests/analysis/test_reach.py measures the power at the solved effect on
-simulated comparisons.
+t-test's (evalues.critical_t) on the noise model's and on the guard's error and df (comparisons.own_error).  Two bounds
+are given: r = 1 (the effect alone in its family: the strictest threshold) and r = m / 2 (half the family real: about
+the most lenient a report meets).  ``reach_lines`` words it for ``tsweep plan``, ``tsweep run`` and the report's header:
+a rule that cannot decide a ``TARGET``-sd effect at its maximum seeds even with half the family real is named, with the
+seeds a row it would need.  tests/analysis/test_reach.py measures the power at the solved effect on simulated
+comparisons.
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from scipy import optimize, stats
 
 from analysis.data.claims import Claim, as_claims, claim_rows, claims_for
 from analysis.data.metrics import for_task
+from analysis.stats.comparisons import own_error
 from analysis.stats.evalues import critical_t
+from analysis.stats.rule import ALPHA
 from analysis.stats.seed_noise import pooled_noise, standard_error
-from analysis.stats.verdicts import ALPHA, own_error
 
 POWER = 0.8
 TARGET = 3.0  # the effect, in seed sd, a rule is asked to decide (issue 44's power target)
@@ -104,7 +105,7 @@ def _needed(evidence: str, seeds: int, rows: int, level: float) -> np.ndarray:
 def _draws(seeds: int, rows: int) -> tuple[np.ndarray, ...]:
     """(se, df, the guard's se, its df) of row r1 against base in each of ``DRAWS`` seeded null tables of ``rows``
     rows at ``seeds`` seeds, seed sd 1: the engine's noise model (seed_noise.pooled_noise, standard_error) and
-    guard (verdicts.own_error, each row's own variance floored at the model's)."""
+    guard (comparisons.own_error, each row's own variance floored at the model's)."""
     rng = np.random.default_rng(0)
     names = ["base", *(f"r{k}" for k in range(1, max(rows, 2)))]
     out = []

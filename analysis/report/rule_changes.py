@@ -7,7 +7,7 @@ one family to today's default:
    charged. The rule of that time also set apart a row whose spread an F test against the rest's rejected
    (Bonferroni over the rows); that test is not reproduced, so where it would have fired, its effect shows
    under step 3;
-2. looks: as 1, with the looks today's rule charges (analysis.stats.verdicts.charged_looks: every planned look once
+2. looks: as 1, with the looks today's rule charges (analysis.stats.rule.charged_looks: every planned look once
    the loop has looked, a wall-clock budget stop included since issue 44; between the two, a budget stop was
    charged only the looks taken);
 3. moderated: as 2, with each row's variance moderated (analysis/stats/seed_noise.py);
@@ -29,8 +29,8 @@ import pandas as pd
 from analysis.data.adaptive_record import AdaptiveRecord, read_adaptive
 from analysis.data.claims import CLAIMS, Claim
 from analysis.data.sweep_record import require_record
+from analysis.stats.rule import Rule, charged_looks
 from analysis.stats.trajectory import points, regime
-from analysis.stats.verdicts import Rule, charged_looks
 
 from .evalsets import report_rule
 from .tables import judge_report

@@ -17,8 +17,11 @@ import numpy as np
 
 from analysis.data.claims import CLAIMS, claim_rows
 from analysis.data.metrics import SET_METRICS, for_task, get_reading, set_reading
+from analysis.stats.comparisons import Outcome, compare
+from analysis.stats.family import decide
+from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import Noise, pooled_noise, table_noise
-from analysis.stats.verdicts import Outcome, Rule, Verdict, compare, decide, judge
+from analysis.stats.verdicts import Verdict, judge
 
 from .evalsets import set_claims
 

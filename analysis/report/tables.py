@@ -16,20 +16,14 @@ import pandas as pd
 from analysis.data.claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for
 from analysis.data.metrics import for_task, get_reading, sweep_task
 from analysis.data.paper import load_table3
+from analysis.stats.comparisons import Outcome, seed_values
 from analysis.stats.paired_bootstrap import combine_pvalues, paired_bootstrap, read_lines
+from analysis.stats.rule import Rule
 from analysis.stats.scale import NOT_MEASURABLE, ScaleGuard, scale_guard
 from analysis.stats.seed_noise import Noise
 from analysis.stats.stability import changes, flagged
 from analysis.stats.trajectory import frac_label, points, regime, trajectories, trajectory_text, unstable
-from analysis.stats.verdicts import (
-    Judgement,
-    Outcome,
-    Rule,
-    Verdict,
-    frame_noise,
-    seed_values,
-    table_readings,
-)
+from analysis.stats.verdicts import Judgement, Verdict, frame_noise, table_readings
 from transformer_core import knobs as knob_table
 from transformer_core.rundir import Status
 

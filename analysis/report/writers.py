@@ -77,7 +77,7 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     """Write the report of a local sweep directory into out_dir (default SWEEP_DIR/report) whole: into a
     temporary folder beside it, swapped in once every file (and what ``also`` writes into the folder it is given)
     is written, so an interrupted report leaves the previous one (analysis.data.files.whole_folder).  ``family``,
-    ``method`` and ``evidence`` choose how verdicts are decided (analysis.stats.verdicts.Rule)."""
+    ``method`` and ``evidence`` choose how verdicts are decided (analysis.stats.rule.Rule)."""
     out = Path(out_dir) if out_dir else Path(sweep_dir) / "report"
     check_replaceable(out)  # a folder of other files: refused before the report is computed
     with read_once():  # each run's files read once, one state of a running sweep

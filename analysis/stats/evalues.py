@@ -19,7 +19,7 @@ sweep stopped when something looks decided, and the error rate is kept (optional
 * **The guard against a row noisier than the others.** The moderated (or pooled) t borrows the other rows' spread,
   so a row whose own seed sd is larger than theirs gets a t too large for it, and no e-value on that t is valid for
   it (more so when it is given more seeds on the way). ``guarded_evalue`` takes the smaller of that e-value and the
-  safe t-test on Welch's t of the two rows alone (analysis.stats.verdicts.own_error: each row's own variance,
+  safe t-test on Welch's t of the two rows alone (analysis.stats.comparisons.own_error: each row's own variance,
   floored at the noise model's for it, on Welch-Satterthwaite's df). The smaller of two e-processes is one too (at
   any stopping time its mean is at most either's), so the guard holds wherever either test does. Welch's t is near t
   on those df whatever the two sds and seeds (the pooled variance of the two rows is not, against a base with more

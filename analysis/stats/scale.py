@@ -77,7 +77,7 @@ class ScaleGuard:
     def floored_rows(self, reading: str) -> set[str]:
         """Rows with finished seeds on ``reading`` whose every value is below the reading's floor."""
         if reading not in self._floored:
-            from .verdicts import seed_values
+            from .comparisons import seed_values
 
             floor = floor_of(reading)
             values = seed_values(self.frame, reading) if floor is not None and is_reading(reading) else {}

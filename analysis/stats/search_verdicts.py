@@ -10,9 +10,11 @@ from analysis.data.metrics import reading_of_metric
 from analysis.data.samples import CONFIRM_GROUP
 from transformer_core.formatting import MISSING, is_missing, number
 
+from .comparisons import Comparison, Outcome, compare, seed_values
+from .family import decide
+from .rule import Rule
 from .search import Objective
 from .seed_noise import pooled_noise
-from .verdicts import Comparison, Outcome, Rule, compare, decide, seed_values
 
 
 def pareto_front(configs: pd.DataFrame, objectives: list[Objective]) -> list[str]:

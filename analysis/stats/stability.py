@@ -3,13 +3,13 @@
 A comparison's effect is flagged when the change of its estimated difference between a late evaluation point (at or
 after ``UNSTABLE_FROM`` of the budget) and the end is itself decided: each seed's change of its reading (the value
 at the point minus its final value, the same run: paired) is tested like a reading, with the report's noise model
-(analysis.stats.seed_noise, moderated over every row's changes) and a two-sided t on the difference of two rows' mean
-changes (analysis.stats.verdicts.compare); every such test the report makes (every comparison of every claim-reading and
-row against base judged over the budget, at every late point) is one family, decided by Benjamini-Hochberg at
-alpha (scipy).  Under no change anywhere a report then carries a flag with probability about alpha or less, instead
-of the per-comparison chance summed over its comparisons (the flag before: an estimate outside the final interval,
-in a third to a half of null reports).  A flag is about the effect's path, not the verdict: the verdict stays the
-final point's.
+(analysis.stats.seed_noise, moderated over every row's changes) and a two-sided t on the difference of two rows'
+mean changes (analysis.stats.comparisons.compare); every such test the report makes (every comparison of every
+claim-reading and row against base judged over the budget, at every late point) is one family, decided by
+Benjamini-Hochberg at alpha (scipy).  Under no change anywhere a report then carries a flag with probability about alpha
+or less, instead of the per-comparison chance summed over its comparisons (the flag before: an estimate outside the
+final interval, in a third to a half of null reports).  A flag is about the effect's path, not the verdict: the verdict
+stays the final point's.
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from analysis.data.claims import CLAIMS, Claim, as_claims
+
+from .comparisons import Comparison, compare, reading_values
+from .rule import ALPHA, Rule
 from .seed_noise import Noise, pooled_noise
-from .verdicts import ALPHA, Comparison, Rule, compare, reading_values
 
 UNSTABLE_FROM = 0.5  # evaluation points from this fraction of the budget on are tested against the end
 
@@ -85,3 +88,18 @@ def unstable_line(flagged: int, units: int, tests: int, alpha: float = ALPHA) ->
             f"paired; seed noise moderated as the verdicts'), so a report where no effect changes carries a flag at "
             f"most about {alpha:.0%} of the time. A flag asks for a look at the learning curves; the verdict is the "
             "final point's.")  # fmt: skip
+
+
+def unstable_counts(claims: pd.DataFrame, versus: pd.DataFrame, all_claims: list[Claim] | None = None) -> dict:
+    """{flagged, units, comparisons} of a report's tables (tables.judge_report's claims and rows against base):
+    lines judged over the budget (with a trajectory), those flagged, and the comparisons they hold."""
+    from_id = {c.id: len(c.comparisons) for c in as_claims(all_claims or CLAIMS)}
+    flagged = units = comparisons = 0
+    for frame, per_line in ((claims, lambda r: from_id.get(r["claim"], 1)), (versus, lambda r: 1)):
+        for _, r in frame.iterrows() if len(frame) and "trajectory" in frame else ():
+            if "→" not in str(r["trajectory"]):
+                continue
+            units += 1
+            flagged += bool(r["unstable"])
+            comparisons += per_line(r)
+    return {"flagged": flagged, "units": units, "comparisons": comparisons}

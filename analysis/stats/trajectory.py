@@ -21,7 +21,9 @@ from analysis.data.collect import metrics_lines, metrics_record
 from transformer_core import rundir
 from transformer_core.rundir import Status
 
-from .verdicts import Comparison, Judgement, Rule, Verdict, judge_table
+from .comparisons import Comparison
+from .rule import Rule
+from .verdicts import Judgement, Verdict, judge_table
 
 # The base's dev cross-entropy still falling by more than this over the last third of training
 # (0.05 nats: perplexity still dropping by ~5%) marks the table as measured in an undertrained regime.

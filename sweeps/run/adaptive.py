@@ -2,12 +2,12 @@
 
 ``seeds: {min: m, max: M}`` in a spec: every row first runs seeds 1..m; then, in rounds, one more seed
 is added to each row of a claim comparison that is within noise and that one more seed could decide
-(analysis.stats.verdicts.undecided_rows).  At most M - m rounds, so a comparison is looked at no more than
+(analysis.stats.adaptive_seeds.undecided_rows).  At most M - m rounds, so a comparison is looked at no more than
 L = M - m + 1 times, and every look during the loop tests at alpha / L.  The loop stops when nothing is
 undecided, at M, or when the wall-clock budget would be exceeded by the next round (estimated from measured
 trial times).  The report charges every planned look (alpha / L: Bonferroni over the sequence, valid however
 the loop stopped) once the loop has looked, a budget stop included: the next round's cost is the number of
-rows still undecided, so the data choose that stop too (analysis.stats.verdicts.charged_looks; charging only the
+rows still undecided, so the data choose that stop too (analysis.stats.rule.charged_looks; charging only the
 looks taken would not keep alpha, docs/verdicts.md); a session
 interrupted, or out of budget, during the minimum seeds, before the loop's first look, is charged that one
 look.  The budget
@@ -30,7 +30,8 @@ from typing import Callable, Optional
 from analysis.data.adaptive_record import StopReason, new_record, record_stop
 from analysis.data.claims import CLAIMS, Claim
 from analysis.data.collect import collect
-from analysis.stats.verdicts import sweep_rule, undecided_rows
+from analysis.stats.adaptive_seeds import undecided_rows
+from analysis.stats.rule import sweep_rule
 from sweeps.plan.budget_plan import BudgetPlan, plan_for, run_throughput
 from sweeps.spec.profiles import get_profile
 from sweeps.spec.sweep_spec import Spec, Trial, expand_row
@@ -128,7 +129,7 @@ def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, ro
     """The rounds after the minimum seeds: judge (frame() is the sweep's trials), add one seed to each row whose
     verdict one more seed could decide (next_for(why) gives the trials, run(trials, k) runs round k), until the
     data decide, max is reached or the next round would exceed the budget.  Records why in ad["stop"] (a
-    StopReason: data, max or budget; every planned look is charged for each: analysis.stats.verdicts.charged_looks) and
+    StopReason: data, max or budget; every planned look is charged for each: analysis.stats.rule.charged_looks) and
     returns the reason in words."""
     while True:
         spent()
@@ -164,7 +165,8 @@ def data_stop_words(df, claims: list[Claim], rule, max_seeds: int) -> str:
     ``max_seeds`` a row their observed difference would stay within noise, or their rows have that many)."""
     from analysis.data.claims import as_claims
     from analysis.data.metrics import get_reading
-    from analysis.stats.verdicts import Outcome, judge_table
+    from analysis.stats.comparisons import Outcome
+    from analysis.stats.verdicts import judge_table
 
     undecided = (Outcome.WITHIN_NOISE, Outcome.NO_REPLICATES, Outcome.NO_NOISE)
     judged = judge_table(df, as_claims(claims), rule).claims

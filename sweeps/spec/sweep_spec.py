@@ -362,7 +362,7 @@ def _parse_seeds(raw) -> tuple[list, Optional[dict]]:
         hi = _number(raw.get("max", lo), "seeds.max", 1, integer=True, hi=MAX_SEED)
         if hi < lo:
             raise SpecError(f"seeds.max: {hi} is invalid; allowed an integer >= seeds.min ({lo})")
-        # what the loop and the report decide on (analysis.stats.verdicts.sweep_rule)
+        # what the loop and the report decide on (analysis.stats.rule.sweep_rule)
         evidence = raw.get("evidence", "p")
         if evidence not in ("p", "e"):
             raise SpecError(f"seeds.evidence: {evidence!r} is invalid; allowed p (p-values, every planned look "

@@ -13,7 +13,7 @@ import pytest
 from analysis.data.adaptive_record import VERSION, AdaptiveRecord, StopReason, migrate_stop, read_adaptive, record_stop
 from analysis.report.model import budget_lines, build, problems
 from analysis.report.writers import write_report
-from analysis.stats.verdicts import charged_looks, sweep_rule
+from analysis.stats.rule import charged_looks, sweep_rule
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 from transformer_core.errors import UserError

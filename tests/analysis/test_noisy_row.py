@@ -13,8 +13,8 @@ from scipy import stats
 
 import analysis.stats.seed_noise
 from analysis.report import simulate as sim
+from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise, standard_error, table_noise
-from analysis.stats.verdicts import Rule
 
 REPORTS = 250
 
@@ -107,7 +107,7 @@ def test_a_reading_with_a_small_prior_df_floors_no_row_beyond_its_own_spread(mon
     row's variance on either reading rises above 1.5x the larger of its moderated one and its own sample variance
     (a mean of ratios to s0^2 floored base on dev BLEU at 35x)."""
     from analysis.data.collect import collect
-    from analysis.stats.verdicts import seed_values
+    from analysis.stats.comparisons import seed_values
     from tests.analysis.test_analysis import make_sweep
 
     monkeypatch.setattr(analysis.stats.seed_noise, "MIN_ROWS_PRIOR", 3)

@@ -8,9 +8,11 @@ import pytest
 from scipy import stats
 
 from analysis.data.claims import parse_claims
+from analysis.stats.comparisons import Outcome, compare
 from analysis.stats.evalues import calibrated
+from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
-from analysis.stats.verdicts import Outcome, Rule, Verdict, compare
+from analysis.stats.verdicts import Verdict
 from tests.analysis.test_verdicts import _claim, _table, judge_claim
 from transformer_core.errors import UserError
 
@@ -85,7 +87,8 @@ def test_equal_rows_are_shown_no_worse_with_small_noise():
 def test_adaptive_seeds_see_that_more_seeds_could_show_no_worse():
     """Equal rows, noisy at two seeds: within noise now; at ten seeds a row each the one-sided test would decide
     (the directional rule, |diff| beyond its critical value, would say no)."""
-    from analysis.stats.verdicts import _could_decide, decide
+    from analysis.stats.adaptive_seeds import _could_decide
+    from analysis.stats.family import decide
 
     values = {"a": np.array([20.0, 21.6]), "b": np.array([21.6, 20.0])}
     noise = pooled_noise(values)

@@ -7,8 +7,10 @@ import pytest
 from analysis.data.claims import CLAIMS
 from analysis.report import simulate as sim
 from analysis.report.reach import family_size, reach_lines, seeds_needed, smallest_effect
+from analysis.stats.comparisons import Outcome, compare
+from analysis.stats.family import decide
+from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
-from analysis.stats.verdicts import Outcome, Rule, compare, decide
 
 
 @pytest.mark.parametrize(("evidence", "seeds", "rejections", "looks"), [("p", 3, 7, 2), ("e", 6, 36, 1)])

@@ -15,9 +15,12 @@ from analysis.data.collect import collect
 from analysis.report import simulate as sim
 from analysis.report.evalsets import report_rule
 from analysis.report.model import build
+from analysis.stats.comparisons import Outcome, _equivalence, compare
+from analysis.stats.family import decide
+from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
 from analysis.stats.stability import unstable_line
-from analysis.stats.verdicts import Outcome, Rule, _equivalence, compare, decide, judge_table
+from analysis.stats.verdicts import judge_table
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 
@@ -125,7 +128,7 @@ def test_the_detectable_difference_has_its_power_with_looks_and_a_family():
     rule = Rule(looks=10, cutoff=0.05 / 30, size=30)
     d, power = detectable_power(rng, 3, rule, 300, calibration=60)
     assert 0.68 <= power <= 0.88, (d, power)
-    import analysis.stats.verdicts as v
+    import analysis.stats.comparisons as v
 
     old = v.raw_level
     v.raw_level = lambda c: min(c.threshold, c.level)  # the level before: the threshold on the raw p
@@ -239,7 +242,7 @@ def test_probability_of_improvement_is_the_pairs_share_and_unbiased():
     1 sd it sits in a band around the truth Phi(1 / sqrt(2)) = 0.760."""
     from scipy import stats
 
-    from analysis.stats.verdicts import improvement
+    from analysis.stats.comparisons import improvement
 
     a, b = np.array([1.0, 3.0, 5.0]), np.array([2.0, 3.0])
     pairs = [0, 0, 1, 0.5, 1, 1]  # (1,2) (1,3) (3,2) (3,3) (5,2) (5,3)
@@ -263,7 +266,7 @@ def test_the_header_counts_the_unstable_flags_of_a_report_judged_over_its_budget
     import pandas as pd
 
     from analysis.report.tables import judge_report
-    from analysis.stats.verdicts import unstable_counts
+    from analysis.stats.stability import unstable_counts
     from tests.analysis.test_verdicts import _write_trial
 
     recs = []
@@ -283,7 +286,8 @@ def test_could_decide_uses_the_verdicts_level():
     """A comparison within noise whose observed difference would pass the family's threshold on the raw p at the
     maximum seeds, but not that threshold divided by the looks (what the verdict will test), gets no more seeds;
     with the level before (the threshold on the raw p) it did."""
-    import analysis.stats.verdicts as v
+    import analysis.stats.adaptive_seeds as loop
+    import analysis.stats.comparisons as v
 
     rule = Rule(looks=4, cutoff=0.05 / 10, size=10)
     rows = {r: np.array([20.0 + 0.5 * k, 20.0 - 0.5 * k, 20.0]) for k, r in enumerate(["x1", "x2", "x3", "x4"], 1)}
@@ -295,13 +299,13 @@ def test_could_decide_uses_the_verdicts_level():
         decide([c], rule)
         if c.outcome != Outcome.WITHIN_NOISE:
             continue
-        now = v._could_decide(c, noise, (3, 3), (5, 5), rule)
+        now = loop._could_decide(c, noise, (3, 3), (5, 5), rule)
         old = v.raw_level
-        v.raw_level = lambda c: min(c.threshold, c.level)
+        v.raw_level = loop.raw_level = lambda c: min(c.threshold, c.level)  # the loop's level and the verdict's
         try:
-            before = v._could_decide(c, noise, (3, 3), (5, 5), rule)
+            before = loop._could_decide(c, noise, (3, 3), (5, 5), rule)
         finally:
-            v.raw_level = old
+            v.raw_level = loop.raw_level = old
         found.append((now, before))
     assert (False, True) in found  # decisive only at the lax level: no seed added now
     assert all(b or not n for n, b in found)  # the verdict's level is never the laxer

@@ -8,6 +8,7 @@ import pytest
 import analysis.report.model
 import analysis.report.plots
 import analysis.report.tables
+import analysis.stats.comparisons
 import analysis.stats.verdicts
 from analysis.report import html_report
 from analysis.report.model import ReportModel, build
@@ -134,7 +135,7 @@ def test_the_report_decides_on_the_evidence_the_spec_chose(tmp_path):
     import json
     import shutil
 
-    from analysis.stats.verdicts import sweep_rule
+    from analysis.stats.rule import sweep_rule
 
     src = make_sweep(tmp_path / "src")
     for evidence, expect in ((None, ("p", 3)), ("e", ("e", 1))):
@@ -172,7 +173,7 @@ def test_each_comparisons_probability_of_improvement_is_a_column(model):
 
 def test_the_forest_plot_prints_each_rows_probability_of_improvement(sweep, monkeypatch):
     """The forest plot's panels carry P(row better than base) right of them, the same number as the
-    claims' p_better (verdicts.improvement), one a row with seeds, on both readings."""
+    claims' p_better (comparisons.improvement), one a row with seeds, on both readings."""
     from analysis.data.collect import collect
     from analysis.report.tables import reproduction_table
 
@@ -185,8 +186,8 @@ def test_the_forest_plot_prints_each_rows_probability_of_improvement(sweep, monk
     axes = fig.axes
     assert len(axes) == 2 and "P(row better than base)" in fig._suptitle.get_text()
     for ax, reading in zip(axes, ("dev_bleu", "dev_ce")):
-        values = analysis.stats.verdicts.seed_values(df, reading)
-        want = [f"{analysis.stats.verdicts.improvement(v, values['base'], reading):.2f}"
+        values = analysis.stats.comparisons.seed_values(df, reading)
+        want = [f"{analysis.stats.comparisons.improvement(v, values['base'], reading):.2f}"
                 for r, v in values.items() if r != "base" and len(v)]  # fmt: skip
         got = [x.get_text() for x in ax.texts if x.get_text() != "P"]  # the column's header aside
         assert sorted(got) == sorted(want) and len(want) >= 2

@@ -6,7 +6,7 @@ import analysis.stats.seed_noise
 from analysis.data.collect import collect
 from analysis.report.rule_changes import compare, steps
 from analysis.report.tables import judge_report
-from analysis.stats.verdicts import Rule
+from analysis.stats.rule import Rule
 from sweeps.cli import main as tsweep
 from tests.analysis.test_analysis import make_sweep
 

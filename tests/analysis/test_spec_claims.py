@@ -10,7 +10,7 @@ import yaml
 from analysis.data.claims import CLAIMS, TABLE3_SPEC, Claim, claim_document, parse_claims, recorded_claims
 from analysis.report.simulate import Shape, report_errors
 from analysis.report.writers import write_report
-from analysis.stats.verdicts import Rule
+from analysis.stats.rule import Rule
 from sweeps.spec.sweep_spec import SpecError, parse_spec
 from tests.analysis.test_analysis import make_sweep
 from transformer_core.errors import UserError

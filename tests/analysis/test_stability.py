@@ -4,8 +4,8 @@ effect."""
 import numpy as np
 
 from analysis.report import simulate as sim
+from analysis.stats.rule import Rule
 from analysis.stats.stability import unstable_line
-from analysis.stats.verdicts import Rule
 
 
 def _share(rng, tables: int, control: bool = True, **paths) -> tuple[float, dict]:

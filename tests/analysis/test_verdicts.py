@@ -11,21 +11,12 @@ from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_ind
 
 from analysis.data.claims import CLAIMS
+from analysis.stats.comparisons import Outcome, compare, seed_correlation
+from analysis.stats.family import decide, holm
+from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import Noise, fit_prior, pooled_noise
 from analysis.stats.trajectory import regime, trajectories, trajectory_text, unstable
-from analysis.stats.verdicts import (
-    Outcome,
-    Rule,
-    Verdict,
-    claim_comparisons,
-    compare,
-    decide,
-    holm,
-    judge_table,
-    seed_correlation,
-    settle,
-    versus_base,
-)
+from analysis.stats.verdicts import Verdict, claim_comparisons, judge_table, settle, versus_base
 from tests.helpers import ROOT
 
 ROWS = [f"R{i}" for i in range(1, 10)]
@@ -446,7 +437,7 @@ def test_every_planned_look_is_charged_once_the_loop_looked():
     """A budget stop is charged every planned look (the next round's cost, which decides it, depends on how many
     rows are undecided: the data choose it); one look only where the session stopped before the loop's first
     look (the simulation that fails with the looks taken charged: tests/analysis/test_report_family.py)."""
-    from analysis.stats.verdicts import charged_looks
+    from analysis.stats.rule import charged_looks
 
     assert charged_looks(None) == 1
     assert charged_looks({"looks": 3, "rounds": [], "stop": "budget",
@@ -481,7 +472,8 @@ def test_unstable_is_about_the_estimate_not_the_threshold():
 def test_family_procedures_match_statsmodels():
     """decide() rejects exactly what statsmodels' Benjamini-Hochberg and Holm reject at alpha (a doubled or halved
     threshold fails here), and leaves a rejected comparison on its side."""
-    from analysis.stats.verdicts import Comparison, decide
+    from analysis.stats.comparisons import Comparison
+    from analysis.stats.family import decide
 
     rng = np.random.default_rng(9)
     for method, name in (("bh", "fdr_bh"), ("holm", "holm")):

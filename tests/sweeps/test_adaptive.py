@@ -6,7 +6,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from analysis.stats.verdicts import Outcome, Rule, charged_looks, judge_table, undecided_rows
+from analysis.stats.adaptive_seeds import undecided_rows
+from analysis.stats.comparisons import Outcome
+from analysis.stats.rule import Rule, charged_looks
+from analysis.stats.verdicts import judge_table
 from sweeps.run.adaptive import seed_rounds
 from sweeps.spec.sweep_spec import SpecError, load_spec, parse_budget
 
