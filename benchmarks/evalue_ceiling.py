@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from verdict_calibration import MIX, SETS, machine_line, one_stopping, report_outcome, seed_frame  # noqa: E402
 
-from analysis.data.claims import CLAIMS  # noqa: E402
+from analysis.data.claims import table3_claims  # noqa: E402
 from analysis.report import simulate as sim  # noqa: E402
 from analysis.stats.adaptive_seeds import undecided_rows  # noqa: E402
 from analysis.stats.rule import Rule  # noqa: E402
@@ -59,7 +59,7 @@ def loop(full: dict, rule: Rule, lo: int, hi: int) -> dict:
     seeds."""
     n = dict.fromkeys(full["dev_bleu"], lo)
     for _ in range(hi - lo):
-        why = [r for r in undecided_rows(seed_frame(full, n), CLAIMS, rule, hi) if n[r] < hi]
+        why = [r for r in undecided_rows(seed_frame(full, n), table3_claims(), rule, hi) if n[r] < hi]
         if not why:
             break
         for r in why:

@@ -360,14 +360,14 @@ def report_outcome(values: dict, rule: Rule, effects: dict, noisy: str = "C4") -
     """The whole printed report of a table (dev's claims, test's and a named set's, rows against base: one family,
     as sim.report_errors judges it): any false decided comparison, one involving the row ``noisy``, real
     comparisons and those found, seeds per row."""
-    from analysis.data.claims import CLAIMS, claim_rows
+    from analysis.data.claims import claim_rows, table3_claims
     from analysis.stats.comparisons import Outcome
     from analysis.stats.verdicts import judge
 
     shape = sim.Shape(sets=SETS)
-    claimed = {x for v in claim_rows(CLAIMS).values() for x in v} | {"base"}
+    claimed = {x for v in claim_rows(table3_claims()).values() for x in v} | {"base"}
     versus = [r for r in shape.rows if r not in claimed]
-    j = judge(values, shape.claims(CLAIMS), rule, versus, versus_readings=sim.DEV)
+    j = judge(values, shape.claims(table3_claims()), rule, versus, versus_readings=sim.DEV)
     comps = [c for r in j.claims for c in r.comparisons] + [c for cs in j.versus.values() for c in cs]
     wrong = [sim.false_outcome(c, effects) for c in comps]
     real = [c for c in comps if c.relation != "~" and effects.get(c.a, 0.0) != effects.get(c.b, 0.0)]

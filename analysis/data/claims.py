@@ -1,11 +1,11 @@
 """Claims as data: what a sweep's spec states before any result is seen, judged by analysis.stats.verdicts.
 
-Each claim is a ``Claim``: comparisons of the spec's rows in terms of quality, the readings it is judged on and,
-for an "about equal", the margin (see ``Claim`` for each field).  A spec states them in its ``claims:`` section
-(``parse_claims``: one-line errors, "did you mean"); the paper's eight conclusions from Table 3 are such a
-section of sweeps/specs/table3.yaml (``CLAIMS``), which other specs name with ``claims: table3``.  The paper's
-claims are judged on dev BLEU (the paper's) and dev cross-entropy (ln PPL, where seed noise is far smaller),
-except for label smoothing, which moves perplexity by design and is judged on the reading it names.
+Each claim is a ``Claim``: comparisons of the spec's rows in terms of quality, the readings it is judged on and, for an
+"about equal", the margin (see ``Claim`` for each field).  A spec states them in its ``claims:`` section
+(``parse_claims``: one-line errors, "did you mean"); the paper's eight conclusions from Table 3 are such a section of
+sweeps/specs/table3.yaml (``table3_claims()``), which other specs name with ``claims: table3``.  The paper's claims are
+judged on dev BLEU (the paper's) and dev cross-entropy (ln PPL, where seed noise is far smaller), except for label
+smoothing, which moves perplexity by design and is judged on the reading it names.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
+from functools import cache
 from pathlib import Path
 
 from transformer_core.errors import UserError, did_you_mean
@@ -226,7 +227,7 @@ def parse_claims(raw, rows: list[str], task: str = "translation", path: str = "c
             hint = did_you_mean(raw, NAMED_CLAIMS)
             raise UserError(f"{path}: {raw!r} is not a named set of claims{hint}; allowed a list of claims or "
                             f"{named}")  # fmt: skip
-        return list(CLAIMS)
+        return table3_claims()
     if not isinstance(raw, list):
         raise UserError(f"{path}: expected a list of claims (each with id and compare) or the name table3, got "
                         f"{type(raw).__name__}")  # fmt: skip
@@ -328,25 +329,30 @@ def _recorded(doc, path: str) -> Claim:
     return Claim(cid, comps, tuple(readings), doc.get("text", ""), doc.get("kind", ""), margin)
 
 
-def _table3_claims() -> list[Claim]:
-    """The paper's claims, as the shipped Table 3 spec states them (its ``claims:``, rows checked against its rows)."""
+@cache
+def _paper() -> tuple[Claim, ...]:
     import yaml
 
     doc = yaml.safe_load(TABLE3_SPEC.read_text(encoding="utf-8"))
     rows = ["base", *(str(r["label"]) for group in doc["rows"].values() for r in group)]
-    return parse_claims(doc["claims"], rows)
+    return tuple(parse_claims(doc["claims"], rows))
 
 
-CLAIMS = _table3_claims()
+def table3_claims() -> list[Claim]:
+    """The paper's claims, as the shipped Table 3 spec states them (its ``claims:``, rows checked against its rows):
+    read on the first call, not at import, and a fresh list each call (the claims themselves are frozen)."""
+    return list(_paper())
+
 
 BLEU_ONLY = "stated in BLEU only: a language-model sweep has no BLEU"
 
 
-def claims_for(task: str, claims: list[Claim] = CLAIMS) -> tuple[list[Claim], list[Claim]]:
+def claims_for(task: str, claims: list[Claim] | None = None) -> tuple[list[Claim], list[Claim]]:
     """(the claims a sweep of ``task`` judges, those it cannot).  Each claim is judged on those of its readings the
     task has (analysis.data.metrics: ``Task.readings``): a translation sweep judges every claim on every reading; a
     language model (task lm) judges Table 3's claims on dev cross-entropy, and a claim stated only in BLEU terms is
     left apart (the report shows it not measured)."""
+    claims = table3_claims() if claims is None else claims
     claims = as_claims(claims)
     allowed = for_task(task).readings
     if all(r in allowed for c in claims for r in c.readings):
@@ -355,8 +361,9 @@ def claims_for(task: str, claims: list[Claim] = CLAIMS) -> tuple[list[Claim], li
     return [c for c in judged if c.readings], [c for c in claims if not set(c.readings) & set(allowed)]
 
 
-def claim_rows(claims: list[Claim] = CLAIMS) -> dict[str, list[str]]:
+def claim_rows(claims: list[Claim] | None = None) -> dict[str, list[str]]:
     """The rows each claim compares (best: candidates included), for links and adaptive seeds."""
+    claims = table3_claims() if claims is None else claims
     out = {}
     for c in as_claims(claims):
         rows: list[str] = []

@@ -34,7 +34,7 @@ from transformer_core.errors import UserError
 from transformer_core.rundir import SAFE_NAME, write_json
 
 from .adaptive_record import AdaptiveRecord, read_adaptive
-from .claims import CLAIMS, Claim, recorded_claims
+from .claims import Claim, recorded_claims, table3_claims
 from .files import read_text
 
 VERSION = 1
@@ -81,7 +81,7 @@ class ReportShape:
 
     title: str = "Table 3 reproduction"
     description: str = ""
-    claims: tuple[Claim, ...] = tuple(CLAIMS)
+    claims: tuple[Claim, ...] = field(default_factory=lambda: tuple(table3_claims()))
     paper: dict | None = None  # our row -> the paper's row; None: every row whose label is the paper's
     amended: tuple = ()  # claims changed after the sweep started: [{at, claims, trials}]
 
@@ -93,7 +93,7 @@ class ReportShape:
     @property
     def paper_claims(self) -> bool:
         """The claims are the paper's (the headings say so)."""
-        return list(self.claims) == list(CLAIMS)
+        return list(self.claims) == list(table3_claims())
 
     def heading(self, sweep: str) -> str:
         return f"{self.title}: {sweep}" if self.title else str(sweep)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from analysis.data.claims import CLAIMS, MARGINED, Claim, as_claims, claim_rows, claims_for
+from analysis.data.claims import MARGINED, Claim, as_claims, claim_rows, claims_for, table3_claims
 from analysis.data.files import read_text
 from analysis.data.metrics import SET_METRICS, for_task, set_reading, sweep_task
 from analysis.data.text import printable
@@ -158,8 +158,9 @@ def column_group(df: pd.DataFrame, sets: list[tuple[str, tuple[str, ...]]]) -> t
     return pd.DataFrame(shown), pd.DataFrame(numbers)
 
 
-def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
+def set_claims(name: str, claims: list[Claim] | None = None) -> list[Claim]:
     """The claims with their dev readings replaced by the set's (margins carried over; see the module doc)."""
+    claims = table3_claims() if claims is None else claims
     out = []
     for c in as_claims(claims):
         equal = any(rel in MARGINED for _, rel, _ in c.comparisons)
@@ -177,10 +178,11 @@ def set_claims(name: str, claims: list[Claim] = CLAIMS) -> list[Claim]:
 
 
 def claims_table(df: pd.DataFrame, name: str, rule: Rule = Rule(), reg: dict | None = None,
-                 stated: list[Claim] = CLAIMS) -> pd.DataFrame:  # fmt: skip
+                 stated: list[Claim] | None = None) -> pd.DataFrame:  # fmt: skip
     """The claims (``stated``: the spec's) judged on one set (final values only: no trajectory), like
     tables.judge_report; decided at ``rule``'s cutoff, the whole report's family (``report_rule``), where it has
     one."""
+    stated = table3_claims() if stated is None else stated
     claims = set_claims(name, stated)
     by_id, rows_of = {c.id: c for c in claims}, claim_rows(claims)
     undertrained = bool((reg if reg is not None else regime(df)).get("undertrained"))
@@ -197,11 +199,12 @@ def _printed(j: Judgement) -> list:
     return [c for r in j.claims for c in r.comparisons] + [c for comps in j.versus.values() for c in comps]
 
 
-def report_rule(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), stated: list[Claim] = CLAIMS) -> Rule:
+def report_rule(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), stated: list[Claim] | None = None) -> Rule:
     """``rule`` with the cutoff of the whole printed report's family: every comparison of the claims on dev, of
     the rows no claim covers against base, and of the claims on test and on each named set (the tables the
     report prints), taken before any is decided.  Each table decided at that cutoff is the procedure (BH or Holm)
     over their union: one family, whose error rate the header states.  ``family="claim"`` is returned as it is."""
+    stated = table3_claims() if stated is None else stated
     if rule.family != "report":
         return rule
     if sweep_dir is not None:
@@ -229,10 +232,11 @@ def _note(name: str, per_trial: dict, finished: int) -> str:
 
 
 def evaluation_sets(df: pd.DataFrame, sweep_dir=None, rule: Rule = Rule(), reg: dict | None = None,
-                    stated: list[Claim] = CLAIMS) -> EvalSetsReport:  # fmt: skip
+                    stated: list[Claim] | None = None) -> EvalSetsReport:  # fmt: skip
     """The extra Table-3 column group (chrF on dev and test; BLEU and chrF on every named set) and one
     claims table per set (test and the named sets; dev's is the main claims table).  ``sweep_dir`` is where
     relative workdirs in ``df`` are resolved."""
+    stated = table3_claims() if stated is None else stated
     if sweep_dir is not None:
         df = df.assign(workdir=[str(Path(sweep_dir) / w) if not Path(w).is_absolute() else w for w in df["workdir"]])
     full, names, records = with_set_columns(df)

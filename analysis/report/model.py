@@ -9,7 +9,7 @@ are made here from the model, so that the formats cannot disagree.
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -114,7 +114,7 @@ class ReportModel:
     problems: pd.DataFrame  # failed, stopped or missing trials with their reasons
     seeds: pd.DataFrame  # every seed of every row (seeds.csv)
     images: dict[str, str]  # figure title -> PNG, base64 (analysis.report.plots)
-    shape: ReportShape = ReportShape()  # the spec's title, description, claims and paper rows
+    shape: ReportShape = field(default_factory=ReportShape)  # the spec's title, description, claims and paper rows
 
     @property
     def header_noise(self) -> dict[str, Noise]:

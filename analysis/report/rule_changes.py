@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.data.adaptive_record import AdaptiveRecord, read_adaptive
-from analysis.data.claims import CLAIMS, Claim
+from analysis.data.claims import Claim, table3_claims
 from analysis.data.sweep_record import require_record
 from analysis.stats.rule import Rule, charged_looks
 from analysis.stats.trajectory import points, regime
@@ -62,10 +62,11 @@ def steps(adaptive: AdaptiveRecord | dict | None, looks_taken: int) -> list[Step
 
 
 def compare(df: pd.DataFrame, adaptive: AdaptiveRecord | dict | None, looks_taken: int, sweep_dir=None,
-            claims: list[Claim] = CLAIMS) -> pd.DataFrame:  # fmt: skip
+            claims: list[Claim] | None = None) -> pd.DataFrame:  # fmt: skip
     """One line per claim-reading: its verdict under each step's rule (⚠ where unstable), whether the first and
     the last differ, and the steps where the verdict changed.  ``sweep_dir``: where the trials' evaluation sets
     are read from for the last step's family (without it, dev's claims and the rows against base)."""
+    claims = table3_claims() if claims is None else claims
     pts = points(df)
     reg = regime(df, pts=pts)
     plan = steps(adaptive, looks_taken)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analysis.data.claims import CLAIMS, claim_rows
+from analysis.data.claims import claim_rows, table3_claims
 from analysis.data.metrics import SET_METRICS, for_task, get_reading, set_reading
 from analysis.stats.comparisons import Outcome, compare
 from analysis.stats.family import decide
@@ -47,8 +47,9 @@ class Shape:
             for m in SET_METRICS.values():
                 self.sigma.setdefault(set_reading(s, m.name), self.sigma.get(m.from_dev, 1.0))
 
-    def claims(self, claims=CLAIMS) -> list:
+    def claims(self, claims=None) -> list:
         """The claims the report judges: dev's, then each set's (analysis.report.evalsets.set_claims)."""
+        claims = table3_claims() if claims is None else claims
         return list(claims) + [c for s in self.sets for c in set_claims(s, claims)]
 
 
@@ -97,7 +98,7 @@ def report_noise(values: dict, shape: Shape, model: str = "moderated") -> dict[s
     return {r: nz for t in tables for r, nz in table_noise({r: values[r] for r in t if r in values}, model).items()}
 
 
-def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, claims=CLAIMS,
+def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, claims=None,
                   values: dict | None = None, per_table: bool = False) -> dict:  # fmt: skip
     """Judge one simulated report (dev's claims, each of ``shape.sets``' claims and the rows no claim covers
     against base, one family as the report decides them) and count what it prints: comparisons decided
@@ -105,6 +106,7 @@ def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, cl
     verdicts decided and false, and true effects found (comparisons with a true difference, decided on its
     side).  ``values``: the table, where the caller drew it.  ``per_table``: each set's claims a family of their
     own, dev's with the rows against base (the rule a whole-report family replaced, for comparison)."""
+    claims = table3_claims() if claims is None else claims
     effects = effects or {}
     values = table(rng, shape, effects) if values is None else values
     claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}
@@ -137,11 +139,12 @@ def report_errors(rng, shape: Shape, rule: Rule, effects: dict | None = None, cl
     return out
 
 
-def row_errors(rng, shape: Shape, rule: Rule, row: str, effects: dict | None = None, claims=CLAIMS,
+def row_errors(rng, shape: Shape, rule: Rule, row: str, effects: dict | None = None, claims=None,
                values: dict | None = None) -> dict:  # fmt: skip
     """One simulated whole printed report judged as ``report_errors`` judges it (one family): is a comparison
     involving ``row`` falsely decided anywhere ("any"), on dev's readings ("dev"), on the other sets' ("sets"); is
     any comparison falsely decided ("report"); real comparisons ("real") and those found on their side ("found")."""
+    claims = table3_claims() if claims is None else claims
     effects = effects or {}
     values = table(rng, shape, effects) if values is None else values
     claimed = {x for v in claim_rows(claims).values() for x in v} | {"base"}
@@ -204,9 +207,10 @@ def late_table(rng, shape: Shape, rho: float = 0.6, before: dict | None = None, 
 
 
 def unstable_flags(rng, shape: Shape, rule: Rule, rho: float = 0.6, before: dict | None = None,
-                   after: dict | None = None, control: bool = True, claims=CLAIMS) -> set:  # fmt: skip
+                   after: dict | None = None, control: bool = True, claims=None) -> set:  # fmt: skip
     """The claim-readings and rows against base (dev readings) one simulated report flags unstable
     (analysis.stats.stability.flagged), its final point judged by ``rule``, one late point (``late_table``)."""
+    claims = table3_claims() if claims is None else claims
     from analysis.stats.stability import flagged
 
     at, end = late_table(rng, shape, rho, before, after)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from analysis.data.claims import BLEU_ONLY, CLAIMS, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for
+from analysis.data.claims import BLEU_ONLY, UNDERTRAINED_KINDS, Claim, claim_rows, claims_for, table3_claims
 from analysis.data.metrics import for_task, get_reading, sweep_task
 from analysis.data.paper import load_table3
 from analysis.stats.comparisons import Outcome, seed_values
@@ -206,12 +206,13 @@ def claims_frame(records: list[dict]) -> pd.DataFrame:
 
 
 def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None, pts: dict | None = None,
-                 claims: list[Claim] = CLAIMS) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
+                 claims: list[Claim] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:  # fmt: skip
     """(claims, rows against base): one line per claim and reading, one per unclaimed row and reading, all decided
     as one family (``rule``), each judged again at every evaluation point the trials share (the trajectory).
     ``claims``: the spec's (sweep.json's record; the paper's by default).  ``reg`` is trajectory.regime(df) and
     ``pts`` trajectory.points(df) when the caller has them already.  A language-model sweep judges the claims on
     perplexity (claims.claims_for); those stated only in BLEU get a "not measured" line."""
+    claims = table3_claims() if claims is None else claims
     stated = claims
     claims, apart = claims_for(sweep_task(df), stated)
     vrows = unclaimed_rows(df, stated) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
@@ -231,11 +232,12 @@ def judge_report(df: pd.DataFrame, rule: Rule = Rule(), reg: dict | None = None,
     return table, _versus_table(df, final, vtraj, guard, flags)
 
 
-def shown_noise(df: pd.DataFrame, claims: list[Claim] = CLAIMS, readings: tuple = ()) -> dict[str, Noise]:
+def shown_noise(df: pd.DataFrame, claims: list[Claim] | None = None, readings: tuple = ()) -> dict[str, Noise]:
     """The seed-noise model of each reading the header and the tables show (``readings``; by default the
     reproduction table's, analysis.data.metrics ``Task.table``), as the verdicts use it: those of the table
     ``judge_report`` judges (its claims' readings and the rows against base's) together, the others each alone
     (verdicts.frame_noise)."""
+    claims = table3_claims() if claims is None else claims
     judged, _ = claims_for(sweep_task(df), claims)
     vrows = unclaimed_rows(df, claims) if ((df["row"] == "base") & (df["status"] == Status.FINISHED)).any() else []
     shown = readings or for_task(sweep_task(df)).table
@@ -245,8 +247,9 @@ def shown_noise(df: pd.DataFrame, claims: list[Claim] = CLAIMS, readings: tuple 
 VERSUS_LABEL = {Outcome.AGREES: "better than base", Outcome.CONTRADICTS: "worse than base"}
 
 
-def unclaimed_rows(df: pd.DataFrame, claims: list[Claim] = CLAIMS) -> list[str]:
+def unclaimed_rows(df: pd.DataFrame, claims: list[Claim] | None = None) -> list[str]:
     """Rows of the sweep that no claim (of ``claims``, the spec's) covers, in the table's order."""
+    claims = table3_claims() if claims is None else claims
     claimed = {r for rows in claim_rows(claims).values() for r in rows} | {"base"}
     return [r for r in row_order(df) if r not in claimed]
 

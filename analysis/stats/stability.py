@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from analysis.data.claims import CLAIMS, Claim, as_claims
+from analysis.data.claims import Claim, as_claims, table3_claims
 
 from .comparisons import Comparison, compare, reading_values
 from .rule import ALPHA, Rule
@@ -93,7 +93,7 @@ def unstable_line(flagged: int, units: int, tests: int, alpha: float = ALPHA) ->
 def unstable_counts(claims: pd.DataFrame, versus: pd.DataFrame, all_claims: list[Claim] | None = None) -> dict:
     """{flagged, units, comparisons} of a report's tables (tables.judge_report's claims and rows against base):
     lines judged over the budget (with a trajectory), those flagged, and the comparisons they hold."""
-    from_id = {c.id: len(c.comparisons) for c in as_claims(all_claims or CLAIMS)}
+    from_id = {c.id: len(c.comparisons) for c in as_claims(all_claims or table3_claims())}
     flagged = units = comparisons = 0
     for frame, per_line in ((claims, lambda r: from_id.get(r["claim"], 1)), (versus, lambda r: 1)):
         for _, r in frame.iterrows() if len(frame) and "trajectory" in frame else ():

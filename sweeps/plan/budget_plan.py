@@ -16,7 +16,7 @@ from typing import Optional
 
 import pandas as pd
 
-from analysis.data.claims import CLAIMS, Claim, claim_rows, claims_for
+from analysis.data.claims import Claim, claim_rows, claims_for, table3_claims
 from sweeps.spec.sweep_spec import Spec, Trial
 from transformer_core import rundir
 from transformer_core.errors import UserError
@@ -64,8 +64,9 @@ def left_fraction(df: pd.DataFrame, trials: list[Trial]) -> dict[str, float]:
     return out
 
 
-def sweep_claims(trials: list[Trial], claims: list[Claim] = CLAIMS) -> dict[str, list[str]]:
+def sweep_claims(trials: list[Trial], claims: list[Claim] | None = None) -> dict[str, list[str]]:
     """{claim: rows} of the claims (the spec's) that a sweep of these trials judges (those its task can judge)."""
+    claims = table3_claims() if claims is None else claims
     task = str(trials[0].values.get("task", "translation")) if trials else "translation"
     return claim_rows(claims_for(task, claims)[0])
 
@@ -75,7 +76,8 @@ class BudgetPlan:
     the measured ones), and what ``slots`` parallel slots reach in ``budget_left`` seconds."""
 
     def __init__(self, trials: list[Trial], seconds: dict[str, float], slots: int, budget_left: float,
-                 claims: list[Claim] = CLAIMS):  # fmt: skip
+                 claims: list[Claim] | None = None):  # fmt: skip
+        claims = table3_claims() if claims is None else claims
         self.trials, self.seconds, self.slots = trials, seconds, slots
         self.claims = sweep_claims(trials, claims)
         rows = list(dict.fromkeys(t.row for t in trials))

@@ -28,7 +28,7 @@ import time
 from typing import Callable, Optional
 
 from analysis.data.adaptive_record import StopReason, new_record, record_stop
-from analysis.data.claims import CLAIMS, Claim
+from analysis.data.claims import Claim, table3_claims
 from analysis.data.collect import collect
 from analysis.stats.adaptive_seeds import undecided_rows
 from analysis.stats.rule import sweep_rule
@@ -125,12 +125,13 @@ def adaptive_rounds(ctx: SweepContext, budget: Optional[float], echo: Callable[[
 
 def seed_rounds(ad: dict, frame: Callable, next_for: Callable, run: Callable, round_seconds: Callable,
                 budget: Optional[float], spent: Callable[[], float], echo: Callable[[str], None] = print,
-                claims: list[Claim] = CLAIMS) -> str:  # fmt: skip
+                claims: list[Claim] | None = None) -> str:  # fmt: skip
     """The rounds after the minimum seeds: judge (frame() is the sweep's trials), add one seed to each row whose
     verdict one more seed could decide (next_for(why) gives the trials, run(trials, k) runs round k), until the
     data decide, max is reached or the next round would exceed the budget.  Records why in ad["stop"] (a
     StopReason: data, max or budget; every planned look is charged for each: analysis.stats.rule.charged_looks) and
     returns the reason in words."""
+    claims = table3_claims() if claims is None else claims
     while True:
         spent()
         if len(ad["rounds"]) >= ad["max"] - ad["min"]:

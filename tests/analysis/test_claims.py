@@ -5,7 +5,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from analysis.data.claims import CLAIMS, Claim, as_claims, claim_rows, claims_for
+from analysis.data.claims import Claim, as_claims, claim_rows, claims_for, table3_claims
 from analysis.data.paper import KNOBS, load_table3, row_overrides
 from analysis.report.evalsets import set_claims
 from analysis.stats.verdicts import judge
@@ -25,9 +25,9 @@ def test_a_claim_is_frozen_and_normalised():
 
 
 def test_every_claim_of_the_paper_is_complete():
-    ids = [c.id for c in CLAIMS]
+    ids = [c.id for c in table3_claims()]
     assert len(set(ids)) == len(ids) == 8
-    for c in CLAIMS:
+    for c in table3_claims():
         assert c.text and c.kind and c.readings and c.comparisons
         assert all(rel in ("<", ">", "~") for _, rel, _ in c.comparisons)
         for reading in c.readings:  # an equivalence is decided against a margin stated before any result
@@ -38,7 +38,7 @@ def test_a_mapping_is_judged_like_the_claim_it_describes():
     rng = np.random.default_rng(3)
     values = {r: 20 + rng.standard_normal(3) for r in ("base", "E1")}
     values["E1"] += 0.2
-    claim = next(c for c in CLAIMS if c.id == "E-learned-positions")
+    claim = next(c for c in table3_claims() if c.id == "E-learned-positions")
     as_dict = {"id": claim.id, "readings": ("dev_bleu",), "comparisons": [("E1", "~", "base")],
                "margin": {"dev_bleu": 1.0}}  # fmt: skip
     a = judge({"dev_bleu": values}, [claim]).claims[0]
@@ -50,8 +50,8 @@ def test_a_mapping_is_judged_like_the_claim_it_describes():
 def test_a_language_model_judges_perplexity_and_sets_aside_bleu_only_claims():
     judged, apart = claims_for("lm")
     assert [c.id for c in apart] == ["D-ls-helps-bleu"]
-    assert all(c.readings == ("dev_ce",) for c in judged) and len(judged) == len(CLAIMS) - 1
-    assert claims_for("translation")[0] == CLAIMS
+    assert all(c.readings == ("dev_ce",) for c in judged) and len(judged) == len(table3_claims()) - 1
+    assert claims_for("translation")[0] == table3_claims()
 
 
 def test_an_evaluation_set_carries_the_dev_margins_over():
@@ -75,3 +75,26 @@ def test_the_paper_knobs_come_from_the_knob_table():
     assert set(KNOBS) <= set(base)  # every knob is a column of the paper's table
     assert set(row_overrides(base)) == {k for k in KNOBS if knob(k).where == "model"}
     assert "eps_ls" in KNOBS and "eps_ls" not in row_overrides(base)  # label smoothing is the recipe's
+
+
+def test_the_papers_claims_are_read_when_asked_not_at_import():
+    """Importing every module of analysis/ and sweeps/ does not read sweeps/specs/table3.yaml: the paper's claims
+    are loaded by a function on first use (a module-level constant would read the spec at import)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    code = (
+        "import importlib, pkgutil, analysis, sweeps\n"
+        "for pkg in (analysis, sweeps):\n"
+        "    for m in pkgutil.walk_packages(pkg.__path__, pkg.__name__ + '.'):\n"
+        "        if not m.name.endswith('__main__'):\n"
+        "            importlib.import_module(m.name)\n"
+        "from analysis.data import claims\n"
+        "print(claims._paper.cache_info().misses)\n"
+        "claims.table3_claims()\n"
+        "print(claims._paper.cache_info().misses)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["0", "1"], out.stderr[-2000:]

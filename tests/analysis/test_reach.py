@@ -4,7 +4,7 @@ comparisons through the engine, and its family size against the report's."""
 import numpy as np
 import pytest
 
-from analysis.data.claims import CLAIMS
+from analysis.data.claims import table3_claims
 from analysis.report import simulate as sim
 from analysis.report.reach import family_size, reach_lines, seeds_needed, smallest_effect
 from analysis.stats.comparisons import Outcome, compare
@@ -39,7 +39,7 @@ def test_e_values_at_three_seeds_are_named_short_of_a_3_sd_effect():
     """Issue 54: e-values (e-BH) at 3 seeds a row in a report's family of ~75 cannot decide a 3 sd effect even with
     half the family real; the line says so with the seeds that would (computed, and the effect falls with seeds);
     p-values at 5 seeds reach it and get no such line."""
-    family = family_size(CLAIMS, sim.DEMO_ROWS)
+    family = family_size(table3_claims(), sim.DEMO_ROWS)
     lines = reach_lines("e", 3, family, 19)
     assert len(lines) == 2 and lines[1].startswith("Short of 80% power at 3 sd")
     need = seeds_needed("e", family, rejections=family // 2)
@@ -55,4 +55,4 @@ def test_the_family_size_is_what_the_report_tests():
     simulated whole report tests (simulate.report_errors, the report's family)."""
     shape = sim.Shape(seeds=2, sets=("test", "wmt-x"))
     tested = sim.report_errors(np.random.default_rng(1), shape, Rule())["tested"]
-    assert family_size(CLAIMS, sim.DEMO_ROWS, sets=("test", "wmt-x")) == tested
+    assert family_size(table3_claims(), sim.DEMO_ROWS, sets=("test", "wmt-x")) == tested

@@ -53,11 +53,11 @@ def test_the_printed_report_decides_dev_test_and_named_sets_as_one_family(tmp_pa
     df = collect(sweep)
     undecided = Rule(cutoff=1.0)
     p = []
-    from analysis.data.claims import CLAIMS
+    from analysis.data.claims import table3_claims
     from analysis.report.evalsets import _printed, set_claims, with_set_columns
     from analysis.report.tables import unclaimed_rows
 
-    p += [c.p for c in _printed(judge_table(df, CLAIMS, undecided, unclaimed_rows(df)))]
+    p += [c.p for c in _printed(judge_table(df, table3_claims(), undecided, unclaimed_rows(df)))]
     full, names, _ = with_set_columns(df.assign(workdir=[str(sweep / w) for w in df["workdir"]]))
     assert names == ["wmt-x"]
     for s in ["test", *names]:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis.data.claims import CLAIMS, TABLE3_SPEC, Claim, claim_document, parse_claims, recorded_claims
+from analysis.data.claims import TABLE3_SPEC, Claim, claim_document, parse_claims, recorded_claims, table3_claims
 from analysis.report.simulate import Shape, report_errors
 from analysis.report.writers import write_report
 from analysis.stats.rule import Rule
@@ -44,10 +44,10 @@ ROWS = ["base", "P0", "P2", "P3"]
 
 
 def test_the_paper_claims_come_from_table3_yaml_unchanged():
-    assert CLAIMS == BEFORE
+    assert table3_claims() == BEFORE
     doc = yaml.safe_load(TABLE3_SPEC.read_text())
     assert parse_spec(doc).claims == BEFORE  # the spec states them; the report judges what it states
-    assert [Claim.of(claim_document(c)) for c in CLAIMS] == BEFORE  # sweep.json's record reads back the same
+    assert [Claim.of(claim_document(c)) for c in table3_claims()] == BEFORE  # sweep.json's record reads back the same
 
 
 def test_a_users_claims_parse_from_words():
@@ -63,7 +63,7 @@ def test_a_users_claims_parse_from_words():
     assert claims[1].comparisons == (("P3", ">", "best:P0,P2"),) and claims[1].readings == ("dev_bleu", "dev_ce")
     assert claims[1].text == "P3 better than the best of P0, P2"
     assert claims[2].margin_for("dev_ce") == 0.5 and claims[2].text == "0.2 is as good as 0.1"
-    assert parse_claims("table3", ROWS) == CLAIMS and parse_claims(None, ROWS) == []
+    assert parse_claims("table3", ROWS) == table3_claims() and parse_claims(None, ROWS) == []
     lm = parse_claims([{"id": "x", "compare": "P0 < base"}], ROWS, task="lm")
     assert lm[0].readings == ("dev_ce",)
 
@@ -113,7 +113,7 @@ def test_a_spec_checks_its_claims_against_its_rows_and_task():
 def test_a_damaged_record_of_claims_is_one_line():
     with pytest.raises(UserError, match="records claims of the wrong shape"):
         recorded_claims([{"id": "x", "comparisons": [["a", "<<", "b"]]}], "'d'")
-    assert recorded_claims([claim_document(c) for c in CLAIMS], "'d'") == CLAIMS
+    assert recorded_claims([claim_document(c) for c in table3_claims()], "'d'") == table3_claims()
 
 
 def _counts(claims, effects, tables, seeds=3, seed=0):
@@ -186,7 +186,7 @@ def test_a_sweep_recorded_before_specs_stated_claims_reads_as_table3(tmp_path):
 
 
 def test_amended_claims_are_named_in_the_report(tmp_path):
-    record = {"title": "", "description": "", "paper": {}, "claims": [claim_document(CLAIMS[4])],
+    record = {"title": "", "description": "", "paper": {}, "claims": [claim_document(table3_claims()[4])],
               "amended": [{"at": 0.0, "claims": ["D-dropout-helps"], "trials": 12}]}  # fmt: skip
     md = (write_report(_sweep_with(tmp_path, record), tmp_path / "r", samples=20) / "report.md").read_text()
     assert "**Claims amended**: D-dropout-helps changed after the sweep started, with 12 trials finished" in md

@@ -10,7 +10,7 @@ from scipy import stats
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.weightstats import ttost_ind
 
-from analysis.data.claims import CLAIMS
+from analysis.data.claims import table3_claims
 from analysis.stats.comparisons import Outcome, compare, seed_correlation
 from analysis.stats.family import decide, holm
 from analysis.stats.rule import Rule
@@ -150,7 +150,7 @@ def test_one_seed_gets_no_verdict():
             for r, v in (("base", 20.0), ("D1", 12.0), ("D3", 25.0))
         ]
     )
-    results = judge_table(df, CLAIMS).claims
+    results = judge_table(df, table3_claims()).claims
     measured = [r for r in results if r.verdict not in (Verdict.NOT_MEASURED, Verdict.INCOMPLETE)]
     assert measured and all(r.verdict == Verdict.NO_REPLICATES for r in measured)
 
@@ -214,7 +214,7 @@ def test_trajectory_shows_a_contradiction_that_is_gone_by_the_end(tmp_path):
             )
         )
     df = pd.DataFrame(recs)
-    claim = [c for c in CLAIMS if c["id"] == "D-dropout-helps"]
+    claim = [c for c in table3_claims() if c["id"] == "D-dropout-helps"]
     final, traj, _ = trajectories(df, claim)
     path = traj[("D-dropout-helps", "dev_bleu")]
     assert [f for f, _ in path] == [0.333, 0.667, 1.0]
@@ -232,7 +232,7 @@ def test_stable_verdict_and_trained_regime(tmp_path):
         recs.append(_write_trial(tmp_path, "base", s, [(150, 9 + eps, 15.1), (300, 10 + eps, 15.0)], 10 + eps))
         recs.append(_write_trial(tmp_path, "D1", s, [(150, 6 + eps, 16.0), (300, 7 + eps, 15.9)], 7 + eps))
     df = pd.DataFrame(recs)
-    final, traj, _ = trajectories(df, [c for c in CLAIMS if c["id"] == "D-dropout-helps"])
+    final, traj, _ = trajectories(df, [c for c in table3_claims() if c["id"] == "D-dropout-helps"])
     path = traj[("D-dropout-helps", "dev_bleu")]
     assert [r.verdict for _, r in path] == [Verdict.HELD, Verdict.HELD] and not unstable(path)
     assert regime(df)["undertrained"] is False
@@ -401,7 +401,7 @@ def test_report_false_share_with_real_effects():
 def test_best_of_with_a_missing_candidate_is_incomplete():
     """A-one-head compares A1 with the best of base, A2, A3, A4: with A4 unfinished it is incomplete, not judged."""
     values = {r: np.array([20.0, 20.4]) + (i * 0.01) for i, r in enumerate(["base", "A1", "A2", "A3"])}
-    claim = next(c for c in CLAIMS if c["id"] == "A-one-head")
+    claim = next(c for c in table3_claims() if c["id"] == "A-one-head")
     res = judge_claim(claim, values, pooled_noise(values), "dev_bleu")
     assert res.verdict == Verdict.INCOMPLETE and "A4" in res.comparisons[0].detail
 
@@ -412,7 +412,7 @@ def test_a_claim_with_a_row_missing_is_incomplete_even_where_another_contradicts
     rng = np.random.default_rng(3)
     values = {r: 20.0 + rng.normal(0, 0.1, 2) for r in ["base", "C2", "C3", "C4", "C5", "C6", "C7"]}
     values["C1"] = np.array([26.0, 26.2])
-    claim = next(c for c in CLAIMS if c["id"] == "C-bigger-better")
+    claim = next(c for c in table3_claims() if c["id"] == "C-bigger-better")
     part = {r: values[r] for r in ("base", "C1")}
     res = judge_claim(claim, part, pooled_noise(values), "dev_bleu")
     assert res.verdict == Verdict.INCOMPLETE and "contradicts" in res.detail and "missing" in res.detail
@@ -425,7 +425,7 @@ def test_evidence_names_each_comparisons_outcome_and_diverged_seeds():
     rng = np.random.default_rng(53)
     values = {r: 20 + rng.standard_normal(2) for r in ["base", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]}
     values["C1"] -= 30.0  # C1 far worse: agrees with "C1 < base"
-    claim = next(c for c in CLAIMS if c["id"] == "C-bigger-better")
+    claim = next(c for c in table3_claims() if c["id"] == "C-bigger-better")
     res = judge({"dev_bleu": values}, [claim], Rule(), diverged={"C5": 1}).claims[0]
     evidence = [c.evidence() for c in res.comparisons]
     assert evidence[0].startswith("C1 vs base: agrees") and all(": " in e for e in evidence)
@@ -508,7 +508,7 @@ def test_identical_seeds_everywhere_decide_nothing(evidence):
 
     values = {r: np.array([0.005, 0.005]) for r in DEMO_ROWS}
     values["D1"] = np.array([0.004, 0.004])
-    j = judge({"dev_bleu": values}, CLAIMS, Rule(looks=2, evidence=evidence), versus_rows=["D2"])
+    j = judge({"dev_bleu": values}, table3_claims(), Rule(looks=2, evidence=evidence), versus_rows=["D2"])
     dropout = next(r for r in j.claims if r.claim == "D-dropout-helps")
     assert dropout.verdict == Verdict.NO_NOISE and "cannot decide" in dropout.comparisons[0].detail
     comps = [c for r in j.claims for c in r.comparisons] + j.versus["dev_bleu"]

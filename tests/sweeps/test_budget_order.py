@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from analysis.data.claims import CLAIMS, claim_rows
+from analysis.data.claims import claim_rows, table3_claims
 from sweeps.plan.budget_order import (
     Step,
     budget_words,
@@ -26,7 +26,7 @@ def table3_cost(**changed) -> dict[str, float]:
 
 
 def test_the_cheapest_claims_per_row_come_first_and_base_is_paid_once():
-    steps = order_claims(claim_rows(CLAIMS), table3_cost(B1=8, B2=9))
+    steps = order_claims(claim_rows(table3_claims()), table3_cost(B1=8, B2=9))
     assert [s.claims for s in steps] == [
         ("D-ls-hurts-ppl", "D-ls-helps-bleu"),  # base + D3 complete two claims: 10 per claim
         ("D-dropout-helps",),  # D1 alone now that base has run
@@ -47,11 +47,11 @@ def test_the_cheapest_claims_per_row_come_first_and_base_is_paid_once():
 def test_complete_rows_cost_nothing_and_a_finished_claim_is_decided_at_once():
     # an hour spent in the paper's order ran base and all of A: the A claims need nothing more
     cost = table3_cost(base=0, A1=0, A2=0, A3=0, A4=0)
-    steps = order_claims(claim_rows(CLAIMS), cost)
+    steps = order_claims(claim_rows(table3_claims()), cost)
     assert steps[0] == Step(("A-one-head", "A-too-many-heads"), (), 0)
     assert steps[1].claims == ("D-ls-hurts-ppl", "D-ls-helps-bleu") and steps[1].rows == ("D3",)
     # a row that is cheap but half done (one seed left) moves ahead of whole rows
-    steps = order_claims(claim_rows(CLAIMS), table3_cost(base=0, C1=3, C2=0, C3=0, C4=0, C5=0, C6=0, C7=0))
+    steps = order_claims(claim_rows(table3_claims()), table3_cost(base=0, C1=3, C2=0, C3=0, C4=0, C5=0, C6=0, C7=0))
     assert steps[0].claims == ("C-bigger-better",) and steps[0].rows == ("C1",)
 
 
@@ -65,7 +65,7 @@ def test_ties_keep_the_papers_order_and_prefer_more_claims():
 
 
 def test_a_claim_on_a_row_the_sweep_does_not_plan_is_left_out():
-    steps = order_claims(claim_rows(CLAIMS), {"base": 1.0, "D1": 1.0, "E1": 2.0})
+    steps = order_claims(claim_rows(table3_claims()), {"base": 1.0, "D1": 1.0, "E1": 2.0})
     assert [s.claims for s in steps] == [("D-dropout-helps",), ("E-learned-positions",)]
 
 
@@ -91,7 +91,7 @@ def test_schedule_starts_trials_in_order_on_the_first_free_slot():
 
 def test_projection_says_what_a_budget_decides_and_what_it_would_need():
     cost = table3_cost()
-    claims = claim_rows(CLAIMS)
+    claims = claim_rows(table3_claims())
     steps = order_claims(claims, cost)
     trials = [(f"{r}-s{k}", r, cost[r] / 2) for r in row_order(steps, TABLE3_ROWS) for k in (1, 2)]
     # 5 per trial, 2 slots: each row takes 5 of wall time; base, D3, D1, E1 by 20
