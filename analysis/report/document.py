@@ -1,20 +1,27 @@
-"""A report as a list of blocks (a heading, a paragraph, a table, a figure), drawn once as Markdown and once as HTML:
-what the report says is laid out once, and its two files cannot disagree.  The search report's (search_report.py).
+"""A report as a list of blocks (a heading, a paragraph, bullets, a table, a legend, a figure), drawn once as
+Markdown and once as HTML: what a report says is laid out once, and its two files cannot disagree.  Both reports
+are drawn through it: Table 3's (analysis.report.blocks) and the search report's (search_report.py).
 
-A paragraph may mark words **bold**; the HTML escapes every text and draws the marks as <b>.  A figure is a PNG the
-report writes beside report.md and inlines into the page (base64), so that the page works offline and alone.
+A paragraph or bullet may mark words **bold** and `code`; the HTML escapes every text and draws the marks as <b>
+and <code>.  A table's cells are strings or ``Cell``s: Markdown shows a cell's text, the page draws its marks too (a
+verdict's badge, links to rows, a highlight).  A figure is a PNG the report writes beside report.md and inlines
+into the page (base64), so that the page works offline and alone.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import re
 from dataclasses import dataclass
 from typing import Union
 
 import pandas as pd
 
 from .markdown import markdown_table
+
+ROW_ANCHOR = "row-"  # a table row's anchor on the page: row-NAME, what a Cell's links point at
+UNSTABLE_TITLE = "changed in the last half of the budget"
 
 
 @dataclass(frozen=True)
@@ -25,12 +32,39 @@ class Heading:
 
 @dataclass(frozen=True)
 class Paragraph:
-    text: str  # one line; **bold** marks
+    text: str  # one line; **bold** and `code` marks
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: tuple[str, ...]  # each one line; **bold** and `code` marks
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell: ``text`` is what Markdown shows (with ``flag`` after it); the page draws the marks too."""
+
+    text: str
+    badge: str = ""  # a CSS class: the page draws the text as a badge of it (a verdict, an outcome)
+    flag: str = ""  # a warning after the text ("⚠ unstable"): the page draws it in its own colour
+    links: tuple[str, ...] = ()  # the rows the cell names: the page links each to its row in the main table
+    note: str = ""  # a second line on the page under the text (a claim's wording); Markdown leaves it out
+    strong: bool = False
+    highlight: bool = False  # the page highlights the cell (a knob that differs from the base row)
+
+    def __str__(self) -> str:
+        return self.text + (f" {self.flag}" if self.flag else "")
 
 
 @dataclass(frozen=True, eq=False)
 class Table:
-    frame: pd.DataFrame  # the cells as they are shown (strings, formatted by the report)
+    frame: pd.DataFrame  # the cells as they are shown: strings formatted by the report, or Cells
+    anchor: str = ""  # a column whose value names each row: the page gives the row the anchor row-VALUE
+
+
+@dataclass(frozen=True)
+class Legend:
+    items: tuple[tuple[str, str, str], ...]  # (name, symbol, what it means); a name's badge is badge_class(name)
 
 
 @dataclass(frozen=True)
@@ -39,7 +73,12 @@ class Figure:
     name: str  # the PNG's file name beside report.md
 
 
-Block = Union[Heading, Paragraph, Table, Figure]
+Block = Union[Heading, Paragraph, Bullets, Table, Legend, Figure]
+
+
+def badge_class(verdict: str) -> str:
+    """The CSS class of a verdict's badge: v-held, v-within-noise, v-inconclusive, ..."""
+    return "v-" + verdict.split(":")[0].replace(" ", "-")
 
 
 def markdown_lines(blocks: list[Block]) -> list[str]:
@@ -50,30 +89,67 @@ def markdown_lines(blocks: list[Block]) -> list[str]:
             out.append(f"{'#' * b.level} {b.text}")
         elif isinstance(b, Paragraph):
             out.append(b.text)
+        elif isinstance(b, Bullets):
+            out.append("\n".join(f"- {x}" for x in b.items))
         elif isinstance(b, Table):
             out.append(markdown_table(b.frame))
+        elif isinstance(b, Legend):
+            out.append("Legend: " + "; ".join(f"{s} {name}: {what}" for name, s, what in b.items) + ".")
         else:
             out.append(f"![{b.title}]({b.name})")
         out.append("")
     return out
 
 
+_CODE = re.compile(r"`([^`]+)`")
+
+
 def bold(text: str) -> str:
-    """``text`` escaped for HTML, each pair of ** marks as <b>...</b>."""
-    text = html.escape(text)
+    """``text`` escaped for HTML, each pair of ** marks as <b>...</b> and each `...` as <code>...</code>."""
+    text = _CODE.sub(r"<code>\1</code>", html.escape(text))
     while "**" in text:
         text = text.replace("**", "<b>", 1).replace("**", "</b>", 1)
     return text
 
 
-def html_table(d: pd.DataFrame) -> str:
-    """The table's cells as the Markdown table shows them (each stripped), escaped."""
+def _flag(flag: str) -> str:
+    return f' <span class="unstable" title="{UNSTABLE_TITLE}">{html.escape(flag)}</span>' if flag else ""
+
+
+def html_cell(value) -> str:
+    """One <td>: a string escaped; a Cell with its marks."""
+    if not isinstance(value, Cell):
+        return f"<td>{html.escape(str(value).strip())}</td>"
+    if value.links:
+        inner = " ".join(f'<a href="#{ROW_ANCHOR}{html.escape(r)}">{html.escape(r)}</a>' for r in value.links)
+    else:
+        inner = html.escape(value.text.strip())
+    if value.strong:
+        inner = f"<b>{inner}</b>"
+    if value.badge:
+        inner = f'<span class="v {value.badge}">{inner}</span>'
+    inner += _flag(value.flag) + (f"<br>{html.escape(value.note)}" if value.note else "")
+    return f"<td{' class=diff' if value.highlight else ''}>{inner}</td>"
+
+
+def html_table(d: pd.DataFrame, anchor: str = "") -> str:
+    """The table's cells as the Markdown table shows them (each stripped), escaped, with each Cell's marks."""
     head = "".join(f"<th>{html.escape(str(c).strip())}</th>" for c in d.columns)
-    rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(v).strip())}</td>" for v in row) + "</tr>"
-        for row in d.itertuples(index=False)
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    at = list(d.columns).index(anchor) if anchor else None
+    rows = []
+    for row in d.itertuples(index=False):
+        rid = f' id="{ROW_ANCHOR}{html.escape(str(row[at]))}"' if at is not None else ""
+        rows.append(f"<tr{rid}>" + "".join(html_cell(v) for v in row) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _legend(items: tuple[tuple[str, str, str], ...]) -> str:
+    out = []
+    for name, symbol, what in items:
+        badge = f'<span class="v {badge_class(name)}">{html.escape(symbol)} {html.escape(name)}</span>'
+        mark = _flag(f"{symbol} {name}").strip() if name == "unstable" else badge
+        out.append(f"<span>{mark} {html.escape(what)}</span><br>")
+    return f'<div class="legend" id="legend"><b>Legend</b><br>{"".join(out)}</div>'
 
 
 def html_blocks(blocks: list[Block], figures: dict[str, bytes]) -> list[str]:
@@ -84,8 +160,12 @@ def html_blocks(blocks: list[Block], figures: dict[str, bytes]) -> list[str]:
             out.append(f"<h{b.level}>{html.escape(b.text.strip())}</h{b.level}>")
         elif isinstance(b, Paragraph):
             out.append(f"<p>{bold(b.text.strip())}</p>")
+        elif isinstance(b, Bullets):
+            out.append("<ul>" + "".join(f"<li>{bold(x.strip())}</li>" for x in b.items) + "</ul>")
         elif isinstance(b, Table):
-            out.append(html_table(b.frame))
+            out.append(html_table(b.frame, b.anchor))
+        elif isinstance(b, Legend):
+            out.append(_legend(b.items))
         elif b.name in figures:
             png = base64.b64encode(figures[b.name]).decode()
             out.append(f'<img alt="{html.escape(b.title)}" src="data:image/png;base64,{png}">')

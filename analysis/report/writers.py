@@ -7,8 +7,6 @@ sweep to a local view first.
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,10 +15,10 @@ import pandas as pd
 from analysis.data.files import check_replaceable, read_once, whole_folder
 from analysis.data.text import markdown_text, to_csv, without_controls
 
+from .blocks import report_blocks
+from .document import markdown_lines
 from .html_report import render
-from .markdown import markdown_table
-from .model import ReportModel, build, cell, facts, legend, measured, versus_summary
-from .plots import FOREST
+from .model import ReportModel, build
 
 
 def _latex(d: pd.DataFrame) -> str:
@@ -35,40 +33,6 @@ def _latex(d: pd.DataFrame) -> str:
     lines = ["\\begin{tabular}{" + "l" * len(d.columns) + "}", "\\hline", " & ".join(map(esc, d.columns)) + " \\\\"]
     lines += ["\\hline"] + [" & ".join(esc(v) for v in row) + " \\\\" for row in d.itertuples(index=False)]
     return "\n".join(lines + ["\\hline", "\\end{tabular}", ""])
-
-
-def _claims_block(claims: pd.DataFrame) -> list[str]:
-    shown, line = measured(claims)
-    return ([markdown_table(_claims_markdown(shown)), ""] if len(shown) else []) + ([line, ""] if line else [])
-
-
-def _claims_markdown(claims: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "claim": claims["claim"],
-            "reading": claims["reading"],
-            "verdict": [
-                f"{s} {v}" + (" ⚠ unstable" if u else "")
-                for s, v, u in zip(claims["symbol"], claims["verdict"], claims["unstable"])
-            ],
-            "trajectory": claims["trajectory"],
-            "rows": claims["rows"],
-            "detectable": [cell(x, 3) for x in claims.get("detectable", pd.Series([float("nan")] * len(claims)))],
-            "evidence": claims["summary"] + ": " + claims["evidence"],
-            "caveat": claims["caveat"],
-        }
-    )
-
-
-def _versus_block(vb: pd.DataFrame, rule: str) -> list[str]:
-    if not len(vb):
-        return []
-    table = pd.DataFrame({
-        "row": vb["row"], "reading": vb["reading"],
-        "vs base": [o + (" ⚠ unstable" if u else "") for o, u in zip(vb["outcome"], vb["unstable"])],
-        "trajectory": vb["trajectory"], "evidence": vb["evidence"],
-    })  # fmt: skip
-    return ["## Each row against base", "", rule, "", *versus_summary(vb), "", markdown_table(table), ""]
 
 
 def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, samples: int = 1000,
@@ -112,31 +76,9 @@ def write_latex(model: ReportModel, out: Path) -> None:
 
 
 def write_markdown(model: ReportModel, out: Path) -> None:
-    """report.md, with the forest plot beside it (forest.png)."""
-    h, lm = model.header, model.lm
-    forest = []
-    if model.images.get(FOREST):  # the picture before the tables, also beside report.md
-        (out / "forest.png").write_bytes(base64.b64decode(model.images[FOREST]))
-        whose = ", its seeds and the paper's" if model.shape.papers else " and its seeds"
-        forest = [f"![{FOREST}: each row's difference from base{whose}](forest.png)", ""]
-    set_sections = []
-    if model.evalsets is not None:
-        for name, table in model.evalsets.claims.items():
-            if len(table):  # a spec that states no claims has none to judge on the sets either
-                set_sections += [f"## {model.shape.claims_heading(name)}", "", *_claims_block(table)]
-        if model.evalsets.notes:
-            set_sections += ["## Evaluation sets", "", *[f"- {n}" for n in model.evalsets.notes], ""]
-    legend_text = "; ".join(f"{s} {name}: {what}" for name, s, what in legend(model.shape.paper_claims))
-    problems = model.problems
-    shape = model.shape
-    claims = [f"## {shape.claims_heading()}", "", f"Legend: {legend_text}.", "", model.rule_text, "",
-              *_claims_block(model.claims)] if len(model.claims) else []  # fmt: skip
-    md = [f"# {shape.heading(h['sweep'])}", "", *([shape.description, ""] if shape.description else []), facts(h),
-          "", *model.budget_lines(), "", *forest, f"Profile rules: `{json.dumps(h['profile_rules'])}`", "",
-          f"## {shape.table_heading}", "", markdown_table(model.display), "", model.notes, "",
-          *claims, *_versus_block(model.versus, model.versus_rule), *set_sections,
-          "## Failed, stopped or missing trials", "",
-          markdown_table(problems) if len(problems) else "None: every trial finished.", "",
-          "## Plots", "", "See report.html (learning curves per group" + ("" if lm else ", BLEU against parameters")
-          + ").", "", *([] if lm or not h["sacrebleu"] else [f"sacrebleu: `{h['sacrebleu']}`", ""])]  # fmt: skip
-    (out / "report.md").write_text(markdown_text("\n".join(md)))  # spec text: no control character or HTML tag
+    """report.md, with its figures beside it (forest.png, ...): the report's blocks (analysis.report.blocks)."""
+    blocks, figures = report_blocks(model)
+    for name, png in figures.items():
+        (out / name).write_bytes(png)
+    # spec text: no control character or HTML tag
+    (out / "report.md").write_text(markdown_text("\n".join(markdown_lines(blocks))))

@@ -63,6 +63,31 @@ def test_what_the_model_holds_is_what_every_format_shows(model, tmp_path):
     assert "MARKED IN THE MODEL" in html_report.render(changed)
 
 
+def test_report_md_and_report_html_say_the_same_in_the_same_order(model, tmp_path):
+    """Both files draw one list of blocks: the same headings in the same order, every claims table (dev's and each
+    evaluation set's) with the same claim-readings and verdicts, every figure written beside report.md and inlined
+    in the page."""
+    import html
+    import re
+
+    write_markdown(model, tmp_path)
+    md, page = (tmp_path / "report.md").read_text(), html_report.render(model)
+    md_heads = [re.sub(r"^#+ ", "", x) for x in md.splitlines() if x.startswith("#")]
+    page_heads = [html.unescape(x) for x in re.findall(r"<h\d>(.*?)</h\d>", page)]
+    assert md_heads == page_heads and len(md_heads) > 5
+    assert any("evaluation set" in x or "test" in x for x in md_heads)  # the sets' claims are in both
+    pngs = re.findall(r"!\[[^]]*\]\(([^)]+\.png)\)", md)
+    assert pngs and all((tmp_path / name).is_file() for name in pngs)
+    assert page.count("data:image/png;base64,") == len(pngs) == len(model.images)
+    rows = [x for x in md.splitlines() if x.startswith("| ")]
+    shown = {(s, v) for t in [model.claims, *model.set_claims.values()] for s, v in zip(t["symbol"], t["verdict"])}
+    legend = {name for name, _, _ in analysis.report.model.legend(model.shape.paper_claims)}
+    for symbol, verdict in shown - {("?", "not measured")}:
+        mark = f"{symbol} {verdict}"
+        in_md = sum(x.count(mark) for x in rows)
+        assert in_md and page.count(f"{html.escape(mark)}</span>") - (verdict in legend) == in_md, mark
+
+
 def test_the_seed_noise_is_computed_once_and_shared(sweep, monkeypatch):
     """The table and the forest plot take the model's noise: their own fallback is never called."""
     monkeypatch.setattr(analysis.report.tables, "shown_noise", _refuse)
