@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from verdict_calibration import MIX, SETS, machine_line, one_stopping, report_outcome, seed_frame  # noqa: E402
 
 from analysis.data.claims import table3_claims  # noqa: E402
-from analysis.report import simulate as sim  # noqa: E402
 from analysis.stats.adaptive_seeds import undecided_rows  # noqa: E402
 from analysis.stats.rule import Rule  # noqa: E402
+from benchmarks import simulate as sim  # noqa: E402
 
 GUARDS = {"guard 0 (the report's)": 0.0, "guard on 1 prior df": 1.0, "guard on 2 prior df": 2.0,
           "no guard": math.inf}  # fmt: skip

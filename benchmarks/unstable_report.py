@@ -1,5 +1,5 @@
 """'Unstable' over whole simulated reports (analysis/stats/stability.py through
-analysis.report.simulate.unstable_flags).
+benchmarks.simulate.unstable_flags).
 
     python benchmarks/unstable_report.py [--tables 200] [--seed 0]
 
@@ -19,8 +19,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.report import simulate as sim  # noqa: E402
 from analysis.stats.rule import Rule  # noqa: E402
+from benchmarks import simulate as sim  # noqa: E402
 
 
 def main() -> None:

@@ -4,7 +4,7 @@
     python benchmarks/verdict_calibration.py --evalues [--tables 300] [--seed 0]   # the e-value section alone
 
 Every cell uses --tables simulated tables (sweeps, for the adaptive loop), at 2 and 3 seeds per row (19 rows,
-correlated readings, analysis/report/simulate.py).  "Decided" counts every comparison the report prints as agrees /
+correlated readings, benchmarks/simulate.py).  "Decided" counts every comparison the report prints as agrees /
 contradicts, inside a "within noise" verdict too.  Prints:
   * under the complete null, the whole printed report (dev's claims, test's and one named set's, the rows no
     claim covers against base): the share of reports with at least one false decided comparison, false ones per
@@ -38,13 +38,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from analysis.report import simulate as sim  # noqa: E402
 from analysis.stats import seed_noise  # noqa: E402
 from analysis.stats.comparisons import compare
 from analysis.stats.family import decide
 from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
 from analysis.stats.trajectory import unstable  # noqa: E402
+from benchmarks import simulate as sim  # noqa: E402
 
 NEW = Rule()
 HOLM = Rule(method="holm")

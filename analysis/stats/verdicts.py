@@ -136,7 +136,7 @@ def judge(values: dict[str, dict], claims: list[Claim], rule: Rule = Rule(), ver
     ``values`` ({reading: {row: seed values}}; ``versus_readings``, where given, of them), decided together
     (rule.family == "report") or claim by claim and reading by reading (rule.family == "claim").  ``values`` is
     one table (its readings scored by the same trials: ``seed_noise.table_noise``) unless ``noise`` gives each
-    reading's model (several tables judged as one family: analysis.report.simulate)."""
+    reading's model (several tables judged as one family: benchmarks.simulate)."""
     noise = noise or table_noise(values, rule.variance)
     per_claim = [(c, r, claim_comparisons(c, values[r], noise[r], r, rule)) for c in as_claims(claims)
                  for r in c.readings if r in values]  # fmt: skip

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from analysis.report import simulate as sim
 from analysis.stats.comparisons import Comparison, Outcome, compare, detectable
 from analysis.stats.evalues import DESIGN_DELTA, calibrated, critical_t, ebh, t_evalue
 from analysis.stats.family import decide, family_rule
 from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
+from benchmarks import simulate as sim
 
 ALPHA = 0.05
 

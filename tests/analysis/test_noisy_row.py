@@ -12,9 +12,9 @@ import pytest
 from scipy import stats
 
 import analysis.stats.seed_noise
-from analysis.report import simulate as sim
 from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise, standard_error, table_noise
+from benchmarks import simulate as sim
 
 REPORTS = 250
 

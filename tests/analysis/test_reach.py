@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 
 from analysis.data.claims import table3_claims
-from analysis.report import simulate as sim
 from analysis.report.reach import family_size, reach_lines, seeds_needed, smallest_effect
 from analysis.stats.comparisons import Outcome, compare
 from analysis.stats.family import decide
 from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
+from benchmarks import simulate as sim
 
 
 @pytest.mark.parametrize(("evidence", "seeds", "rejections", "looks"), [("p", 3, 7, 2), ("e", 6, 36, 1)])

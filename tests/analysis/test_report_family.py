@@ -12,7 +12,6 @@ from statsmodels.stats.multitest import multipletests
 
 import analysis.stats.seed_noise as seed_noise
 from analysis.data.collect import collect
-from analysis.report import simulate as sim
 from analysis.report.evalsets import report_rule
 from analysis.report.model import build
 from analysis.stats.comparisons import Outcome, _equivalence, compare
@@ -21,6 +20,7 @@ from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import pooled_noise
 from analysis.stats.stability import unstable_line
 from analysis.stats.verdicts import judge_table
+from benchmarks import simulate as sim
 from tests.analysis.test_analysis import make_sweep
 from tests.helpers import ROOT
 

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from analysis.data.claims import TABLE3_SPEC, Claim, claim_document, parse_claims, recorded_claims, table3_claims
-from analysis.report.simulate import Shape, report_errors
 from analysis.report.writers import write_report
 from analysis.stats.rule import Rule
+from benchmarks.simulate import Shape, report_errors
 from sweeps.spec.sweep_spec import SpecError, parse_spec
 from tests.analysis.test_analysis import make_sweep
 from transformer_core.errors import UserError

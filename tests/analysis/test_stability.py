@@ -3,9 +3,9 @@ effect."""
 
 import numpy as np
 
-from analysis.report import simulate as sim
 from analysis.stats.rule import Rule
 from analysis.stats.stability import unstable_line
+from benchmarks import simulate as sim
 
 
 def _share(rng, tables: int, control: bool = True, **paths) -> tuple[float, dict]:

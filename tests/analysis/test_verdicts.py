@@ -336,7 +336,7 @@ def test_equal_spreads_give_the_pooled_t_test():
 
 
 def _one(rng, seeds, spread=1.0, tails="normal", effect=0.0, variance="moderated", tables=1200):
-    from analysis.report.simulate import one_comparison
+    from benchmarks.simulate import one_comparison
 
     return one_comparison(rng, seeds, variance, tables, spread=spread, tails=tails, effect=effect)
 
@@ -368,7 +368,7 @@ def test_power_for_three_sigma_at_three_seeds():
 
 # ---------------------------------------------------------------------------------------------- the report as family
 def _reports(rng, seeds, rule, tables, effects=None):
-    from analysis.report import simulate as sim
+    from benchmarks import simulate as sim
 
     rows = [sim.report_errors(rng, sim.Shape(seeds=seeds), rule, effects) for _ in range(tables)]
     fwer = sum(r["false"] > 0 for r in rows) / tables
@@ -503,8 +503,8 @@ def test_identical_seeds_everywhere_decide_nothing(evidence):
     """Issue 54's reproduction: every row's two seeds read 0.005, D1's 0.004 (a quantised BLEU): the pooled seed
     variance is 0, so there is no evidence; D-dropout-helps reads "no seed noise: cannot decide", not held on p 0
     (e inf), and no comparison of any claim is decided."""
-    from analysis.report.simulate import DEMO_ROWS
     from analysis.stats.verdicts import judge
+    from benchmarks.simulate import DEMO_ROWS
 
     values = {r: np.array([0.005, 0.005]) for r in DEMO_ROWS}
     values["D1"] = np.array([0.004, 0.004])

@@ -1,4 +1,5 @@
-"""Simulated tables with a known truth, for calibrating the verdict engine (tests, benchmarks).
+"""Simulated tables with a known truth, for calibrating the verdict engine (the statistics tests and the benchmarks;
+measuring only, so it lives here and not in the library).
 
 A table has the demo's shape by default: Table 3's 19 rows (big excluded), n seeds each, two readings (dev BLEU
 and dev cross-entropy) whose seed noise correlates (the demo's: -0.7 between BLEU and ln PPL, i.e. +0.7 in
@@ -17,13 +18,12 @@ import numpy as np
 
 from analysis.data.claims import claim_rows, table3_claims
 from analysis.data.metrics import SET_METRICS, for_task, get_reading, set_reading
+from analysis.report.evalsets import set_claims
 from analysis.stats.comparisons import Outcome, compare
 from analysis.stats.family import decide
 from analysis.stats.rule import Rule
 from analysis.stats.seed_noise import Noise, pooled_noise, table_noise
 from analysis.stats.verdicts import Verdict, judge
-
-from .evalsets import set_claims
 
 DEMO_ROWS = ["base", "A1", "A2", "A3", "A4", "B1", "B2", "C1", "C2", "C3", "C4", "C5", "C6", "C7",
              "D1", "D2", "D3", "D4", "E1"]  # fmt: skip
