@@ -37,6 +37,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import cached_property
 
 import pandas as pd
 
@@ -77,8 +78,13 @@ class ClaimResult:
     verdict: Verdict
     comparisons: list[Comparison]
     detail: str
-    detectable: float = float("nan")  # the largest of its comparisons' detectable differences
     diverged: dict = field(default_factory=dict)  # row -> diverged seeds (not in the means)
+
+    @cached_property
+    def detectable(self) -> float:
+        """The largest of its comparisons' detectable differences (nan where none was tested): solved when a table
+        asks for it, not for every claim a simulation judges."""
+        return max((detectable(c) for c in self.comparisons), default=float("nan"))
 
 
 def claim_comparisons(claim: Claim, values: dict, noise: Noise, reading: str, rule: Rule = Rule()) -> list[Comparison]:
@@ -117,9 +123,7 @@ def settle(claim: Claim, reading: str, comps: list[Comparison], diverged: dict |
     detail = counts if len(comps) > 1 else outcomes[0].value
     if gone:
         detail += "; diverged seeds, not in the means: " + ", ".join(f"{r} {k}" for r, k in sorted(gone.items()))
-    res = ClaimResult(Claim.of(claim).id, reading, verdict, comps, detail, diverged=gone)
-    res.detectable = max((detectable(c) for c in comps), default=float("nan"))
-    return res
+    return ClaimResult(Claim.of(claim).id, reading, verdict, comps, detail, diverged=gone)
 
 
 @dataclass

@@ -248,6 +248,11 @@ def test_probability_of_improvement_is_the_pairs_share_and_unbiased():
     pairs = [0, 0, 1, 0.5, 1, 1]  # (1,2) (1,3) (3,2) (3,3) (5,2) (5,3)
     assert improvement(a, b, "dev_bleu") == pytest.approx(sum(pairs) / 6)
     assert improvement(a, b, "dev_ce") == pytest.approx(1 - sum(pairs) / 6)
+    rng = np.random.default_rng(49)
+    for na, nb in ((2, 2), (3, 5), (4, 1)):  # scipy's Mann-Whitney U over the pairs, ties included
+        va, vb = rng.integers(0, 4, na).astype(float), rng.integers(0, 4, nb).astype(float)
+        u = stats.mannwhitneyu(va, vb, method="asymptotic").statistic
+        assert improvement(va, vb, "dev_bleu") == u / (na * nb)
     rng = np.random.default_rng(50)
     shape = sim.Shape(seeds=3, sigma={"dev_bleu": 1.0})
     probs = []
