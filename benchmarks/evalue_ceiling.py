@@ -6,7 +6,7 @@ Issue 44's last target asks e-values (decided by e-BH over the whole printed rep
 within the compute of today's fixed 3 seeds a row, while a row at 3x the others' seed sd stays <= 7%.  This
 measures the ceiling of that target, on the simulated reports of benchmarks/verdict_calibration.py (19 rows,
 dev + test + a named set + the rows against base: 114 comparisons; 7 rows at 3 sd on the paper's side), for
-four e-values (analysis.stats.rule.Rule.guard_df):
+four e-values (Rule.guard: the report's analysis.stats.guard.Guard and benchmarks/guards.py's variants):
 
   * guard 0 (the report's): the smaller of the noise model's safe t-test and Welch's on the two rows' own seeds,
     each floored at the model's: an e-value whatever the two rows' sds;
@@ -45,6 +45,7 @@ from analysis.data.claims import table3_claims  # noqa: E402
 from analysis.stats.adaptive_seeds import undecided_rows  # noqa: E402
 from analysis.stats.rule import Rule  # noqa: E402
 from benchmarks import simulate as sim  # noqa: E402
+from benchmarks.guards import guard  # noqa: E402
 
 GUARDS = {"guard 0 (the report's)": 0.0, "guard on 1 prior df": 1.0, "guard on 2 prior df": 2.0,
           "no guard": math.inf}  # fmt: skip
@@ -98,7 +99,7 @@ def main(argv=None) -> None:
     a = ap.parse_args(argv)
     rng, n, t0 = np.random.default_rng(a.seed), a.tables, time.time()
     print(machine_line(f"python benchmarks/evalue_ceiling.py --tables {a.tables} --seed {a.seed}"))
-    rules = {name: Rule(evidence="e", guard_df=d) for name, d in GUARDS.items()}
+    rules = {name: Rule(evidence="e", guard=guard(d)) for name, d in GUARDS.items()}
     print(f"\n## a row at 3x the others' seed sd, alone against base (alpha 0.05, e >= 20; {8 * n} tables each): "
           f"decided share (target <= 0.07 at an adaptive third seed)")  # fmt: skip
     for name, rule in rules.items():

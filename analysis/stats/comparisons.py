@@ -17,6 +17,7 @@ from analysis.data.metrics import LOG_COLUMNS, get_reading
 from transformer_core.rundir import Status
 
 from .evalues import calibrated, critical_t, guarded_evalue, uncalibrated
+from .guard import Guard
 from .rule import ALPHA, Rule
 from .seed_noise import MIN_DF_SINGLE, Noise, standard_error
 
@@ -102,7 +103,7 @@ class Comparison:
     own_se: float = float("nan")
     own_dof: float = float("nan")
     own_var: tuple = ()  # each row's own seed variance (the guard's), for projecting it to more seeds
-    guard_df: float = 0.0  # the guard's prior df (Rule.guard_df)
+    guard: Guard = Guard()  # the e-value's guard (Rule.guard)
     decided_on: str = "p"  # what the family's procedure decides it on: Rule.evidence ("p" or "e")
 
     def evidence(self) -> str:
@@ -164,10 +165,10 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
     if rule.evidence == "e":
-        c.guard_df = rule.guard_df
+        c.guard = rule.guard
         if has_guard(c):
             floor = (noise.spread(a)[0], noise.spread(b_name)[0])
-            c.own_se, c.own_dof, c.own_var = own_error(va, vb, floor, c.guard_df)
+            c.own_se, c.own_dof, c.own_var = own_error(va, vb, floor, c.guard)
         c.e = _evalue(c, relation) / (1 if relation in MARGINED else factor)
     c.outcome = Outcome.AGREES if agrees else Outcome.CONTRADICTS  # the side; the family's procedure decides
     pct = f"{100 * (1 - (2 if relation in MARGINED else 1) * c.level):.1f}%"
@@ -192,36 +193,21 @@ def _evalue(c: Comparison, relation: str) -> float:
 
 
 def has_guard(c: Comparison) -> bool:
-    """Is the comparison's e-value guarded by the rows' own spread (Rule.guard_df finite)?"""
-    return math.isfinite(c.guard_df)
+    """Is the comparison's e-value guarded by the rows' own spread (Rule.guard)?"""
+    return c.guard.on
 
 
 def own_error(va: np.ndarray, vb: np.ndarray, floor: tuple[float, float],
-              prior_df: float = 0.0) -> tuple[float, float, tuple]:  # fmt: skip
+              guard: Guard = Guard()) -> tuple[float, float, tuple]:  # fmt: skip
     """The guard's standard error of mean(a) - mean(b), its df and the two variances it used: Welch on each row's
-    own seed variance, floored at the noise model's for that row (``floor``), so nothing is shared between the
-    two rows or borrowed to shrink a noisy one; (nan, 0, ()) where a row has fewer than two seeds.  (The two rows'
-    pooled variance, unfloored Welch and Welch on min(na, nb) - 1 df were measured against it: docs/verdicts.md,
-    benchmarks/verdict_calibration.py --evalues.)  ``prior_df`` d > 0 (Rule.guard_df, for measuring
-    the guard's cost only): each row's variance is (d floor + (n - 1) own) / (d + n - 1) on d + n - 1 df instead."""
+    own seed variance, floored at the noise model's for that row (``floor``; analysis/stats/guard.py), so nothing
+    is shared between the two rows or borrowed to shrink a noisy one; (nan, 0, ()) where a row has fewer than two
+    seeds.  (The two rows' pooled variance, unfloored Welch and Welch on min(na, nb) - 1 df were measured against
+    it: docs/verdicts.md, benchmarks/verdict_calibration.py --evalues.)"""
     if min(len(va), len(vb)) < 2:
         return float("nan"), 0.0, ()
-    own = [(len(v) - 1, float(v.var(ddof=1))) for v in (va, vb)]
-    if prior_df:
-        var = tuple((prior_df * f + k * s2) / (prior_df + k) for (k, s2), f in zip(own, floor))
-    else:
-        var = tuple(max(s2, f) for (_, s2), f in zip(own, floor))
-    return math.sqrt(var[0] / len(va) + var[1] / len(vb)), own_dof(len(va), len(vb), var[0], var[1], prior_df), var
-
-
-def own_dof(na: int, nb: int, var_a: float, var_b: float, prior_df: float = 0.0) -> float:
-    """Welch-Satterthwaite's df of var_a/na + var_b/nb on the rows' own na - 1 and nb - 1 df (each plus
-    ``prior_df``)."""
-    a, b = var_a / na, var_b / nb
-    fa, fb = na - 1 + prior_df, nb - 1 + prior_df
-    if a + b == 0:
-        return float(fa + fb)
-    return (a + b) ** 2 / (a**2 / fa + b**2 / fb)
+    var = guard.variances([(len(v) - 1, float(v.var(ddof=1))) for v in (va, vb)], floor)
+    return math.sqrt(var[0] / len(va) + var[1] / len(vb)), guard.dof(len(va), len(vb), var[0], var[1]), var
 
 
 def n_eff(na: int, nb: int) -> float:
@@ -316,7 +302,7 @@ def own_projected(c: Comparison, na: int, nb: int, var: tuple = ()) -> tuple[flo
     var = var or c.own_var
     if not var or min(na, nb) < 2:
         return float("nan"), 0.0
-    return math.sqrt(var[0] / na + var[1] / nb), own_dof(na, nb, var[0], var[1], c.guard_df)
+    return math.sqrt(var[0] / na + var[1] / nb), c.guard.dof(na, nb, var[0], var[1])
 
 
 def detectable(c: Comparison, power: float = 0.8) -> float:

@@ -92,7 +92,8 @@ def guarded_evalue(
     """The smaller of the safe t-test's e-value on diff / se at ``dof`` (the noise model's) and on diff / own_se at
     ``own_dof`` (the two rows' own seeds; see the module doc).  No own spread (own_dof < 1: one seed a row) gives
     at most 1: nothing to guard with, nothing decided.  A zero standard error gives inf for a nonzero diff, 1 for
-    none.  ``guard`` False: the noise model's e-value alone (Rule.guard_df inf, for measuring only)."""
+    none.  ``guard`` False: the noise model's e-value alone (an unguarded rule: measuring only,
+    benchmarks/guards.py)."""
 
     def one(s: float, d: float) -> float:
         if s == 0:

@@ -4,12 +4,12 @@ noise model, with the sentence the report prints for it (``Rule.describe``), and
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from analysis.data.adaptive_record import AdaptiveRecord, StopReason, read_adaptive
 
 from .evalues import DESIGN_DELTA
+from .guard import Guard
 from .seed_noise import MODELS
 
 ALPHA = 0.05
@@ -34,16 +34,11 @@ class Rule:
     # procedure runs on 1/e: e-BH, or Holm on 1/e, valid under any dependence); with "e" the cutoff is on 1/e and
     # looks are not charged (the safe t-test's e-values are anytime-valid)
     evidence: str = "p"
-    # the guard's prior df (evidence "e"; own_error): 0, each row's own variance floored at the noise model's (an
-    # e-value whatever the two rows' sds: the report's); d > 0, each row's own variance shrunk toward the model's
-    # with d prior df (an e-value only where row variances scatter as a scaled inverse chi-square on d df around
-    # the model's); inf, no guard (the noise model's e-value alone).  Anything but 0 is for measuring what the
-    # guard costs (benchmarks/evalue_ceiling.py): a 3x-spread row is not controlled by them
-    guard_df: float = 0.0
+    # the e-value's guard on the two rows' own spread (evidence "e"; analysis/stats/guard.py): the report's floors
+    # each row's own variance at the noise model's, an e-value whatever the two rows' sds
+    guard: Guard = Guard()
 
     def __post_init__(self):
-        if not self.guard_df >= 0:
-            raise ValueError(f"rule: guard_df {self.guard_df!r}; allowed a number >= 0 (0 the report's, inf none)")
         if (self.family not in FAMILIES or self.method not in METHODS or self.variance not in MODELS
                 or self.evidence not in EVIDENCE):  # fmt: skip
             raise ValueError(f"rule: family {self.family!r} / method {self.method!r} / variance {self.variance!r} / "
@@ -69,9 +64,7 @@ class Rule:
         how = (f"e-values (the safe t-test designed for {DESIGN_DELTA:g} seed sd, the smaller of the noise model's and "
                f"the two rows' own spread's; '~' by a calibrator from its p, not anytime-valid), decided by "
                f"{'e-BH' if self.method == 'bh' else 'Holm on 1/e'}")  # fmt: skip
-        if self.guard_df:  # not the report's: the benchmark's measure of what the guard costs
-            how += (" (no guard: the noise model's e-value alone)" if math.isinf(self.guard_df)
-                    else f" (the guard's variances shrunk to the model's on {self.guard_df:g} prior df)")  # fmt: skip
+        how += self.guard.describe()  # words only where it is not the report's guard
         if self.family == "claim":
             return f"per claim: {how} over each claim-reading's comparisons at α = {self.alpha}, no looks charged"
         where = f": a comparison is decided where its e >= {1 / self.cutoff:.3g}" if self.cutoff else ""

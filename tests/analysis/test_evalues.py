@@ -105,13 +105,16 @@ def test_compare_puts_the_safe_t_evalue_on_the_comparison():
 
 
 def test_the_guards_prior_df_spans_the_reports_guard_to_none():
-    """Rule.guard_df (benchmarks/evalue_ceiling.py): 0 is the report's guard; d > 0 shrinks each row's own
-    variance toward the noise model's on d prior df (Welch-Satterthwaite on n - 1 + d df a row); inf drops the
-    guard (the noise model's e-value alone, larger than any guarded one).  A negative df is refused."""
+    """Rule.guard: the report's (analysis.stats.guard.Guard) floors each row's own variance at the noise model's;
+    the benchmark's variants (benchmarks/guards.py) shrink it toward the model's on d prior df (Welch-Satterthwaite
+    on n - 1 + d df a row) or drop the guard (the noise model's e-value alone, larger than any guarded one).  A
+    negative prior df is refused."""
+    from benchmarks.guards import Shrunk, guard
+
     rng = np.random.default_rng(1)
     values = sim.table(rng, sim.Shape(seeds=3, sigma={"dev_bleu": 1.0}), {"C4": -2.5})["dev_bleu"]
     noise = pooled_noise(values)
-    c = {d: compare(values, noise, "C4", "<", "base", "dev_bleu", rule=Rule(evidence="e", guard_df=d))
+    c = {d: compare(values, noise, "C4", "<", "base", "dev_bleu", rule=Rule(evidence="e", guard=guard(d)))
          for d in (0.0, 2.0, math.inf)}  # fmt: skip
     assert c[0.0].e == compare(values, noise, "C4", "<", "base", "dev_bleu", rule=Rule(evidence="e")).e
     assert c[math.inf].e == pytest.approx(t_evalue(c[0.0].diff / c[0.0].se, c[0.0].dof, 1.5))
@@ -120,10 +123,14 @@ def test_the_guards_prior_df_spans_the_reports_guard_to_none():
     assert c[2.0].own_se == pytest.approx(math.sqrt(a + b))
     assert c[2.0].own_dof == pytest.approx((a + b) ** 2 / (a**2 / 4 + b**2 / 4))
     assert c[0.0].e < c[math.inf].e and c[0.0].own_dof < c[2.0].own_dof
-    decide([c[math.inf]], Rule(evidence="e", guard_df=math.inf))
-    assert math.isfinite(detectable(c[math.inf])) and "no guard" in Rule(evidence="e", guard_df=math.inf).describe()
-    with pytest.raises(ValueError, match="guard_df"):
-        Rule(evidence="e", guard_df=-1.0)
+    decide([c[math.inf]], Rule(evidence="e", guard=guard(math.inf)))
+    assert math.isfinite(detectable(c[math.inf])) and "no guard" in Rule(evidence="e", guard=guard(math.inf)).describe()
+    assert (
+        "prior df" not in Rule(evidence="e").describe()
+        and "2 prior df" in Rule(evidence="e", guard=guard(2)).describe()
+    )
+    with pytest.raises(ValueError, match="prior df"):
+        Shrunk(-1.0)
 
 
 def test_an_unknown_evidence_is_refused_and_the_default_rule_reads_as_before():
