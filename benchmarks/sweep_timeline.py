@@ -21,9 +21,10 @@ import argparse
 import json
 from pathlib import Path
 
+from analysis.data.metrics import DEFAULT_TASK, for_task
 from transformer_core.rundir import ATTEMPTS, RESULT
 
-SAME = ("dev_bleu", "dev_ppl", "test_bleu", "test_ppl")
+SAME = for_task(DEFAULT_TASK).final  # every key a finished trial reports (analysis.data.metrics)
 
 
 def last_line(path: Path) -> dict:
