@@ -45,10 +45,10 @@ def reading_values(df: pd.DataFrame, reading: str) -> pd.Series:
 def seed_values(df: pd.DataFrame, reading: str) -> dict[str, np.ndarray]:
     """Finished seeds' values per row (NaN dropped)."""
     fin = df[df["status"] == Status.FINISHED]
-    vals = reading_values(fin, reading)
+    vals = reading_values(fin, reading).to_numpy(dtype=float)
     out = {}
-    for row, idx in fin.groupby("row").groups.items():
-        v = vals.loc[idx].to_numpy(dtype=float)
+    for row, at in fin.groupby("row").indices.items():  # positions, in the frame's order within each row
+        v = vals[at]
         out[row] = v[np.isfinite(v)]
     return out
 
