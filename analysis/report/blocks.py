@@ -14,6 +14,7 @@ from .model import ReportModel, cell, facts, legend, measured, versus_summary
 from .plots import FOREST
 
 UNSTABLE = "⚠ unstable"
+HIGHLIGHTED = "In report.html, the knobs that differ from the base row are highlighted."
 VERSUS_CLASS = {"better than base": "v-held", "worse than base": "v-contradicted"}
 
 
@@ -34,7 +35,7 @@ def report_blocks(model: ReportModel) -> tuple[list[Block], dict[str, bytes]]:
         out += [Heading(2, FOREST.capitalize()),
                 Figure(f"{FOREST}: each row's difference from base{whose}", figure_name(FOREST))]  # fmt: skip
     out += [Paragraph(f"Profile rules: `{json.dumps(h['profile_rules'])}`"),
-            Heading(2, shape.table_heading), main_table(model), Paragraph(model.notes)]  # fmt: skip
+            Heading(2, shape.table_heading), main_table(model), Paragraph(f"{model.notes} {HIGHLIGHTED}")]  # fmt: skip
     if len(model.claims):
         out += [Heading(2, shape.claims_heading()), Legend(tuple(legend(shape.paper_claims))),
                 Paragraph(model.rule_text), *claims_blocks(model.claims)]  # fmt: skip

@@ -102,14 +102,13 @@ def markdown_lines(blocks: list[Block]) -> list[str]:
 
 
 _CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
 
 
 def bold(text: str) -> str:
-    """``text`` escaped for HTML, each pair of ** marks as <b>...</b> and each `...` as <code>...</code>."""
-    text = _CODE.sub(r"<code>\1</code>", html.escape(text))
-    while "**" in text:
-        text = text.replace("**", "<b>", 1).replace("**", "</b>", 1)
-    return text
+    """``text`` escaped for HTML, each pair of ** marks as <b>...</b> and each pair of ` as <code>...</code>; a mark
+    without its pair is left as it is (a spec's text cannot leave the rest of the page bold)."""
+    return _BOLD.sub(r"<b>\1</b>", _CODE.sub(r"<code>\1</code>", html.escape(text)))
 
 
 def _flag(flag: str) -> str:

@@ -152,11 +152,6 @@ class ReportModel:
         """{set: its claims table} for test and each named evaluation set."""
         return self.evalsets.claims if self.evalsets else {}
 
-    @property
-    def shown_claims(self) -> pd.DataFrame:
-        """Every claims table's measured lines (dev, then each set's): the HTML's one claims table."""
-        return measured(pd.concat([self.claims, *self.set_claims.values()], ignore_index=True))[0]
-
     def budget_lines(self) -> list[str]:
         """The header's lines on what the verdicts hold at: budget, rule, seed noise, pairing, regime, seeds added."""
         judged = set(self.claims.loc[~self.claims["verdict"].isin(UNJUDGED), "claim"]) if len(self.claims) else set()

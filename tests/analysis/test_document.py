@@ -64,3 +64,9 @@ def test_a_marked_cell_reads_as_its_text_in_markdown_and_with_its_marks_on_the_p
     assert "<td class=diff><b>8</b><br>a &amp; b</td>" in table
     assert bullets == "<ul><li>one <code>x</code></li><li><b>two</b></li></ul>"
     assert legend.startswith('<div class="legend" id="legend">') and '<span class="v v-held">✓ held</span> ok' in legend
+
+
+def test_a_mark_without_its_pair_is_left_as_it_is():
+    """A spec's text with one ** (or one `) does not leave the rest of the page bold (or in code)."""
+    body = html_blocks([Paragraph("x**2 and `y"), Paragraph("**b** `c`")], {})
+    assert body == ["<p>x**2 and `y</p>", "<p><b>b</b> <code>c</code></p>"]
