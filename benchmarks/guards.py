@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from analysis.stats.guard import Guard
+from analysis.stats.guard import Guard, welch_dof
 
 
 @dataclass(frozen=True)
@@ -28,9 +28,7 @@ class Shrunk(Guard):
         return tuple((d * f + k * s2) / (d + k) for (k, s2), f in zip(own, floor))
 
     def dof(self, na, nb, var_a, var_b):
-        a, b = var_a / na, var_b / nb
-        fa, fb = na - 1 + self.prior_df, nb - 1 + self.prior_df
-        return float(fa + fb) if a + b == 0 else (a + b) ** 2 / (a**2 / fa + b**2 / fb)
+        return welch_dof(var_a / na, var_b / nb, na - 1 + self.prior_df, nb - 1 + self.prior_df)
 
     def describe(self) -> str:
         return f" (the guard's variances shrunk to the model's on {self.prior_df:g} prior df)"

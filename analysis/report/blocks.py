@@ -60,12 +60,12 @@ def lines(text: list[str]) -> list[Block]:
     """Header lines as blocks: a run of '- ' lines as one list of bullets, each other line a paragraph."""
     out: list[Block] = []
     for line in text:
-        if line.startswith("- "):
-            prev = out[-1] if out else None
-            items = prev.items if isinstance(prev, Bullets) else ()
-            out[len(out) - (1 if items else 0) :] = [Bullets((*items, line[2:]))]
-        else:
+        if not line.startswith("- "):
             out.append(Paragraph(line))
+        elif out and isinstance(out[-1], Bullets):  # the list goes on
+            out[-1] = Bullets((*out[-1].items, line[2:]))
+        else:
+            out.append(Bullets((line[2:],)))
     return out
 
 
@@ -110,5 +110,4 @@ def versus_blocks(vb: pd.DataFrame, rule: str) -> list[Block]:
                     for o, u in zip(vb["outcome"], vb["unstable"])],
         "trajectory": vb["trajectory"], "evidence": vb["evidence"],
     })  # fmt: skip
-    summary = tuple(x[2:] if x.startswith("- ") else x for x in versus_summary(vb))
-    return [Heading(2, "Each row against base"), Paragraph(rule), Bullets(summary), Table(table)]
+    return [Heading(2, "Each row against base"), Paragraph(rule), Bullets(tuple(versus_summary(vb))), Table(table)]

@@ -13,12 +13,36 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Union
 
 import pandas as pd
 
+from analysis.data.text import markdown_text
+
 from .markdown import markdown_table
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}
+th{background:#f3f3f3}
+td.diff{background:#fff4c2;font-weight:600}
+tr:target{outline:2px solid #1f6feb}
+.v{font-weight:700;white-space:nowrap;padding:1px 6px;border-radius:3px}
+.v-held{color:#fff;background:#1a7f37}.v-contradicted{color:#fff;background:#cf222e}
+.v-mixed{color:#000;background:#f0b000}.v-within-noise{color:#000;background:#d0d7de}
+.v-inconclusive,.v-not-measured{color:#000;background:#eaeef2}
+.unstable{color:#9a6700;font-weight:700}
+.caveat{color:#9a6700;font-size:11px}
+.legend span{margin-right:1em}
+img{max-width:100%}
+code{font-size:11px}
+@media print{@page{size:A4 landscape;margin:10mm}body{margin:0;font-size:10px}table{font-size:8px}
+ img{max-width:100%;page-break-inside:avoid}h2{page-break-after:avoid}}
+"""
 
 ROW_ANCHOR = "row-"  # a table row's anchor on the page: row-NAME, what a Cell's links point at
 UNSTABLE_TITLE = "changed in the last half of the budget"
@@ -169,3 +193,19 @@ def html_blocks(blocks: list[Block], figures: dict[str, bytes]) -> list[str]:
             png = base64.b64encode(figures[b.name]).decode()
             out.append(f'<img alt="{html.escape(b.title)}" src="data:image/png;base64,{png}">')
     return out
+
+
+def html_page(title: str, blocks: list[Block], figures: dict[str, bytes], head: str = "",
+              after: Sequence[str] = ()) -> str:  # fmt: skip
+    """A report's page: one file, the style and the figures inline (works offline), prints on A4; ``head``: more for
+    its <head> (a script), ``after``: more of its body after the blocks."""
+    body = "".join([*html_blocks(blocks, figures), *after])
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{STYLE}</style>{head}</head><body>{body}</body></html>")  # fmt: skip
+
+
+def write_markdown_file(out: Path, blocks: list[Block], figures: dict[str, bytes]) -> None:
+    """report.md in ``out`` with its figures beside it; text from a spec gets no control character or HTML tag."""
+    for name, png in figures.items():
+        (out / name).write_bytes(png)
+    (out / "report.md").write_text(markdown_text("\n".join(markdown_lines(blocks))))

@@ -469,5 +469,5 @@ def versus_summary(vb: pd.DataFrame) -> list[str]:
             rs = list(part.loc[part["outcome"].isin(outcomes), "row"])
             if rs:
                 said.append(f"{label}: {', '.join(rs)}")
-        lines.append(f"- {reading}: " + "; ".join(said) + ".")
+        lines.append(f"{reading}: " + "; ".join(said) + ".")
     return lines

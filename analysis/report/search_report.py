@@ -21,7 +21,7 @@ import pandas as pd
 from analysis.data.collect import collect, precisions
 from analysis.data.files import check_replaceable, read_once, whole_folder
 from analysis.data.sweep_record import require_record
-from analysis.data.text import markdown_text, to_csv, without_controls
+from analysis.data.text import to_csv, without_controls
 from analysis.stats.search import (
     Objective,
     best_so_far,
@@ -37,8 +37,7 @@ from transformer_core.formatting import MISSING, is_missing, number
 from transformer_core.rundir import Status
 
 from . import search_plots as plots
-from .document import Block, Figure, Heading, Paragraph, Table, html_blocks, markdown_lines
-from .html_report import STYLE
+from .document import Block, Figure, Heading, Paragraph, Table, html_page, markdown_lines, write_markdown_file
 from .search_interactive import SCRIPT, interactive_plots, ship_script
 
 EVP_NOTE = (
@@ -263,9 +262,7 @@ def write_search_report(sweep_dir: str | Path, out_dir: str | Path | None = None
     live = interactive_plots(Path(sweep_dir) / "optuna.db", str(model.state.get("name")))
     with whole_folder(out) as tmp:
         write_search_csv(model, tmp)
-        for name, png in model.figures.items():
-            (tmp / name).write_bytes(png)
-        (tmp / "report.md").write_text(markdown_text("\n".join(markdown_lines(blocks))))
+        write_markdown_file(tmp, blocks, model.figures)
         if live and ship_script(tmp) is None:
             live = []  # no plotly.min.js to load: the static images only
         page = render_html(blocks, model.figures, str(model.state.get("name")), live)
@@ -321,11 +318,11 @@ def search_markdown(model: SearchReportModel) -> list[str]:
 def render_html(blocks: list[Block], figs: dict[str, bytes], title: str, live: list | None = None) -> str:
     """report.html: the report's blocks, images inline (base64), so the page works offline and alone; ``live``:
     [(title, div)] of interactive plots (search_interactive.py), drawn by the plotly.min.js beside the page."""
-    body = html_blocks(blocks, figs)
-    script = ""
-    if live:  # explore the study: Optuna's plots, interactive; the images above are what report.md shows
-        script = f'<script src="{SCRIPT}"></script>'
-        body.append("<h2>Interactive plots (Optuna's, from the study)</h2>")
-        body += [f"<h3>{html.escape(t)}</h3>{div}" for t, div in live]
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style>{script}</head><body>{''.join(body)}</body></html>")  # fmt: skip
+    if not live:
+        return html_page(title, blocks, figs)
+    # explore the study: Optuna's plots, interactive; the images above are what report.md shows
+    after = [
+        "<h2>Interactive plots (Optuna's, from the study)</h2>",
+        *(f"<h3>{html.escape(t)}</h3>{div}" for t, div in live),
+    ]
+    return html_page(title, blocks, figs, f'<script src="{SCRIPT}"></script>', after)

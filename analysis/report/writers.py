@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.data.files import check_replaceable, read_once, whole_folder
-from analysis.data.text import markdown_text, to_csv, without_controls
+from analysis.data.text import to_csv, without_controls
 
 from .blocks import report_blocks
-from .document import markdown_lines
-from .html_report import render
+from .document import write_markdown_file
+from .html_report import page
 from .model import ReportModel, build
 
 
@@ -49,8 +49,9 @@ def write_report(sweep_dir: str | Path, out_dir: str | Path | None = None, sampl
     with whole_folder(out) as tmp:
         write_csv(model, tmp)
         write_latex(model, tmp)
-        write_markdown(model, tmp)
-        (tmp / "report.html").write_text(without_controls(render(model)))
+        blocks, figures = report_blocks(model)  # laid out once: report.md and report.html draw the same
+        write_markdown_file(tmp, blocks, figures)
+        (tmp / "report.html").write_text(without_controls(page(model, blocks, figures)))
         if also is not None:
             also(tmp)
     return out
@@ -77,8 +78,4 @@ def write_latex(model: ReportModel, out: Path) -> None:
 
 def write_markdown(model: ReportModel, out: Path) -> None:
     """report.md, with its figures beside it (forest.png, ...): the report's blocks (analysis.report.blocks)."""
-    blocks, figures = report_blocks(model)
-    for name, png in figures.items():
-        (out / name).write_bytes(png)
-    # spec text: no control character or HTML tag
-    (out / "report.md").write_text(markdown_text("\n".join(markdown_lines(blocks))))
+    write_markdown_file(out, *report_blocks(model))

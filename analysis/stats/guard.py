@@ -22,11 +22,16 @@ class Guard:
 
     def dof(self, na: int, nb: int, var_a: float, var_b: float) -> float:
         """Welch-Satterthwaite's df of var_a/na + var_b/nb on the rows' own na - 1 and nb - 1 df."""
-        a, b = var_a / na, var_b / nb
-        if a + b == 0:
-            return float(na - 1 + nb - 1)
-        return (a + b) ** 2 / (a**2 / (na - 1) + b**2 / (nb - 1))
+        return welch_dof(var_a / na, var_b / nb, na - 1, nb - 1)
 
     def describe(self) -> str:
         """Words for the decision rule's sentence where this is not the report's guard (the report's has none)."""
         return ""
+
+
+def welch_dof(a: float, b: float, df_a: float, df_b: float) -> float:
+    """Welch-Satterthwaite's df of a + b, two variances of means estimated on df_a and df_b (their sum where both
+    are 0)."""
+    if a + b == 0:
+        return float(df_a + df_b)
+    return (a + b) ** 2 / (a**2 / df_a + b**2 / df_b)

@@ -151,10 +151,10 @@ def test_an_interrupted_report_leaves_the_previous_one_whole(tmp_path, monkeypat
     (out / "claims-gone.csv").write_text("a stale file of an earlier report\n")
     before = _files(out)
 
-    def interrupted(model):  # SIGINT after report.md and the CSVs, before report.html
+    def interrupted(*drawn):  # SIGINT after report.md and the CSVs, before report.html
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(analysis.report.writers, "render", interrupted)
+    monkeypatch.setattr(analysis.report.writers, "page", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_report(sweep, samples=20)
     assert _files(out) == before  # report.md and the CSVs were new, report.html old
@@ -168,7 +168,7 @@ def test_an_interrupted_first_report_leaves_no_report_folder(tmp_path, monkeypat
     import analysis.report.writers
 
     sweep = make_sweep(tmp_path / "sweep", FIXTURE)
-    monkeypatch.setattr(analysis.report.writers, "render", lambda model: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(analysis.report.writers, "page", lambda *drawn: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         write_report(sweep, samples=20)
     assert sorted(p.name for p in sweep.iterdir()) == ["sweep.json", "trials"]  # report.md without report.html was
