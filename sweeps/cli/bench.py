@@ -53,8 +53,10 @@ def cmd_bench_device(args) -> int:
         + f" tokens/s (the median is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
     )  # fmt: skip
     adam = "fused" if record.get("fused_adam", True) else "loop"
+    step = record.get("settings") or {}
+    shape = f"; {step['accumulate']} x {step['tokens_per_batch']:,} tokens a step" if step else ""
     print(f"kernels: compile {record.get('compile', 'off')}, loss {record.get('loss_kernel', 'plain')}, {adam} Adam, "
-          f"{record['precision']}")  # fmt: skip
+          f"{record['precision']}; packing {record.get('packing', 'off')}{shape}")  # fmt: skip
     print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
     if args.share > 1:
         shared = record["sharing"][str(args.share)]

@@ -105,6 +105,9 @@ def cmd_plan(args) -> int:
         note = estimate.sharing_note(spec.resources, source.sharing)
         if note:
             print(note)
+        note = estimate.settings_note(source.settings, [cfg.train for cfg in configs])
+        if note:
+            print(note)
     if budget is not None:
         from sweeps.plan.budget_plan import budget_lines
 

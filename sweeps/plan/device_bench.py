@@ -61,7 +61,7 @@ def measure(
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer
 
-    from .estimate import KNOWN_DEVICES, match_device
+    from .estimate import KNOWN_DEVICES, match_device, step_settings
 
     values = {**profile_values("base", profile), "corpus": corpus, **overrides, "steps": warmup + windows * steps}
     if data_dir:
@@ -93,6 +93,7 @@ def measure(
         "params": tr.params,
         "tokens_per_step": tokens / steps,
         "budget_per_step": config.train.tokens_per_batch * config.train.accumulate,
+        "settings": step_settings(config.train),  # what `tsweep plan` checks a spec's trials against
         "corpus": corpus,
         "torch": torch.__version__,
         "host": platform.node(),

@@ -57,6 +57,47 @@ class Throughput:
     source: str  # where the figure comes from, in words
     # k -> what k trials sharing one device train together over what one trains alone (tsweep bench-device --share k)
     sharing: dict[int, float] = field(default_factory=dict)
+    # the step's settings the figure was measured at (STEP_SETTINGS; empty where the source has none)
+    settings: dict[str, object] = field(default_factory=dict)
+
+
+# The run-only settings that set how fast a step is (not what it learns about a row): a measured rate holds for
+# trials that train with these values.
+STEP_SETTINGS = ("tokens_per_batch", "accumulate", "compile", "packing", "packed_attention", "loss_kernel",
+                 "fused_adam", "fast_dropout", "precision")  # fmt: skip
+
+
+def step_settings(train) -> dict[str, object]:
+    """{name: value} of a TrainConfig's STEP_SETTINGS."""
+    return {name: getattr(train, name) for name in STEP_SETTINGS}
+
+
+def settings_note(measured: dict, trains: list) -> Optional[str]:
+    """The line `tsweep plan` prints where the spec's trials train with other step settings than the throughput
+    was measured at (their speed is then not that figure); None where they match or nothing was recorded."""
+    if not isinstance(measured, dict):
+        return None
+    plain = (bool, int, float, str)  # a hand-edited record's other values are not compared
+    measured = {n: v for n, v in measured.items() if isinstance(v, plain) and str(v).isprintable() and len(str(v)) < 40}
+    differ: dict[str, set] = {}
+    for train in trains:
+        for name, value in step_settings(train).items():
+            if name in measured and measured[name] != value:
+                differ.setdefault(name, set()).add(value)
+    if not differ:
+        return None
+
+    def shown(v) -> str:
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+    theirs = ", ".join(f"{n} {'/'.join(sorted(map(shown, v)))}" for n, v in differ.items())
+    ours = ", ".join(f"{n} {shown(measured[n])}" for n in differ)
+    yaml_map = ", ".join(f"{n}: {shown(measured[n])}" for n in differ)
+    return (
+        f"the throughput was measured with {ours}; this spec's trials train with {theirs}, so their speed is "
+        f"not the measured one: put {{{yaml_map}}} in the spec's train: or measure its own settings with "
+        "tsweep bench-device"
+    )
 
 
 def measured_sharing(record: dict) -> dict[int, float]:
@@ -212,6 +253,7 @@ def resolve_throughput(
                 f"measured by tsweep bench-device on {m.get('device', '?')} {m.get('precision', '')}{where}, {when}"
                 f" ({bench_path(data_dir)})",
                 measured_sharing(m),
+                m.get("settings") if isinstance(m.get("settings"), dict) else {},
             )
     from sweeps.spec.profiles import canonical_profile_name
 

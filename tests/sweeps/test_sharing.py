@@ -18,18 +18,22 @@ from tests.helpers import ROOT
 TABLE3 = ROOT / "sweeps" / "specs" / "table3.yaml"
 
 
-def _record(sharing=None) -> dict:
+def _record(sharing=None, settings=None) -> dict:
     r = {"profile": "gpu", "device": "NVIDIA H100 80GB HBM3", "precision": "bf16", "flops_per_second": 2.0e14,
          "measured_at": 0}  # fmt: skip
+    if settings is not None:
+        r["settings"] = settings
     return {**r, "sharing": sharing} if sharing is not None else r
 
 
-def _plan(capsys, tmp_path: Path, gpus: float, sharing=None) -> str:
-    data = tmp_path / f"data-{gpus}-{bool(sharing)}"
+def _plan(capsys, tmp_path: Path, gpus: float, sharing=None, settings=None, train=None) -> str:
+    data = tmp_path / f"data-{gpus}-{bool(sharing)}-{len(settings or ())}-{len(train or ())}"
     data.mkdir()
-    (data / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": _record(sharing)}}))
+    (data / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": _record(sharing, settings)}}))
     doc = yaml.safe_load(TABLE3.read_text())
     doc.update(resources={"cpus": 1, "gpus": gpus}, seeds=[1])
+    if train:
+        doc["train"] = {**(doc.get("train") or {}), **train}
     spec = tmp_path / f"t3-{gpus}.yaml"
     spec.write_text(yaml.safe_dump(doc))
     assert tsweep(["plan", str(spec), "--profile", "gpu", "--data-dir", str(data)]) == 0
@@ -69,10 +73,11 @@ def test_bench_device_share_measures_trials_side_by_side_and_keeps_other_ks(tmp_
     data = tmp_path / "data"
     argv = ["bench-device", "--profile", "smoke", "--steps", "2", "--warmup", "1", "--windows", "1",
             "--data-dir", str(data)]  # fmt: skip
-    assert tsweep([*argv, "--share", "2"]) == 0
+    assert tsweep([*argv, "--share", "2", "--set", "compile=off"]) == 0
     out = capsys.readouterr().out
     assert "2 trials sharing the device" in out and "one trial alone" in out
     m = json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
+    assert m["settings"]["compile"] == "off" and m["settings"]["tokens_per_batch"] == 512  # the smoke profile's
     shared = m["sharing"]["2"]
     assert len(shared["per_trial"]) == 2 and all(x > 0 for x in shared["per_trial"])
     assert shared["tokens_per_second"] == pytest.approx(sum(shared["per_trial"]), rel=1e-3)
@@ -82,3 +87,24 @@ def test_bench_device_share_measures_trials_side_by_side_and_keeps_other_ks(tmp_
     assert "sharing" not in json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
     assert tsweep([*argv, "--share", "9"]) == 2  # ... and a share out of range is one line
     assert "--share 9 is invalid" in capsys.readouterr().err
+
+
+def test_plan_says_when_the_spec_trains_with_other_step_settings_than_were_measured(tmp_path, capsys):
+    """A rate measured with packed CUDA-graph steps of 1 x 25,000 tokens is not the speed of the gpu profile's
+    padded eager 2 x 12,500: plan names the settings that differ and how to match them."""
+    fast = {"tokens_per_batch": 25000, "accumulate": 1, "compile": "graphs", "packing": "on",
+            "packed_attention": "flex", "loss_kernel": "plain", "fused_adam": True, "fast_dropout": False,
+            "precision": "auto"}  # fmt: skip
+    other = _plan(capsys, tmp_path, 1, settings=fast)
+    note = next(line for line in other.splitlines() if line.startswith("the throughput was measured with"))
+    assert "tokens_per_batch 25000, accumulate 1, compile graphs, packing on, packed_attention flex" in note
+    assert "this spec's trials train with tokens_per_batch 12500, accumulate 2, compile off, packing off" in note
+    assert "{tokens_per_batch: 25000, accumulate: 1, compile: graphs, packing: on, packed_attention: flex}" in note
+    assert "loss_kernel" not in note and "fused_adam" not in note  # equal settings are not named
+    train = {k: fast[k] for k in ("tokens_per_batch", "accumulate", "compile", "packing", "packed_attention")}
+    same = _plan(capsys, tmp_path, 1, settings=fast, train=train)
+    assert "the throughput was measured with" not in same
+    unrecorded = _plan(capsys, tmp_path, 1)  # a record from before settings were stored: nothing to compare
+    assert "the throughput was measured with" not in unrecorded
+    odd = _plan(capsys, tmp_path, 1, settings={"compile": ["x"], "packing": "on\x1b[2J", "accumulate": 1})
+    assert "\x1b" not in odd and "the throughput was measured with accumulate 1;" in odd
