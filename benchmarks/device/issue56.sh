@@ -6,31 +6,66 @@
 #   TSWEEP_DATA_DIR=.devdata .venv/bin/tsweep data prepare bible-en-de --vocab 37000
 #   run(command="bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=580)
 # and check it end to end on the CPU first:  DRY=1 bash benchmarks/device/issue56.sh
-# A machine starts in about 40 s, so this leaves time for issue56_profile.sh (kernels, bench-device) after it.
 #
-# What it does, in about 9 minutes: the gpu-marked tests (varlen and FlexAttention against the padded step, a CUDA
-# graph step), then benchmarks/gpu_candidates.py under a deadline: padded eager and compiled, packed graphs with
-# varlen and with flex, the anchor, trials sharing the GPU under MPS and time-sliced, then the other candidates.
+# What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
+# 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row
+#    with today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate (packed, compiled and
+#    replayed as a CUDA graph, FlexAttention, 1 x 25,000), LEARN_STEPS steps, all six at once under an MPS daemon
+#    of the script's own (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.
+#    Greedy final decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
+# 2. benchmarks/gpu_candidates.py in what is left: the padded eager baseline, the Flex graph step, the anchor
+#    eager and compiled, and 2 and 3 trials sharing the GPU under MPS and time-sliced (CANDIDATES to choose).
+# 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c).
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
-# reading.
+# reading.  The earlier full candidate list: CANDIDATES= (empty) runs every candidate.
 set -uo pipefail
 export PYTHONPATH="$PWD" TSWEEP_DATA_DIR="${TSWEEP_DATA_DIR:-$PWD/.devdata}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/issue56-out}"
 mkdir -p "$OUT"
 PY="${PY:-python3}"
-DEADLINE="${DEADLINE:-340}"
+TOTAL="${TOTAL:-540}"
+LEARN_STEPS="${LEARN_STEPS:-600}"
+LEARN_TIMEOUT="${LEARN_TIMEOUT:-330}"
+CANDIDATES="${CANDIDATES-padded 2x12.5k,packed graphs flex,anchor,share}"
+CANDIDATE_SETS=(compile=graphs packed_attention=flex tokens_per_batch=25000 accumulate=1)
+start=$(date +%s)
 if [ -n "${DRY:-}" ]; then
   PY="${PY_DRY:-.venv/bin/python}"
   export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
-  "$PY" benchmarks/gpu_candidates.py --dry-run --deadline 300 --out "$OUT/gpu_candidates_dry.txt" \
-    --best-sets "$OUT/best_sets.txt" || exit $?
+  "$PY" benchmarks/packing_learning.py --dry-run --seeds 2 --parallel 2 --set beam=1 max_extra=0 \
+    --packed-set compile=graphs packed_attention=flex --trial-timeout 200 --out "$OUT/packing_learning_dry.txt" \
+    > /dev/null || exit $?
+  tail -1 "$OUT/packing_learning_dry.txt"
+  "$PY" benchmarks/gpu_candidates.py --dry-run --deadline 200 --only "$CANDIDATES" --share "packed graphs flex" \
+    --out "$OUT/gpu_candidates_dry.txt" --best-sets "$OUT/best_sets.txt" > /dev/null 2>&1 || exit $?
+  tail -n +4 "$OUT/gpu_candidates_dry.txt"
   exit 0
 fi
 name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
-timeout 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py tests/core/test_attention_backends.py \
-  > "$OUT/gpu_tests_$name.txt" 2>&1
-tail -3 "$OUT/gpu_tests_$name.txt"
-timeout $((DEADLINE + 40)) "$PY" benchmarks/gpu_candidates.py --corpus bible-en-de --deadline "$DEADLINE" \
-  --out "$OUT/gpu_candidates_$name.txt" --json "$OUT/gpu_candidates_$name.json" --best-sets "$OUT/best_sets.txt"
+if [ -n "${GPU_TESTS:-}" ]; then
+  timeout 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py \
+    tests/core/test_attention_backends.py > "$OUT/gpu_tests_$name.txt" 2>&1
+  tail -1 "$OUT/gpu_tests_$name.txt"
+fi
+# 1. the learning pair, under an MPS daemon of this script's own
+mps=$(mktemp -d)
+mkdir -p "$mps/pipe" "$mps/log"
+CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d \
+  && echo "MPS daemon started for the learning pair"
+CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" timeout "$LEARN_TIMEOUT" \
+  "$PY" benchmarks/packing_learning.py --profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 \
+  --parallel 6 --set beam=1 max_extra=0 --packed-set "${CANDIDATE_SETS[@]}" \
+  --trial-timeout $((LEARN_TIMEOUT - 10)) --out "$OUT/packing_learning_$name.txt" | tail -7
+echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" nvidia-cuda-mps-control
+# 2. the candidates, in the time left
+left=$((TOTAL - ($(date +%s) - start) - 40))
+if [ "$left" -gt 60 ]; then
+  timeout $((left + 30)) "$PY" benchmarks/gpu_candidates.py --corpus bible-en-de --deadline "$left" \
+    --only "$CANDIDATES" --share "packed graphs flex" \
+    --out "$OUT/gpu_candidates_$name.txt" --json "$OUT/gpu_candidates_$name.json" --best-sets "$OUT/best_sets.txt" \
+    2>&1 | grep -v "Warning\|warn\|record_function"
+else
+  echo "no time left for the candidates ($left s)"
+fi
 true
