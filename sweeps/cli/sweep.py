@@ -108,6 +108,9 @@ def cmd_plan(args) -> int:
         note = estimate.settings_note(source.settings, [cfg.train for cfg in configs])
         if note:
             print(note)
+        note = estimate.memory_note(spec.resources, source, row_params)
+        if note:
+            print(note)
     if budget is not None:
         from sweeps.plan.budget_plan import budget_lines
 

@@ -59,6 +59,9 @@ class Throughput:
     sharing: dict[int, float] = field(default_factory=dict)
     # the step's settings the figure was measured at (STEP_SETTINGS; empty where the source has none)
     settings: dict[str, object] = field(default_factory=dict)
+    # the measured trial's peak GPU memory (GiB) and its parameters, where the source measured them
+    peak_gb: Optional[float] = None
+    params: Optional[float] = None
 
 
 # The run-only settings that set how fast a step is (not what it learns about a row): a measured rate holds for
@@ -248,18 +251,27 @@ def resolve_throughput(
             m = found[profile] if same else max(found.values(), key=lambda r: r.get("measured_at", 0))
             where = "" if same else f" at profile {m.get('profile')!r} (none stored for {profile!r})"
             when = time.strftime("%Y-%m-%d", time.localtime(m.get("measured_at", 0)))
+            settings = m.get("settings")
             return Throughput(
                 float(m["flops_per_second"]),
                 f"measured by tsweep bench-device on {m.get('device', '?')} {m.get('precision', '')}{where}, {when}"
                 f" ({bench_path(data_dir)})",
                 measured_sharing(m),
-                m.get("settings") if isinstance(m.get("settings"), dict) else {},
+                settings if isinstance(settings, dict) else {},
+                finite_positive(m.get("peak_cuda_gb")),
+                finite_positive(m.get("params")),
             )
     from sweeps.spec.profiles import canonical_profile_name
 
     if canonical_profile_name(profile) in LAPTOP_PROFILES:
         return Throughput(LAPTOP_FLOPS, "this project's measurement on a 2-core laptop, one thread per trial")
     return None
+
+
+def finite_positive(x) -> Optional[float]:
+    """x as a float where it is a finite number above 0 (a record's field), else None."""
+    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+    return float(x) if ok else None
 
 
 def no_source_message(profile: str) -> str:
@@ -308,6 +320,21 @@ def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> O
                 f"--share {k}), so each at {factor / k:.2f} of a GPU")  # fmt: skip
     return (f"{k} trials share each GPU, each planned at 1/{k} of one: no sharing measured for {k} (tsweep "
             f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
+
+
+def memory_note(resources: Resources, source: Optional[Throughput], row_params: dict[str, float]) -> Optional[str]:
+    """Where k trials share a GPU and the measurement has the base row's peak memory: what k of it need, and the
+    rows larger than the measured one, whose memory nothing here measured (``row_params``: {row: parameters})."""
+    k = trials_per_device(resources)
+    if k == 1 or source is None or source.peak_gb is None:
+        return None
+    larger = [row for row, n in row_params.items() if source.params and n > 1.05 * source.params]
+    more = (f"; rows with more parameters ({', '.join(larger)}) need more and were not measured: size k by the "
+            "largest row's peak_cuda_gb (in its result.json)") if larger else ""  # fmt: skip
+    return (
+        f"memory: the measured trial peaked at {source.peak_gb:.1f} GiB of GPU memory alone, {k} of it about "
+        f"{k * source.peak_gb:.1f} GiB{more}"
+    )
 
 
 # --- evaluation -----------------------------------------------------------------------------------------

@@ -108,3 +108,25 @@ def test_plan_says_when_the_spec_trains_with_other_step_settings_than_were_measu
     assert "the throughput was measured with" not in unrecorded
     odd = _plan(capsys, tmp_path, 1, settings={"compile": ["x"], "packing": "on\x1b[2J", "accumulate": 1})
     assert "\x1b" not in odd and "the throughput was measured with accumulate 1;" in odd
+
+
+def test_plan_sizes_shared_trials_by_the_measured_memory_and_names_the_larger_rows(tmp_path, capsys):
+    measured = {"peak_cuda_gb": 12.5, "params": 63_082_496}
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": {**_record(), **measured}}}))
+    doc = yaml.safe_load(TABLE3.read_text())
+    outs = {}
+    for gpus in (1, 1 / 3):
+        doc.update(resources={"cpus": 1, "gpus": gpus}, seeds=[1])
+        spec = tmp_path / f"t3-{gpus:.2f}.yaml"
+        spec.write_text(yaml.safe_dump(doc))
+        assert tsweep(["plan", str(spec), "--profile", "gpu", "--data-dir", str(data)]) == 0
+        outs[gpus] = capsys.readouterr().out
+    line = next(x for x in outs[1 / 3].splitlines() if x.startswith("memory:"))
+    assert "peaked at 12.5 GiB of GPU memory alone, 3 of it about 37.5 GiB" in line
+    assert "rows with more parameters (C3, C5, C7, big)" in line  # the rows larger than the measured base row
+    assert "memory:" not in outs[1]  # a trial with a GPU of its own
+    assert estimate.memory_note(Resources(gpus=0.5), estimate.Throughput(1.0, "x"), {"base": 1.0}) is None
+    assert estimate.finite_positive(float("nan")) is None and estimate.finite_positive(True) is None
+    assert estimate.finite_positive("12") is None and estimate.finite_positive(-1) is None and estimate.finite_positive(3) == 3.0
