@@ -59,6 +59,8 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "packed 2x12.5k": ("on", "off", 2),
     "packed graphs": ("on", "graphs", 1),  # a CUDA graph replays over its outputs: one micro-batch a step
     "packed graphs flex": ("on", "graphs", 1, "flex"),  # FlexAttention with a block mask instead of varlen
+    # the same, its buffer filled to the budget in real tokens (packing=fill: another batch stream, opt-in)
+    "packed graphs flex fill": ("fill", "graphs", 1, "flex"),
     "packed compiled": ("on", "on", 2),
     "padded 1x25k": ("off", "off", 1),
     "packed 1x25k": ("on", "off", 1),
@@ -268,7 +270,8 @@ def run_all(args) -> list[str]:
     peak, how = matmul_peak(args.dry_run)
     lines.append(f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})")
     print(lines[-1], flush=True)
-    for name in ("padded 2x12.5k", "padded compiled 2x12.5k", "packed graphs", "packed graphs flex"):
+    for name in ("padded 2x12.5k", "padded compiled 2x12.5k", "packed graphs", "packed graphs flex",
+                 "packed graphs flex fill"):
         record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
                                                args.windows))  # fmt: skip
     from anchor_transformer import anchor_rate
