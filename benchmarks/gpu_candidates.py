@@ -61,6 +61,8 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "packed graphs flex": ("on", "graphs", 1, "flex"),  # FlexAttention with a block mask instead of varlen
     # the same, its buffer filled to the budget in real tokens (packing=fill: another batch stream, opt-in)
     "packed graphs flex fill": ("fill", "graphs", 1, "flex"),
+    # the same step read once a logging window (loss_sync=window): the host queues a step while the GPU runs one
+    "packed graphs flex window": ("on", "graphs", 1, "flex", "window"),
     "packed compiled": ("on", "on", 2),
     "padded 1x25k": ("off", "off", 1),
     "packed 1x25k": ("on", "off", 1),
@@ -68,14 +70,14 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
 }
 
 
-def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto") -> dict:
+def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto") -> dict:
     """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches."""
     from step_profile import base_row_values
 
     values = base_row_values(args.profile, args.corpus, args.data_dir, {})
     step_tokens = int(values["tokens_per_batch"]) * int(values.get("accumulate", 1))
     values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro,
-                  packed_attention=attention)  # fmt: skip
+                  packed_attention=attention, loss_sync=sync)  # fmt: skip
     if args.dry_run:
         values.update(device="cpu", threads=1)
     return values
@@ -236,7 +238,8 @@ def best_sets(args, results: dict[str, dict]) -> list[str]:
         return []
     best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
     values = row_values(args, *CANDIDATES[best])
-    return [f"{k}={values[k]}" for k in ("packing", "compile", "accumulate", "tokens_per_batch", "packed_attention")]
+    keys = ("packing", "compile", "accumulate", "tokens_per_batch", "packed_attention", "loss_sync")
+    return [f"{k}={values[k]}" for k in keys]
 
 
 def run_all(args) -> list[str]:
@@ -270,8 +273,14 @@ def run_all(args) -> list[str]:
     peak, how = matmul_peak(args.dry_run)
     lines.append(f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})")
     print(lines[-1], flush=True)
-    for name in ("padded 2x12.5k", "padded compiled 2x12.5k", "packed graphs", "packed graphs flex",
-                 "packed graphs flex fill"):
+    for name in (
+        "padded 2x12.5k",
+        "padded compiled 2x12.5k",
+        "packed graphs",
+        "packed graphs flex",
+        "packed graphs flex window",
+        "packed graphs flex fill",
+    ):
         record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
                                                args.windows))  # fmt: skip
     from anchor_transformer import anchor_rate

@@ -193,6 +193,15 @@ KNOBS: tuple[Knob, ...] = (
         "a packed step's attention on CUDA: auto (= varlen): varlen FlashAttention; flex: FlexAttention with a "
         "block mask (compile on or graphs)",
     ),
+    _K(
+        "loss_sync",
+        "run",
+        "none",
+        "loss sync",
+        "",
+        "auto (= step): a one-device step's losses read every step; window: at each logging window's end and "
+        "evaluation, so the host queues the next step while the GPU runs this one",
+    ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )
 

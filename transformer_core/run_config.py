@@ -31,6 +31,7 @@ TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only 
 LOSS_KERNELS = ("plain", "chunked")  # the output projection and loss: see transformer_core/fused_loss.py
 COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
 PACKING = ("off", "on", "fill", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
+LOSS_SYNC = ("auto", "step", "window")  # when a one-device step's losses are read: see transformer_core/trainer.py
 PACKED_ATTENTION = ("auto", "varlen", "flex")  # a packed batch's attention on CUDA: see transformer_core/segments.py
 
 
@@ -73,6 +74,7 @@ class TrainConfig:
     loss_kernel: str = "plain"  # plain: logits then log_softmax; chunked: projection and loss by row chunks (equal)
     packing: str = "off"  # off: padded length buckets; on/fill: packed buffers of one shape (packed_step.py); auto
     packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex: FlexAttention (compiled, CUDA)
+    loss_sync: str = "auto"  # auto/step: the step's losses read every step; window: at each logging window's end
 
     def __post_init__(self) -> None:
         check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
@@ -117,6 +119,7 @@ class TrainConfig:
         check_choice("loss_kernel", self.loss_kernel, LOSS_KERNELS)
         check_choice("packing", self.packing, PACKING)
         check_choice("packed_attention", self.packed_attention, PACKED_ATTENTION)
+        check_choice("loss_sync", self.loss_sync, LOSS_SYNC)
         for name in ("fused_adam", "fast_dropout"):
             if not isinstance(getattr(self, name), bool):
                 refuse(name, getattr(self, name), "true or false")

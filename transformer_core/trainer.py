@@ -225,6 +225,14 @@ class Trainer:
         # packing between steps: the same batches in the same order, a checkpoint saves the stream before it
         self.lookahead = self.device.type == "cuda" and bool(self.packing) and self.world == 1
         self._ahead: Optional[tuple] = None  # (stream state before the draw, batch, device tensors)
+        # loss_sync=window, one worker: a step's losses stay on the device until its logging window closes (or an
+        # evaluation, or the last step), then every unread step is read at once and accounted in order, with the
+        # same records, losses and divergence checks as a read per step; meanwhile the host queues the next step
+        # while the device runs this one instead of waiting for it.  Several workers read every step (the
+        # all-reduce takes host numbers).
+        self.lazy = t.loss_sync == "window" and self.world == 1
+        self._unread: list[tuple[int, torch.Tensor, int]] = []  # (step, its stacked device sums, its tokens)
+        self.diverged_at: Optional[int] = None
         self.step, self.tokens = 0, 0
         self.seconds = {"train": 0.0, "data": 0.0, "eval": 0.0}
         self.last_eval: dict = {}
@@ -255,6 +263,7 @@ class Trainer:
         self.opt.load_state_dict(state["optimizer"])
         self.stream.restore(state["stream"])
         self._ahead = None
+        self._unread = []
         torch.set_rng_state(state["rng"])
         self.step, self.tokens = state["step"], state["tokens"]
         self.seconds, self.last_eval = state["seconds"], state["last_eval"]
@@ -309,14 +318,19 @@ class Trainer:
                 self._ahead = (self.stream.state(), *self._draw_packed())
                 self.seconds["data"] += time.perf_counter() - t2
                 t1 += time.perf_counter() - t2
-            # the step's one read of the device, after the optimizer's kernels are queued: on a GPU a read waits
-            # for the device, and the host queues nothing meanwhile (benchmarks/results/gpu_step_h200.txt)
-            loss_sum, nll_sum = _read_sums(sums)
+            if self.lazy:  # read when the window closes (advance): a copy queued now, before the next step
+                self._unread.append((self.step + 1, torch.stack(sums), ntok))
+            else:
+                # the step's one read of the device, after the optimizer's kernels are queued: on a GPU a read
+                # waits for the device, and the host queues nothing meanwhile (benchmarks/results/gpu_step_h200.txt)
+                loss_sum, nll_sum = _read_sums(sums)
         self.seconds["train"] += time.perf_counter() - t1
         if self.compile_seconds is None and self.forward_loss.mode in ("on", "graphs"):
             self.compile_seconds = round(time.perf_counter() - started, 2)
         self.step += 1
         self.tokens += ntok
+        if self.lazy:
+            return math.nan, math.nan, ntok  # not read yet: advance() reads it with its window
         return loss_sum / max(ntok, 1), nll_sum / max(ntok, 1), ntok
 
     def _draw_packed(self) -> tuple:
@@ -324,26 +338,59 @@ class Trainer:
         batch = next(self.stream)
         return batch, self.forward_loss.prepare(batch)
 
-    def advance(self) -> tuple[float, Optional[dict], Optional[str]]:
+    def advance(self) -> tuple[Optional[float], Optional[dict], Optional[str]]:
         """One optimiser step: its loss, the train record when it closes a logging window, and why the run
-        has diverged if it has.  Every worker sees the same (summed) losses, so all decide alike."""
+        has diverged if it has.  Every worker sees the same (summed) losses, so all decide alike.  With
+        loss_sync=window the loss is None at the steps whose losses wait for their window's end (settle)."""
         loss, nll, ntok = self.train_step()
+        if not self.lazy:
+            return self._account(self.step, loss, nll, ntok)
+        t = self.cfg.train
+        if not (is_log_step(self.step, t) or is_eval_step(self.step, t)):
+            return None, None, None  # the loss of this step is read when its window closes
+        return self.settle()
+
+    def settle(self) -> tuple[Optional[float], Optional[dict], Optional[str]]:
+        """Read every unread step's losses at once (one wait for the device) and account them in order, as
+        advance() does a step read at once; stops at the first that diverged."""
+        unread, self._unread = self._unread, []
+        if not unread:
+            return None, None, None
+        values = torch.cat([sums for _, sums, _ in unread]).tolist()
+        out: tuple = (None, None, None)
+        at = 0
+        for step, sums, ntok in unread:
+            own = values[at : at + len(sums)]
+            at += len(sums)
+            loss_sum, nll_sum = sum(own[0::2]), sum(own[1::2])  # as _read_sums sums a step's micro-batches
+            out = self._account(step, loss_sum / max(ntok, 1), nll_sum / max(ntok, 1), ntok)
+            if out[2]:
+                break
+        return out
+
+    def _account(self, step: int, loss: float, nll: float, ntok: int):
+        """Step ``step``'s losses into the logging window: (loss, the train record where it closes the window,
+        why the run has diverged where it has)."""
         if not math.isfinite(loss):
-            return loss, None, f"non-finite training loss at step {self.step}"
+            self.diverged_at = step
+            return loss, None, f"non-finite training loss at step {step}"
         w = self.window
         w.loss, w.nll, w.tokens = w.loss + loss * ntok, w.nll + nll * ntok, w.tokens + ntok
-        if not is_log_step(self.step, self.cfg.train):
+        if not is_log_step(step, self.cfg.train):
             return loss, None, None
-        self.window = _Window(self.step)
+        self.window = _Window(step)
         rec = {
             "kind": "train",
-            "step": self.step,
+            "step": step,
             "loss": w.loss / max(w.tokens, 1),
             "nll": w.nll / max(w.tokens, 1),
             "lr": self.opt.param_groups[0]["lr"],
             "tokens_per_second": w.tokens / max(time.perf_counter() - w.t0, 1e-9),
         }
-        return loss, rec, self.divergence.update(w.start, self.step, rec["loss"])
+        diverged = self.divergence.update(w.start, step, rec["loss"])
+        if diverged:
+            self.diverged_at = step
+        return loss, rec, diverged
 
     def evaluate(self) -> tuple[dict, dict[str, list[str]]]:
         """The task's evaluation at this step (timed as eval): its record and the files it writes."""

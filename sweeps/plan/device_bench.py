@@ -33,6 +33,8 @@ def timed_windows(
     """``warmup`` untimed steps of the Trainer ``tr``, then ``windows`` windows of ``steps`` timed steps:
     (the warm-up's seconds, [(target tokens/s, seconds, target tokens)] per window).  ``ready``: called between
     the two (trials sharing a device wait there for each other)."""
+    from transformer_core.trainer import is_log_step
+
     t0 = time.perf_counter()
     for _ in range(warmup):
         tr.train_step()
@@ -44,6 +46,8 @@ def timed_windows(
         tokens0, t0 = tr.tokens, time.perf_counter()
         for _ in range(steps):
             tr.train_step()
+            if tr.lazy and is_log_step(tr.step, tr.cfg.train):  # loss_sync=window: its read, as a run reads it
+                tr.settle()
         _sync(tr.device)
         seconds = time.perf_counter() - t0
         out.append(((tr.tokens - tokens0) / seconds, seconds, tr.tokens - tokens0))

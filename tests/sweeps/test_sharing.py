@@ -93,7 +93,7 @@ def test_plan_says_when_the_spec_trains_with_other_step_settings_than_were_measu
     """A rate measured with packed CUDA-graph steps of 1 x 25,000 tokens is not the speed of the gpu profile's
     padded eager 2 x 12,500: plan names the settings that differ and how to match them."""
     fast = {"tokens_per_batch": 25000, "accumulate": 1, "compile": "graphs", "packing": "on",
-            "packed_attention": "flex", "loss_kernel": "plain", "fused_adam": True, "fast_dropout": False,
+            "packed_attention": "flex", "loss_kernel": "plain", "loss_sync": "auto", "fused_adam": True, "fast_dropout": False,
             "precision": "auto"}  # fmt: skip
     other = _plan(capsys, tmp_path, 1, settings=fast)
     note = next(line for line in other.splitlines() if line.startswith("the throughput was measured with"))
@@ -129,4 +129,5 @@ def test_plan_sizes_shared_trials_by_the_measured_memory_and_names_the_larger_ro
     assert "memory:" not in outs[1]  # a trial with a GPU of its own
     assert estimate.memory_note(Resources(gpus=0.5), estimate.Throughput(1.0, "x"), {"base": 1.0}) is None
     assert estimate.finite_positive(float("nan")) is None and estimate.finite_positive(True) is None
-    assert estimate.finite_positive("12") is None and estimate.finite_positive(-1) is None and estimate.finite_positive(3) == 3.0
+    assert estimate.finite_positive("12") is None and estimate.finite_positive(-1) is None
+    assert estimate.finite_positive(3) == 3.0
