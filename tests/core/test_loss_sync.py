@@ -8,6 +8,7 @@ import json
 import math
 
 import pytest
+import torch
 
 from tests.helpers import tiny_run_config
 from transformer_core import rundir, train_and_evaluate, trainer
@@ -71,3 +72,20 @@ def test_window_reads_find_the_same_divergence(fixture_corpus, fixture_data_dir,
     assert step["status"] == window["status"] == "diverged"
     assert window["diverged_at"] == step["diverged_at"] and window["reason"] == step["reason"]
     assert at is None or step["diverged_at"] == at
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_a_packed_graph_trial_reads_its_window_as_a_read_every_step_does(fixture_data_dir, tmp_path):
+    """The packed step replayed as a CUDA graph, whose outputs the next replay overwrites: window reads keep each
+    step's losses (a copy queued before the next replay) and log what a read every step logs, to the rounding
+    of the GPU's kernels, which are not bitwise reproducible."""
+    records = {}
+    for sync in ("step", "window"):
+        cfg = tiny_run_config(fixture_data_dir, steps=12, eval_every=12, packing="on", compile="graphs",
+                              device="cuda", loss_sync=sync)  # fmt: skip
+        assert train_and_evaluate(cfg, tmp_path / sync)["status"] == "finished"
+        records[sync] = [r for r in _records(tmp_path / sync) if r["kind"] == "train"]
+    assert [r["step"] for r in records["window"]] == [r["step"] for r in records["step"]] == [5, 10, 12]
+    for a, b in zip(records["window"], records["step"]):
+        assert a["loss"] == pytest.approx(b["loss"], rel=2e-3) and a["lr"] == b["lr"]
