@@ -46,8 +46,8 @@ def timed_windows(
         tokens0, t0 = tr.tokens, time.perf_counter()
         for _ in range(steps):
             tr.train_step()
-            if tr.lazy and is_log_step(tr.step, tr.cfg.train):  # loss_sync=window: its read, as a run reads it
-                tr.settle()
+            if getattr(tr, "lazy", False) and is_log_step(tr.step, tr.cfg.train):
+                tr.settle()  # loss_sync=window: the window's read, as a run reads it
         _sync(tr.device)
         seconds = time.perf_counter() - t0
         out.append(((tr.tokens - tokens0) / seconds, seconds, tr.tokens - tokens0))
