@@ -138,7 +138,8 @@ def trial_line(r: dict) -> str:
     return (f"packing {r['packing_asked']} seed {r['seed']}: dev cross-entropy {r['dev_ce']:.4f} at step "
             f"{r['steps']}, {r['target_tokens'] / r['steps']:,.0f} target tokens a step; layout "
             f"{r.get('packing')} ({r.get('packing_reason')}); compile {r.get('compile', '?')}; {r['device']} "
-            f"{r['precision']}")  # fmt: skip
+            f"{r['precision']}; {r.get('tokens_per_second') or 0:,.0f} target tokens/s while the trials shared the "
+            f"device, compile {r.get('compile_seconds') or 0:.0f} s")  # fmt: skip
 
 
 if __name__ == "__main__":
