@@ -63,6 +63,8 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "packed graphs flex fill": ("fill", "graphs", 1, "flex"),
     # the same step read once a logging window (loss_sync=window): the host queues a step while the GPU runs one
     "packed graphs flex window": ("on", "graphs", 1, "flex", "window"),
+    # the same step with the loss from the log-sum-exp (loss_kernel=lse: no log-probabilities tensor)
+    "packed graphs flex lse": ("on", "graphs", 1, "flex", "auto", "lse"),
     "packed compiled": ("on", "on", 2),
     "padded 1x25k": ("off", "off", 1),
     "packed 1x25k": ("on", "off", 1),
@@ -70,14 +72,15 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
 }
 
 
-def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto") -> dict:
+def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto",
+               loss: str = "plain") -> dict:  # fmt: skip
     """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches."""
     from step_profile import base_row_values
 
     values = base_row_values(args.profile, args.corpus, args.data_dir, {})
     step_tokens = int(values["tokens_per_batch"]) * int(values.get("accumulate", 1))
     values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro,
-                  packed_attention=attention, loss_sync=sync)  # fmt: skip
+                  packed_attention=attention, loss_sync=sync, loss_kernel=loss)  # fmt: skip
     if args.dry_run:
         values.update(device="cpu", threads=1)
     return values
@@ -238,7 +241,7 @@ def best_sets(args, results: dict[str, dict]) -> list[str]:
         return []
     best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
     values = row_values(args, *CANDIDATES[best])
-    keys = ("packing", "compile", "accumulate", "tokens_per_batch", "packed_attention", "loss_sync")
+    keys = ("packing", "compile", "accumulate", "tokens_per_batch", "packed_attention", "loss_sync", "loss_kernel")
     return [f"{k}={values[k]}" for k in keys]
 
 
@@ -279,6 +282,7 @@ def run_all(args) -> list[str]:
         "packed graphs",
         "packed graphs flex",
         "packed graphs flex window",
+        "packed graphs flex lse",
         "packed graphs flex fill",
     ):
         record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from .data import PAD
 from .device import autocast
 from .fused_loss import linear_smoothed_ce
-from .loss import smoothed_terms
+from .loss import smoothed_terms, smoothed_terms_lse
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,10 @@ class ForwardLoss:
             with autocast(self.device, self.precision):
                 hidden = self.model.features(*inputs)
                 logits = self.model.generator(hidden.flatten(0, -2).index_select(0, index))  # (n, V)
-            loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), target, self.eps_ls)
+            if self.loss_kernel == "lse":
+                loss, nll = smoothed_terms_lse(logits, target, self.eps_ls)
+            else:
+                loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), target, self.eps_ls)
             return loss.sum(), nll.sum().detach()
         bf16 = self.precision == "bf16"
         # torch's switch for duck sizing is private (torch.fx.experimental._config): a torch without it fails here

@@ -166,7 +166,15 @@ KNOBS: tuple[Knob, ...] = (
         "torch.compile of model and loss: off, on, graphs (packed, CUDA: as a CUDA graph) or auto (= off)",
     ),
     _K("fused_adam", "run", "none", "fused Adam", "", "fused Adam (default) or false: the loop; equal to rounding"),
-    _K("loss_kernel", "run", "none", "loss kernel", "", "plain (default) or chunked: projection + loss by row chunks"),
+    _K(
+        "loss_kernel",
+        "run",
+        "none",
+        "loss kernel",
+        "",
+        "plain (default); chunked: projection + loss by row chunks (padded eager step); lse: the loss from the "
+        "log-sum-exp, no log-probabilities tensor (equal to rounding)",
+    ),
     _K(
         "fast_dropout",
         "run",

@@ -34,3 +34,17 @@ def smoothed_terms(logp: torch.Tensor, target: torch.Tensor, eps_ls: float) -> t
         smooth = -logp.sum(dim=-1) / logp.shape[-1]
         return (1.0 - eps_ls) * nll + eps_ls * smooth, nll
     return nll, nll
+
+
+def smoothed_terms_lse(logits: torch.Tensor, target: torch.Tensor, eps_ls: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """smoothed_terms of log_softmax(logits), written from each row's log-sum-exp: nll = lse - x_ref and the
+    smoothing term lse - mean(x), so no (n, V) tensor of log-probabilities exists.  Equal to rounding; a compiler
+    can read the logits once forward (log-sum-exp, sum and the reference together) and once backward
+    (loss_kernel=lse)."""
+    x = logits.float()
+    lse = torch.logsumexp(x, dim=-1)
+    nll = lse - x.gather(1, target[:, None]).squeeze(1)
+    if eps_ls > 0:
+        smooth = lse - x.sum(dim=-1) / x.shape[-1]
+        return (1.0 - eps_ls) * nll + eps_ls * smooth, nll
+    return nll, nll

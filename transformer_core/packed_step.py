@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from .data.packing import PackedBatch, PackedShape
 from .device import autocast
-from .loss import smoothed_terms
+from .loss import smoothed_terms, smoothed_terms_lse
 from .model import PackedSegments
 from .segments import build_segments, packed_support
 
@@ -47,7 +47,8 @@ def resolve_packing(
     return packed_support(cfg, device, task, precision, attention, compile_mode)
 
 
-def packed_loss(model, tensors: tuple, span: int, backend: str, eps_ls: float, device_type: str, precision: str):
+def packed_loss(model, tensors: tuple, span: int, backend: str, eps_ls: float, device_type: str, precision: str,
+                lse: bool = False):  # fmt: skip
     """Summed smoothed loss and NLL of a packed batch's real target positions (its tail weighted 0)."""
     src, src_pos, tgt_in, tgt_pos, tgt_out, weight, cu_src, cu_tgt, seg_src, seg_tgt = tensors
     segments = PackedSegments(
@@ -58,7 +59,10 @@ def packed_loss(model, tensors: tuple, span: int, backend: str, eps_ls: float, d
     with autocast(torch.device(device_type), precision):
         hidden = model.packed_features(src, src_pos, tgt_in, tgt_pos, segments)
         logits = model.generator(hidden[0])  # (C, V)
-    loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), tgt_out[0], eps_ls)
+    if lse:  # loss_kernel=lse: from the log-sum-exp, no log-probabilities tensor
+        loss, nll = smoothed_terms_lse(logits, tgt_out[0], eps_ls)
+    else:
+        loss, nll = smoothed_terms(F.log_softmax(logits.float(), dim=-1), tgt_out[0], eps_ls)
     return (loss * weight).sum(), (nll * weight).sum().detach()
 
 
@@ -67,7 +71,7 @@ class PackedForwardLoss:
     (``off``), compiled once at the trial's shape (``on``) or compiled and replayed as a CUDA graph (``graphs``)."""
 
     def __init__(self, model, eps_ls: float, device: torch.device, precision: str, mode: str, backend: str,
-                 shape: PackedShape, accumulate: int = 1):  # fmt: skip
+                 shape: PackedShape, accumulate: int = 1, loss_kernel: str = "plain"):  # fmt: skip
         self.model, self.eps_ls, self.device, self.precision = model, eps_ls, device, precision
         self.backend, self.shape = backend, shape
         self.why = ""
@@ -79,7 +83,8 @@ class PackedForwardLoss:
             # a replay writes its gradients over the previous replay's, which a second micro-batch accumulates into
             mode, self.why = "on", f"CUDA graphs take one micro-batch a step (accumulate={accumulate}): compiled"
         self.mode = mode
-        self.loss_kernel = "plain"
+        # lse: the loss from the log-sum-exp; chunked is the padded eager step's (its rows are gathered first)
+        self.loss_kernel = "lse" if loss_kernel == "lse" else "plain"
         self._fn = packed_loss
         if mode == "on":
             self._fn = torch.compile(packed_loss, dynamic=False)
@@ -94,7 +99,7 @@ class PackedForwardLoss:
         if self.mode == "graphs":
             torch.compiler.cudagraph_mark_step_begin()
         loss, nll = self._fn(self.model, tensors, self.shape.span, self.backend, self.eps_ls, self.device.type,
-                             self.precision)  # fmt: skip
+                             self.precision, self.loss_kernel == "lse")  # fmt: skip
         if self.mode == "graphs":  # a replay overwrites its outputs: keep this micro-batch's sums
             nll = nll.clone()
         return loss, nll

@@ -212,6 +212,7 @@ class Trainer:
                 self.packing,
                 packed.shape,
                 self.local_accumulate,
+                t.loss_kernel,
             )
             if self.forward_loss.why:
                 log.info("compile=%s: %s", t.compile, self.forward_loss.why)

@@ -13,8 +13,9 @@
 #    replayed as a CUDA graph, FlexAttention, 1 x 25,000), LEARN_STEPS steps, all six at once under an MPS daemon
 #    of the script's own (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.
 #    Greedy final decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
-# 2. benchmarks/gpu_candidates.py in what is left: the padded eager baseline, the Flex graph step, the anchor
-#    eager and compiled, and 2 and 3 trials sharing the GPU under MPS and time-sliced (CANDIDATES to choose).
+# 2. benchmarks/gpu_candidates.py in what is left: the padded eager baseline, the Flex graph step (as it is, with
+#    loss_sync=window, with loss_kernel=lse, with filled buffers), the anchor eager and compiled, and 2 and 3
+#    trials sharing the GPU under MPS and time-sliced (CANDIDATES to choose).
 # 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c).
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
 # reading.  The earlier full candidate list: CANDIDATES= (empty) runs every candidate.

@@ -87,3 +87,57 @@ def test_the_knob_trains_the_same_steps_keeps_the_trial_id_and_is_recorded(tmp_p
     default = make_run_config(TINY)
     assert default.train.loss_kernel == "plain"
     assert make_run_config({**TINY, "loss_kernel": "chunked"}).content_hash() == default.content_hash()
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.0])
+def test_the_loss_from_the_log_sum_exp_equals_the_log_softmax_path_with_its_gradients(eps):
+    """loss_kernel=lse: lse - x_ref and lse - mean(x) instead of log-probabilities, at logits large enough that
+    a naive exp would overflow in fp32."""
+    from transformer_core.loss import smoothed_terms_lse
+
+    torch.manual_seed(0)
+    n, vocab = 50, 301
+    target = torch.randint(1, vocab, (n,))
+    results = []
+    for terms in (lambda x, t, e: smoothed_terms(F.log_softmax(x.float(), dim=-1), t, e), smoothed_terms_lse):
+        torch.manual_seed(1)
+        logits = (30 * torch.randn(n, vocab)).requires_grad_()
+        loss, nll = terms(logits, target, eps)
+        (1.5 * loss.sum()).backward()
+        results.append((loss.detach(), nll.detach(), logits.grad))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4)
+    assert torch.isfinite(results[1][0]).all()
+
+
+@pytest.mark.parametrize("compile_mode", ["off", "on"])
+def test_a_packed_step_with_loss_kernel_lse_gives_the_padded_steps_loss_and_gradients(compile_mode, fixture_corpus):
+    """The packed step's loss from the log-sum-exp against the padded step's log-softmax, fp32, eager and compiled
+    (inductor on the CPU: what the CUDA graph step compiles), and the padded eager step with lse too."""
+    from tests.core.test_packing import SMALL, _batch, _lengths, _loss_and_grads
+    from transformer_core.compiling import ForwardLoss
+    from transformer_core.config import ModelConfig
+    from transformer_core.data.batching import collate
+    from transformer_core.data.packing import pack, packed_shape
+    from transformer_core.model import build_model
+    from transformer_core.packed_step import PackedForwardLoss
+
+    split, cpu = fixture_corpus.split("train"), torch.device("cpu")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**SMALL), fixture_corpus.vocab_size).train()
+    index = _batch(split)
+    batch = collate(split, index)
+    padded = ForwardLoss(model, 0.1, cpu, "fp32")
+    inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
+    ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
+    padded_lse = ForwardLoss(model, 0.1, cpu, "fp32", loss_kernel="lse")
+    shape = packed_shape(1200, *_lengths(split))
+    packed = PackedForwardLoss(model, 0.1, cpu, "fp32", compile_mode, "mask", shape, loss_kernel="lse")
+    assert packed.loss_kernel == padded_lse.loss_kernel == "lse"
+    tensors = packed.prepare(pack(split, index, shape))
+    for got in (_loss_and_grads(model, lambda: packed(tensors)),
+                _loss_and_grads(model, lambda: padded_lse(inputs, idx, target))):  # fmt: skip
+        torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-4)
+        for name in ref[2]:
+            torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
