@@ -81,6 +81,8 @@ def row_values(args, packing: str, compile_mode: str, micro: int, attention: str
     step_tokens = int(values["tokens_per_batch"]) * int(values.get("accumulate", 1))
     values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro,
                   packed_attention=attention, loss_sync=sync, loss_kernel=loss)  # fmt: skip
+    if sync == "window":  # every timed window closes one logging window: its read is timed, as a run pays it
+        values["log_every"] = args.steps
     if args.dry_run:
         values.update(device="cpu", threads=1)
     return values

@@ -352,20 +352,26 @@ class Trainer:
         return self.settle()
 
     def settle(self) -> tuple[Optional[float], Optional[dict], Optional[str]]:
-        """Read every unread step's losses at once (one wait for the device) and account them in order, as
-        advance() does a step read at once; stops at the first that diverged."""
+        """Read every unread step's losses at once (one wait for the device, counted as training time) and account
+        them in order, as advance() does a step read at once.  At the first step that diverged the run is taken
+        back to it (its step and token counts, as a read every step would have stopped there); the steps queued
+        after it were trained for nothing."""
         unread, self._unread = self._unread, []
         if not unread:
             return None, None, None
+        t0 = time.perf_counter()
         values = torch.cat([sums for _, sums, _ in unread]).tolist()
+        self.seconds["train"] += time.perf_counter() - t0  # the device's work the host queued ahead of it
         out: tuple = (None, None, None)
         at = 0
-        for step, sums, ntok in unread:
+        for i, (step, sums, ntok) in enumerate(unread):
             own = values[at : at + len(sums)]
             at += len(sums)
             loss_sum, nll_sum = sum(own[0::2]), sum(own[1::2])  # as _read_sums sums a step's micro-batches
             out = self._account(step, loss_sum / max(ntok, 1), nll_sum / max(ntok, 1), ntok)
             if out[2]:
+                self.tokens -= sum(later for _, _, later in unread[i + 1 :])
+                self.step = step
                 break
         return out
 

@@ -110,7 +110,7 @@ def measured_sharing(record: dict) -> dict[int, float]:
     for k, entry in (found or {}).items() if isinstance(found, dict) else ():
         try:
             n, factor = int(k), float(entry["factor"])
-        except (TypeError, ValueError, KeyError):
+        except (TypeError, ValueError, KeyError, OverflowError):
             continue
         if n >= 2 and math.isfinite(factor) and factor > 0:
             out[n] = factor
@@ -270,8 +270,13 @@ def resolve_throughput(
 
 def finite_positive(x) -> Optional[float]:
     """x as a float where it is a finite number above 0 (a record's field), else None."""
-    ok = isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
-    return float(x) if ok else None
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return None
+    try:  # a JSON integer of hundreds of digits is an int no float holds
+        value = float(x)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) and 0 < value < 1e12 else None
 
 
 def no_source_message(profile: str) -> str:

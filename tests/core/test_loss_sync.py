@@ -71,6 +71,7 @@ def test_window_reads_find_the_same_divergence(fixture_corpus, fixture_data_dir,
     step, window = results["step"], results["window"]
     assert step["status"] == window["status"] == "diverged"
     assert window["diverged_at"] == step["diverged_at"] and window["reason"] == step["reason"]
+    assert _scores(window) == _scores(step)  # steps, target tokens and FLOPs as of the step that diverged
     assert at is None or step["diverged_at"] == at
 
 

@@ -131,3 +131,5 @@ def test_plan_sizes_shared_trials_by_the_measured_memory_and_names_the_larger_ro
     assert estimate.finite_positive(float("nan")) is None and estimate.finite_positive(True) is None
     assert estimate.finite_positive("12") is None and estimate.finite_positive(-1) is None
     assert estimate.finite_positive(3) == 3.0
+    assert estimate.finite_positive(10**400) is None and estimate.finite_positive(1e300) is None  # no overflow
+    assert estimate.measured_sharing({"sharing": {"2": {"factor": 10**400}}}) == {}
