@@ -122,12 +122,7 @@ def _evaluate_and_checkpoint(tr: Trainer) -> None:
 
 
 def _diverged(tr: Trainer, started: float, result_path: Path, reason: str) -> dict:
-    result = {
-        **result_base(tr, started),
-        "status": Status.DIVERGED.value,
-        "diverged_at": tr.diverged_at or tr.step,
-        "reason": reason,
-    }
+    result = {**result_base(tr, started), "status": Status.DIVERGED.value, "diverged_at": tr.step, "reason": reason}
     rundir.write_json(result_path, result)
     log.warning("%s diverged: %s", tr.workdir, reason)
     tr.tracker.set_status("FAILED", reason)

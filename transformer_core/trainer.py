@@ -233,7 +233,6 @@ class Trainer:
         # all-reduce takes host numbers).
         self.lazy = t.loss_sync == "window" and self.world == 1
         self._unread: list[tuple[int, torch.Tensor, int]] = []  # (step, its stacked device sums, its tokens)
-        self.diverged_at: Optional[int] = None
         self.step, self.tokens = 0, 0
         self.seconds = {"train": 0.0, "data": 0.0, "eval": 0.0}
         self.last_eval: dict = {}
@@ -367,7 +366,7 @@ class Trainer:
         for i, (step, sums, ntok) in enumerate(unread):
             own = values[at : at + len(sums)]
             at += len(sums)
-            loss_sum, nll_sum = sum(own[0::2]), sum(own[1::2])  # as _read_sums sums a step's micro-batches
+            loss_sum, nll_sum = _summed(own)
             out = self._account(step, loss_sum / max(ntok, 1), nll_sum / max(ntok, 1), ntok)
             if out[2]:
                 self.tokens -= sum(later for _, _, later in unread[i + 1 :])
@@ -379,7 +378,6 @@ class Trainer:
         """Step ``step``'s losses into the logging window: (loss, the train record where it closes the window,
         why the run has diverged where it has)."""
         if not math.isfinite(loss):
-            self.diverged_at = step
             return loss, None, f"non-finite training loss at step {step}"
         w = self.window
         w.loss, w.nll, w.tokens = w.loss + loss * ntok, w.nll + nll * ntok, w.tokens + ntok
@@ -394,10 +392,7 @@ class Trainer:
             "lr": self.opt.param_groups[0]["lr"],
             "tokens_per_second": w.tokens / max(time.perf_counter() - w.t0, 1e-9),
         }
-        diverged = self.divergence.update(w.start, step, rec["loss"])
-        if diverged:
-            self.diverged_at = step
-        return loss, rec, diverged
+        return loss, rec, self.divergence.update(w.start, step, rec["loss"])
 
     def evaluate(self) -> tuple[dict, dict[str, list[str]]]:
         """The task's evaluation at this step (timed as eval): its record and the files it writes."""
@@ -465,5 +460,9 @@ def packing_keys(tr: Trainer) -> dict:
 
 def _read_sums(sums: list) -> tuple[float, float]:
     """(loss sum, NLL sum) over micro-batches from their alternating device scalars, summed on the host."""
-    values = torch.stack(sums).tolist()
+    return _summed(torch.stack(sums).tolist())
+
+
+def _summed(values: list[float]) -> tuple[float, float]:
+    """(loss sum, NLL sum) of a step's micro-batches from their alternating host values."""
     return sum(values[0::2]), sum(values[1::2])
