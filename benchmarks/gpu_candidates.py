@@ -1,23 +1,30 @@
 """Every candidate for the gpu profile's CUDA step, side by side in one run: the device script of issue 56.
 
 Each candidate is a fresh Trainer of the profile's base row (precision auto: bf16 on a GPU) that trains
-``--warmup`` untimed steps (a compiled candidate compiles there; its seconds are printed) and ``--windows`` timed
+``--warmup`` untimed steps (a compiled candidate compiles there, anew for each row but helped by inductor's on-disk
+cache where an earlier row compiled the same graph; its seconds are printed) and ``--windows`` timed
 windows of ``--steps`` steps; its rate is the best window's target tokens/s.  In the order run (the most telling
 first, so that a run cut short by ``--deadline`` still has them):
 
     padded 2x12.5k       today's step: padded length buckets, eager, two accumulated micro-batches (the baseline)
-    padded compiled      the same compiled (compile=on): the incumbent a new step has to beat
-    packed graphs        packed, compiled and replayed as a CUDA graph (compile=graphs), one 25k micro-batch
-    packed graphs flex   the same with FlexAttention (packed_attention=flex) instead of varlen FlashAttention
+    packed graphs flex stack  packed buffers filled to the budget in real tokens (packing=fill), compiled and
+                         replayed as a CUDA graph with FlexAttention, one 25k micro-batch, losses read once a
+                         logging window (loss_sync=window), the loss from the log-sum-exp (loss_kernel=lse)
     anchor compiled/eager benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
-    share k, MPS         k concurrent processes of the sharing candidate under an MPS daemon of this run's own
-                         (a private pipe directory, stopped after; k = 2, 3)
+    share k, MPS         k concurrent processes of the sharing candidate (--share, or the fastest graph row so
+                         far) under an MPS daemon of this run's own (a private pipe directory, stopped after; k = 2, 3)
     share 2, time-sliced the same without MPS
+    packed graphs flex   the stack's step with packing=on (the padded stream's batches), read every step, the
+                         log-softmax loss: what each part of the stack pays is its row against this one
+    ... stack tuned      the stack compiled with inductor's coordinate-descent tuning (a benchmark setting)
+    padded compiled      the baseline compiled (compile=on): the incumbent a new step has to beat
+    packed graphs        packed graphs with varlen FlashAttention instead of Flex
+    ... flex window/lse/fill  one part of the stack each
     packed 2x12.5k       packed buffers (data/packing.py), eager
     packed compiled      packed, compiled at static shapes (compile=on)
     padded 1x25k         one micro-batch of the whole step's tokens
     packed 1x25k         packed, one micro-batch
-    packed fill 2x12.5k  packing=fill: buffers filled to the budget in real tokens (more real tokens a step)
+    packed fill 2x12.5k  packing=fill, eager
 
 MFU is 6 x params x target tokens/s over the bf16 matrix-product peak measured in the same run; a sharing row's
 aggregate MFU sums its processes' tokens/s, each counted over the same timed wall window (a file barrier lines the
@@ -65,16 +72,30 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "packed graphs flex window": ("on", "graphs", 1, "flex", "window"),
     # the same step with the loss from the log-sum-exp (loss_kernel=lse: no log-probabilities tensor)
     "packed graphs flex lse": ("on", "graphs", 1, "flex", "auto", "lse"),
+    # the three together (filled buffers, read once a window, loss from the log-sum-exp): the step a CUDA default
+    # would be if each of them pays
+    "packed graphs flex stack": ("fill", "graphs", 1, "flex", "window", "lse"),
+    # the same with inductor's coordinate-descent tuning of its generated kernels (30% of the Flex step's kernel
+    # time is fused reductions: layer norm, dropout, the log-softmax): a benchmark setting, not yet a knob
+    "packed graphs flex stack tuned": ("fill", "graphs", 1, "flex", "window", "lse", "tuned"),
     "packed compiled": ("on", "on", 2),
     "padded 1x25k": ("off", "off", 1),
     "packed 1x25k": ("on", "off", 1),
     "packed fill 2x12.5k": ("fill", "off", 2),  # buffers filled to the budget in real tokens: more tokens a step
 }
 
+# the single-trial candidates after the baseline, the stack and the anchor, most telling first
+LATER = ("packed graphs flex", "packed graphs flex stack tuned", "padded compiled 2x12.5k", "packed graphs",
+         "packed graphs flex window", "packed graphs flex lse", "packed graphs flex fill", "packed 2x12.5k",
+         "packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k")  # fmt: skip
+# the candidates a sharing row may run (without --share: the fastest of them measured)
+SHARING = ("packed graphs flex stack", "packed graphs flex stack tuned", "packed graphs flex", "packed graphs")
+
 
 def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto",
-               loss: str = "plain") -> dict:  # fmt: skip
-    """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches."""
+               loss: str = "plain", tuning: str = "") -> dict:  # fmt: skip
+    """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches; ``tuning``
+    (a benchmark setting, not a run value) is read by ``inductor_tuning``."""
     from step_profile import base_row_values
 
     values = base_row_values(args.profile, args.corpus, args.data_dir, {})
@@ -86,6 +107,25 @@ def row_values(args, packing: str, compile_mode: str, micro: int, attention: str
     if args.dry_run:
         values.update(device="cpu", threads=1)
     return values
+
+
+def inductor_tuning(name: str):
+    """The inductor settings candidate ``name`` compiles under: coordinate-descent tuning of the generated kernels
+    for a ``tuned`` row, none for the rest."""
+    import contextlib
+
+    if "tuned" not in CANDIDATES[name][6:]:
+        return contextlib.nullcontext()
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(coordinate_descent_tuning=True)
+
+
+def candidate_rate(args, name: str, windows: int | None = None, barrier: Path | None = None, k: int = 1) -> dict:
+    """``train_rate`` of candidate ``name`` under its inductor settings."""
+    with inductor_tuning(name):
+        values = row_values(args, *CANDIDATES[name])
+        return train_rate(values, args.warmup, args.steps, windows or args.windows, barrier, k)
 
 
 def _sync(device: torch.device) -> None:
@@ -103,6 +143,11 @@ def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Pat
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
+    # each candidate compiles anew: torch keeps the compiled code of a function across the rows of one process (a
+    # later row of another shape or setting would add to it, up to 8, then run uncompiled, and a row differing
+    # only in inductor's settings would reuse an earlier row's kernels); inductor's on-disk cache still serves a
+    # graph an earlier row compiled under the same settings
+    torch._dynamo.reset()
     config = make_run_config({**values, "seed": 1, "steps": warmup + windows * steps + 1})
     with tempfile.TemporaryDirectory(prefix="gpu-cand-") as work:
         tr = Trainer(config, Path(work), JsonTracker(Path(work) / "t.jsonl"), None)
@@ -278,17 +323,13 @@ def run_all(args) -> list[str]:
     peak, how = matmul_peak(args.dry_run)
     lines.append(f"matrix-product peak {peak / 1e12:.3f} TFLOP/s ({how})")
     print(lines[-1], flush=True)
-    for name in (
-        "padded 2x12.5k",
-        "padded compiled 2x12.5k",
-        "packed graphs",
-        "packed graphs flex",
-        "packed graphs flex window",
-        "packed graphs flex lse",
-        "packed graphs flex fill",
-    ):
-        record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
-                                               args.windows))  # fmt: skip
+
+    def single(name: str, reserve: float = 20.0) -> None:
+        record(name, lambda: candidate_rate(args, name), reserve)
+
+    # the baseline, the step a default would be, and the anchor first: the target's ratio is one run's
+    single("padded 2x12.5k")
+    single("packed graphs flex stack")
     from anchor_transformer import anchor_rate
 
     from transformer_core.data import load_corpus
@@ -307,7 +348,7 @@ def run_all(args) -> list[str]:
 
     for compiled in (True, False):
         record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
-    graphs = [n for n in ("packed graphs flex", "packed graphs") if n in results]
+    graphs = [n for n in SHARING if n in results]
     share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed 2x12.5k")
     with tempfile.TemporaryDirectory(prefix="gpu-cand-") as tmp:
         work = Path(tmp)
@@ -321,9 +362,9 @@ def run_all(args) -> list[str]:
                     continue
                 record(f"share {k} x {share}, MPS", lambda k=k: shared_rate(args, share, k, work / "mps", work), 60)
         record(f"share 2 x {share}, time-sliced", lambda: shared_rate(args, share, 2, None, work), 60)
-    for name in ("packed 2x12.5k", "packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k"):
-        record(name, lambda n=name: train_rate(row_values(args, *CANDIDATES[n]), args.warmup, args.steps,
-                                               args.windows), 60)  # fmt: skip
+    # then what each part of the stack pays alone, and the earlier candidates
+    for name in LATER:
+        single(name, 60)
     anchor = results.get("anchor compiled", {}).get("tokens_per_second")
     singles = {n: r for n, r in results.items() if n in CANDIDATES}
     if anchor and singles:
@@ -373,8 +414,7 @@ def main() -> None:
     elif not torch.cuda.is_available():
         raise SystemExit("gpu_candidates.py: no CUDA device is visible (run with --dry-run to check it on a CPU)")
     if args.worker:
-        r = train_rate(row_values(args, *CANDIDATES[args.worker]), args.warmup, args.steps, 1, Path(args.barrier),
-                       args.k)  # fmt: skip
+        r = candidate_rate(args, args.worker, 1, Path(args.barrier), args.k)
         Path(args.json).write_text(json.dumps(r))
         return
     run_all(args)

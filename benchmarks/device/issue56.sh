@@ -13,9 +13,11 @@
 #    replayed as a CUDA graph, FlexAttention, 1 x 25,000), LEARN_STEPS steps, all six at once under an MPS daemon
 #    of the script's own (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.
 #    Greedy final decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
-# 2. benchmarks/gpu_candidates.py in what is left: the padded eager baseline, the Flex graph step (as it is, with
-#    loss_sync=window, with loss_kernel=lse, with filled buffers), the anchor eager and compiled, and 2 and 3
-#    trials sharing the GPU under MPS and time-sliced (CANDIDATES to choose).
+# 2. benchmarks/gpu_candidates.py in what is left, in this order: the padded eager baseline, the Flex graph step
+#    with all three of filled buffers, loss_sync=window and loss_kernel=lse (the stack), the anchor compiled and
+#    eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2 time-sliced, then the Flex graph
+#    step as it was measured before, the stack with inductor's coordinate-descent tuning, and each part of the
+#    stack alone (CANDIDATES to choose; a row past the deadline says so).
 # 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c).
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
 # reading.  The earlier full candidate list: CANDIDATES= (empty) runs every candidate.
@@ -37,7 +39,7 @@ if [ -n "${DRY:-}" ]; then
     --packed-set compile=graphs packed_attention=flex --trial-timeout 200 --out "$OUT/packing_learning_dry.txt" \
     > /dev/null || exit $?
   tail -1 "$OUT/packing_learning_dry.txt"
-  "$PY" benchmarks/gpu_candidates.py --dry-run --deadline 200 --only "$CANDIDATES" --share "packed graphs flex" \
+  "$PY" benchmarks/gpu_candidates.py --dry-run --deadline 200 --only "$CANDIDATES" \
     --out "$OUT/gpu_candidates_dry.txt" --best-sets "$OUT/best_sets.txt" > /dev/null 2>&1 || exit $?
   tail -n +4 "$OUT/gpu_candidates_dry.txt"
   exit 0
@@ -63,7 +65,7 @@ echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" nvidia-cuda-mps-control
 left=$((TOTAL - ($(date +%s) - start) - 40))
 if [ "$left" -gt 60 ]; then
   timeout $((left + 30)) "$PY" benchmarks/gpu_candidates.py --corpus bible-en-de --deadline "$left" \
-    --only "$CANDIDATES" --share "packed graphs flex" \
+    --only "$CANDIDATES" \
     --out "$OUT/gpu_candidates_$name.txt" --json "$OUT/gpu_candidates_$name.json" --best-sets "$OUT/best_sets.txt" \
     2>&1 | grep -v "Warning\|warn\|record_function"
 else

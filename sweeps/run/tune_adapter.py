@@ -343,13 +343,13 @@ def reuse_actors(spec: Spec, payloads: list[TrialRecord]) -> bool:
     the process would carry more than that, and where its memory cannot be bounded (sweeps/run/worker_memory.py):
     a search's seed tasks and a data-parallel trial's Ray Train workers are the worker's children, which Ray
     ends with the worker when a scheduler stops the trial (a kept worker would leave them training); a compiled
-    trial (``compile=on``) would find earlier trials' compiled code in
-    the process (torch keeps up to 8 per function, then silently runs it uncompiled)."""
+    trial (``compile=on`` or ``graphs``) would find earlier trials' compiled code in the process (torch keeps up
+    to 8 per function, then silently runs it uncompiled; a fresh process still finds inductor's on-disk cache)."""
     value = os.environ.get("TSWEEP_REUSE_ACTORS", "1")
     if value not in ("0", "1"):
         raise UserError(f"TSWEEP_REUSE_ACTORS={value!r} is invalid: allowed 1 (default) or 0")
     children = spec.resources.workers > 1 or bool(spec.search and len(spec.seeds) > 1)
-    compiled = any(p.values.get("compile") == "on" for p in payloads)
+    compiled = any(p.values.get("compile") in ("on", "graphs") for p in payloads)
     wanted = value == "1" and not children and not compiled
     # a kept worker is replaced when its memory after a trial passes its bound (worker_memory.py); where this
     # Ray gives no way to do that, no worker is kept

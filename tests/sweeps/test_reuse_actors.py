@@ -42,8 +42,9 @@ def test_reuse_is_on_for_eager_trials_in_the_workers_own_thread_unless_switched_
     assert reuse_actors(replace(spec, resources=replace(spec.resources, workers=2)), payloads) is False
     search = replace(spec, search=Search(4, {"P_drop": {"type": "uniform", "low": 0.0, "high": 0.3}}))
     assert reuse_actors(search, payloads) is False and reuse_actors(replace(search, seeds=[1]), payloads) is True
-    compiled = [replace(p, values={**p.values, "compile": "on"}) for p in payloads]
-    assert reuse_actors(spec, compiled) is False  # torch's compiled code would carry over
+    for mode in ("on", "graphs"):
+        compiled = [replace(p, values={**p.values, "compile": mode}) for p in payloads]
+        assert reuse_actors(spec, compiled) is False  # torch's compiled code would carry over
     monkeypatch.setenv("TSWEEP_REUSE_ACTORS", "0")
     assert reuse_actors(spec, payloads) is False
     monkeypatch.setenv("TSWEEP_REUSE_ACTORS", "yes")
