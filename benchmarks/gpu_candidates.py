@@ -47,6 +47,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -85,9 +86,12 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
 }
 
 # the single-trial candidates after the baseline, the stack and the anchor, most telling first
-LATER = ("packed graphs flex", "packed graphs flex stack tuned", "padded compiled 2x12.5k", "packed graphs",
-         "packed graphs flex window", "packed graphs flex lse", "packed graphs flex fill", "packed 2x12.5k",
-         "packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k")  # fmt: skip
+LATER = ("packed graphs flex", "packed graphs flex window", "packed graphs flex lse", "packed graphs flex fill",
+         "padded compiled 2x12.5k", "packed graphs", "packed 2x12.5k", "packed compiled", "padded 1x25k",
+         "packed 1x25k", "packed fill 2x12.5k", "packed graphs flex stack tuned")  # fmt: skip
+BARRIER_SECONDS = 300.0  # a sharing process waits this long for the others to warm up
+# tuning every generated kernel can take minutes: the tuned row runs last, where the deadline leaves it room
+TUNED_RESERVE = 180.0
 # the candidates a sharing row may run (without --share: the fastest of them measured)
 SHARING = ("packed graphs flex stack", "packed graphs flex stack tuned", "packed graphs flex", "packed graphs")
 
@@ -154,7 +158,11 @@ def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Pat
 
         def ready() -> None:  # processes sharing the GPU start their timed windows together
             (barrier / f"ready-{os.getpid()}").touch()
+            waited = time.monotonic()
             while len(list(barrier.glob("ready-*"))) < k:
+                if time.monotonic() - waited > BARRIER_SECONDS:  # a process that died never arrives
+                    raise RuntimeError(f"{k - len(list(barrier.glob('ready-*')))} sharing process(es) did not "
+                                       f"warm up within {BARRIER_SECONDS:.0f} s")  # fmt: skip
                 time.sleep(0.01)
 
         warm, timed = timed_windows(tr, warmup, steps, windows, ready if barrier is not None else None)
@@ -167,8 +175,9 @@ def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Pat
         }  # fmt: skip
 
 
-def shared_rate(args, name: str, k: int, mps_dir: Path | None, work: Path) -> dict:
-    """k concurrent processes of candidate ``name``; their window rates summed (each over one shared window)."""
+def shared_rate(args, name: str, k: int, mps_dir: Path | None, work: Path, seconds: float = 600.0) -> dict:
+    """k concurrent processes of candidate ``name``; their window rates summed (each over one shared window);
+    processes still running after ``seconds`` are killed and the row fails."""
     barrier = Path(tempfile.mkdtemp(prefix=f"share{k}-", dir=work))
     env = dict(os.environ)
     if mps_dir is not None:
@@ -188,7 +197,15 @@ def shared_rate(args, name: str, k: int, mps_dir: Path | None, work: Path) -> di
     cmd += ["--data-dir", args.data_dir] if args.data_dir else []
     cmd += ["--dry-run"] if args.dry_run else []
     procs = [subprocess.Popen([*cmd, "--json", str(o)], env=env, stderr=subprocess.PIPE, text=True) for o in outs]
-    errors = [p.communicate()[1] for p in procs]
+    try:
+        errors = [p.communicate(timeout=max(30.0, seconds))[1] for p in procs]
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"the sharing processes ran past {seconds:.0f} s") from None
+    finally:  # none left holding GPU memory (or the MPS daemon) after the row, however it ended
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     if any(p.returncode for p in procs):
         tail = next(e for p, e in zip(procs, errors) if p.returncode).strip().splitlines()[-1:]
         raise RuntimeError(f"a sharing process failed: {' '.join(tail)}")
@@ -283,7 +300,8 @@ def header(args) -> list[str]:
 
 def best_sets(args, results: dict[str, dict]) -> list[str]:
     """``--set`` arguments of the fastest single-trial candidate measured (what bench-device should time next)."""
-    singles = {n: r for n, r in results.items() if n in CANDIDATES}
+    # a tuned row's inductor setting is no run value: its --set arguments would time the untuned step
+    singles = {n: r for n, r in results.items() if n in CANDIDATES and "tuned" not in CANDIDATES[n][6:]}
     if not singles:
         return []
     best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
@@ -301,6 +319,10 @@ def run_all(args) -> list[str]:
     def flush() -> None:  # the table so far: a run cut short at the device's limit still brings its rows back
         if args.out:
             Path(args.out).write_text("\n".join(head + lines) + "\n")
+        if args.json:
+            Path(args.json).write_text(json.dumps({"peak_flops": peak, "results": results}, indent=1))
+        if args.best_sets:
+            Path(args.best_sets).write_text(" ".join(f"--set {s}" for s in best_sets(args, results)) + "\n")
 
     def left() -> float:
         return args.deadline - (time.monotonic() - started)
@@ -349,7 +371,8 @@ def run_all(args) -> list[str]:
     for compiled in (True, False):
         record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
     graphs = [n for n in SHARING if n in results]
-    share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed 2x12.5k")
+    # without a graph row measured (the stack failed or was not asked for): the Flex graph step measured before
+    share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed graphs flex")
     with tempfile.TemporaryDirectory(prefix="gpu-cand-") as tmp:
         work = Path(tmp)
         with MPS(work / "mps") as mps:  # MPS first: it measured 1.31x one trial alone, time-slicing 1.08x
@@ -360,17 +383,19 @@ def run_all(args) -> list[str]:
                     lines.append(f"share {k} x {share}, MPS: not run ({mps.why})")
                     print(lines[-1], flush=True)
                     continue
-                record(f"share {k} x {share}, MPS", lambda k=k: shared_rate(args, share, k, work / "mps", work), 60)
-        record(f"share 2 x {share}, time-sliced", lambda: shared_rate(args, share, 2, None, work), 60)
+                record(f"share {k} x {share}, MPS",
+                       lambda k=k: shared_rate(args, share, k, work / "mps", work, left()), 60)  # fmt: skip
+        record(f"share 2 x {share}, time-sliced", lambda: shared_rate(args, share, 2, None, work, left()), 60)
     # then what each part of the stack pays alone, and the earlier candidates
     for name in LATER:
-        single(name, 60)
+        single(name, TUNED_RESERVE if "tuned" in name else 60)
     anchor = results.get("anchor compiled", {}).get("tokens_per_second")
     singles = {n: r for n, r in results.items() if n in CANDIDATES}
     if anchor and singles:
         best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
-        lines.append(f"best single trial: {best}, {singles[best]['tokens_per_second'] / anchor:.2f}x the compiled "
-                     "anchor (target >= 1.2x)")  # fmt: skip
+        tuned = " (inductor's coordinate-descent tuning: not yet a knob)" if "tuned" in best else ""
+        lines.append(f"best single trial: {best}{tuned}, {singles[best]['tokens_per_second'] / anchor:.2f}x the "
+                     "compiled anchor (target >= 1.2x)")  # fmt: skip
     shared = {n: r for n, r in results.items() if n.startswith("share")}
     if shared:
         best = max(shared, key=lambda n: shared[n]["tokens_per_second"])
@@ -378,10 +403,6 @@ def run_all(args) -> list[str]:
         lines.append(f"best aggregate: {best}, MFU {100 * 6 * r['params'] * r['tokens_per_second'] / peak:.1f}% "
                      "of the measured peak (target >= 35%)")  # fmt: skip
     lines.append(f"total {time.monotonic() - started:.0f} s")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"peak_flops": peak, "results": results}, indent=1))
-    if args.best_sets:
-        Path(args.best_sets).write_text(" ".join(f"--set {s}" for s in best_sets(args, results)) + "\n")
     flush()
     return lines
 
@@ -396,7 +417,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--deadline", type=float, default=480.0, help="seconds: later candidates are skipped past it")
     ap.add_argument("--only", default=None, help="comma list: run only the rows whose names contain one of these")
-    ap.add_argument("--share", default=None, help="the candidate the sharing rows run (default: packed graphs)")
+    ap.add_argument("--share", default=None, help="the candidate the sharing rows run (default: the fastest graph row)")
     ap.add_argument("--out", default=None, help="write the table here (with device, torch, commit, command)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--best-sets", default=None, help="write the fastest single candidate's --set arguments here")
@@ -405,6 +426,9 @@ def main() -> None:
     ap.add_argument("--barrier", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--k", type=int, default=1, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    # the device script's `timeout` ends a run with SIGTERM: exit through the context managers (the MPS daemon is
+    # told to quit, sharing processes are killed) rather than leave them behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.dry_run:
         args.profile = "smoke"
         os.environ.setdefault("TSWEEP_BIBLE_DB", str(ROOT / "tests" / "fixtures" / "bible-mini.db"))

@@ -6,10 +6,17 @@ windows."""
 
 from __future__ import annotations
 
+import math
 import platform
 import tempfile
 import time
 from pathlib import Path
+
+from transformer_core.errors import UserError
+
+
+class DivergedError(UserError):
+    """The measured training run diverged: its rate would count steps that trained nothing."""
 
 
 def _sync(device) -> None:
@@ -35,9 +42,17 @@ def timed_windows(
     the two (trials sharing a device wait there for each other)."""
     from transformer_core.trainer import is_log_step
 
+    def step() -> None:
+        loss, _, _ = tr.train_step()
+        why = None if math.isfinite(loss) else f"non-finite training loss at step {tr.step}"
+        if getattr(tr, "lazy", False):  # loss_sync=window: nan until read, at the window's end as a run reads it
+            why = tr.settle()[2] if is_log_step(tr.step, tr.cfg.train) else None
+        if why:  # a rate of steps that trained nothing is no measurement
+            raise DivergedError(f"the measured run diverged ({why}): no rate from it; measure settings that train")
+
     t0 = time.perf_counter()
     for _ in range(warmup):
-        tr.train_step()
+        step()
     _sync(tr.device)
     warm, out = time.perf_counter() - t0, []
     if ready is not None:
@@ -45,9 +60,7 @@ def timed_windows(
     for _ in range(windows):
         tokens0, t0 = tr.tokens, time.perf_counter()
         for _ in range(steps):
-            tr.train_step()
-            if getattr(tr, "lazy", False) and is_log_step(tr.step, tr.cfg.train):
-                tr.settle()  # loss_sync=window: the window's read, as a run reads it
+            step()
         _sync(tr.device)
         seconds = time.perf_counter() - t0
         out.append(((tr.tokens - tokens0) / seconds, seconds, tr.tokens - tokens0))

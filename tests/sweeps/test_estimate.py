@@ -4,6 +4,7 @@ device x MFU; none for a GPU profile without a source.  The gpu profiles' sizing
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -174,12 +175,45 @@ def test_bench_device_times_its_windows_after_an_untimed_warm_up(capsys):
         def train_step(self):
             self.step += 1
             self.tokens += self.step
+            return 1.0, 1.0, self.step
 
     warm, windows = timed_windows(Trainer(), warmup=2, steps=2, windows=3)
     assert warm >= 0 and [w[2] for w in windows] == [7, 11, 15]
     assert all(w[0] == pytest.approx(w[2] / w[1]) for w in windows)
     assert tsweep(["bench-device", "--windows", "0"]) == 2
     assert "--windows 0 is invalid: allowed steps >= 1, warmup >= 0, windows >= 1" in capsys.readouterr().err
+
+
+def test_a_measured_run_that_diverges_is_an_error_not_a_rate():
+    """A step whose loss is not finite (read every step, or at its window's read with loss_sync=window) ends the
+    measurement with one message: steps that trained nothing are no rate."""
+    from sweeps.plan.device_bench import DivergedError, timed_windows
+
+    class Trainer:
+        device, tokens, step, lazy = SimpleNamespace(type="cpu"), 0, 0, False
+        cfg = SimpleNamespace(train=SimpleNamespace(log_every=3, steps=100))
+
+        def train_step(self):
+            self.step += 1
+            self.tokens += 10
+            return (math.inf if self.step == 5 else 2.0), 2.0, 10
+
+    with pytest.raises(DivergedError, match="non-finite training loss at step 5"):
+        timed_windows(Trainer(), warmup=1, steps=4, windows=2)
+
+    class Lazy(Trainer):
+        lazy = True
+
+        def train_step(self):
+            super().train_step()
+            return math.nan, math.nan, 10  # unread until the window's end
+
+        def settle(self):
+            return (None, None, "non-finite training loss at step 5") if self.step == 6 else (2.0, None, None)
+
+    assert [w[2] for w in timed_windows(Lazy(), warmup=1, steps=2, windows=2)[1]] == [20, 20]
+    with pytest.raises(DivergedError, match="diverged .non-finite training loss at step 5"):
+        timed_windows(Lazy(), warmup=1, steps=4, windows=2)
 
 
 def test_the_device_hours_table_in_the_docs_is_what_the_script_prints(capsys, monkeypatch, tmp_path):
