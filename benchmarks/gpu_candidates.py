@@ -7,8 +7,8 @@ windows of ``--steps`` steps; its rate is the best window's target tokens/s.  In
 first, so that a run cut short by ``--deadline`` still has them):
 
     padded 2x12.5k       today's step: padded length buckets, eager, two accumulated micro-batches (the baseline)
-    packed graphs flex stack  packed buffers filled to the budget in real tokens (packing=fill), compiled and
-                         replayed as a CUDA graph with FlexAttention, one 25k micro-batch, losses read once a
+    packed graphs flex stack  sentences packed into FlexAttention's 128-token tiles (packing=blocks), compiled
+                         and replayed as a CUDA graph with FlexAttention, one 25k micro-batch, losses read once a
                          logging window (loss_sync=window), the loss from the log-sum-exp (loss_kernel=lse)
     anchor compiled/eager benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
     share k, MPS         k concurrent processes of the sharing candidate (--share, or the fastest graph row so
@@ -19,7 +19,8 @@ first, so that a run cut short by ``--deadline`` still has them):
     ... stack tuned      the stack compiled with inductor's coordinate-descent tuning (a benchmark setting)
     padded compiled      the baseline compiled (compile=on): the incumbent a new step has to beat
     packed graphs        packed graphs with varlen FlashAttention instead of Flex
-    ... flex window/lse/fill  one part of the stack each
+    ... flex blocks/window/lse  one part of the stack each
+    ... flex fill, stack fill  buffers filled to the budget in real tokens instead of blocks
     packed 2x12.5k       packed buffers (data/packing.py), eager
     packed compiled      packed, compiled at static shapes (compile=on)
     padded 1x25k         one micro-batch of the whole step's tokens
@@ -73,12 +74,16 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
     "packed graphs flex window": ("on", "graphs", 1, "flex", "window"),
     # the same step with the loss from the log-sum-exp (loss_kernel=lse: no log-probabilities tensor)
     "packed graphs flex lse": ("on", "graphs", 1, "flex", "auto", "lse"),
-    # the three together (filled buffers, read once a window, loss from the log-sum-exp): the step a CUDA default
-    # would be if each of them pays
-    "packed graphs flex stack": ("fill", "graphs", 1, "flex", "window", "lse"),
+    # sentences placed in FlexAttention's 128-token tiles (packing=blocks): one key tile per query tile
+    "packed graphs flex blocks": ("blocks", "graphs", 1, "flex"),
+    # the three together (block-packed buffers, read once a window, loss from the log-sum-exp): the step a CUDA
+    # default would be if each of them pays
+    "packed graphs flex stack": ("blocks", "graphs", 1, "flex", "window", "lse"),
+    # the same with filled buffers instead of blocks (more real tokens a step, two or three key tiles a query tile)
+    "packed graphs flex stack fill": ("fill", "graphs", 1, "flex", "window", "lse"),
     # the same with inductor's coordinate-descent tuning of its generated kernels (30% of the Flex step's kernel
     # time is fused reductions: layer norm, dropout, the log-softmax): a benchmark setting, not yet a knob
-    "packed graphs flex stack tuned": ("fill", "graphs", 1, "flex", "window", "lse", "tuned"),
+    "packed graphs flex stack tuned": ("blocks", "graphs", 1, "flex", "window", "lse", "tuned"),
     "packed compiled": ("on", "on", 2),
     "padded 1x25k": ("off", "off", 1),
     "packed 1x25k": ("on", "off", 1),
@@ -86,14 +91,21 @@ CANDIDATES = {  # name: (packing, compile, micro-batches per step)
 }
 
 # the single-trial candidates after the baseline, the stack and the anchor, most telling first
-LATER = ("packed graphs flex", "packed graphs flex window", "packed graphs flex lse", "packed graphs flex fill",
-         "padded compiled 2x12.5k", "packed graphs", "packed 2x12.5k", "packed compiled", "padded 1x25k",
-         "packed 1x25k", "packed fill 2x12.5k", "packed graphs flex stack tuned")  # fmt: skip
+LATER = ("packed graphs flex", "packed graphs flex blocks", "packed graphs flex window", "packed graphs flex lse",
+         "packed graphs flex fill", "packed graphs flex stack fill", "padded compiled 2x12.5k", "packed graphs",
+         "packed 2x12.5k", "packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k",
+         "packed graphs flex stack tuned")  # fmt: skip
 BARRIER_SECONDS = 300.0  # a sharing process waits this long for the others to warm up
 # tuning every generated kernel can take minutes: the tuned row runs last, where the deadline leaves it room
 TUNED_RESERVE = 180.0
 # the candidates a sharing row may run (without --share: the fastest of them measured)
-SHARING = ("packed graphs flex stack", "packed graphs flex stack tuned", "packed graphs flex", "packed graphs")
+SHARING = (
+    "packed graphs flex stack",
+    "packed graphs flex stack fill",
+    "packed graphs flex blocks",
+    "packed graphs flex",
+    "packed graphs",
+)
 
 
 def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto",

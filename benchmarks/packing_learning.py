@@ -78,7 +78,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=1, help="trials at once (on a GPU: processes sharing it)")
-    ap.add_argument("--packing", default="on", choices=["on", "fill"], help="the packed side's packing (default on)")
+    ap.add_argument(
+        "--packing", default="on", choices=["on", "fill", "blocks"], help="the packed side's packing (default on)"
+    )
     ap.add_argument("--set", nargs="*", default=[], help="more key=value for every trial (e.g. beam=1)")
     ap.add_argument("--packed-set", nargs="*", default=[], help="key=value for the packed side only")
     ap.add_argument("--trial-timeout", type=float, default=None, help="seconds: a trial past it is 'timed out'")

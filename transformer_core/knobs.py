@@ -190,7 +190,8 @@ KNOBS: tuple[Knob, ...] = (
         "packing",
         "",
         "off (default): padded batches; on: the same batches packed into buffers of one shape; fill: buffers "
-        "filled to the budget in real tokens; auto (= off)",
+        "filled to the budget in real tokens; blocks: sentences placed in 128-token blocks (one key tile per "
+        "query tile in FlexAttention); auto (= off)",
     ),
     _K(
         "packed_attention",

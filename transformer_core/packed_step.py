@@ -10,8 +10,10 @@ a GPU the host queues the whole step without waiting for the device.
 measured with); ``on`` packs the padded stream's own batches where ``segments.packed_support`` allows, and says
 in result.json why not where it does not: the same sentences a step, dropout masks drawn at the buffer's shape;
 ``fill`` packs buffers filled to the token budget in real tokens from a seeded shuffle (data/packing.py): more
-real tokens a step than a padded batch of that budget, and another batch composition; ``auto`` is ``off`` until
-packed trials are shown to learn as padded ones do on a GPU.
+real tokens a step than a padded batch of that budget, and another batch composition; ``blocks`` places a
+seeded shuffle's sentences into 128-token blocks, a pair's two sides in the blocks of the same number, so that
+FlexAttention's query tiles each visit one key tile (data/packing.py; about as many real tokens a step as
+``on``); ``auto`` is ``off`` until packed trials are shown to learn as padded ones do on a GPU.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ from .loss import smoothed_terms, smoothed_terms_lse
 from .model import PackedSegments
 from .segments import build_segments, packed_support
 
-PACKING = ("off", "on", "fill", "auto")
+PACKING = ("off", "on", "fill", "blocks", "auto")
 STREAMS = {
     "off": "padded: length buckets (plan_batches)",
     "on": "packed: the padded stream's batches (plan_batches); dropout masks at the buffer's shape",
     "fill": "packed and filled: a seeded shuffle cut at the token budget in real tokens (plan_packed); dropout masks "
     "at the buffer's shape",
+    "blocks": "packed in 128-token blocks: a seeded shuffle placed first-fit into the buffer's blocks (plan_blocks); "
+    "dropout masks at the buffer's shape",
 }
 
 

@@ -30,7 +30,7 @@ EVAL_BLEU = ("all", "final")  # when dev BLEU is computed: at every evaluation, 
 TASKS = ("translation", "lm")  # encoder-decoder translation, or a decoder-only language model on one side
 LOSS_KERNELS = ("plain", "chunked", "lse")  # the output projection and loss: see transformer_core/fused_loss.py
 COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
-PACKING = ("off", "on", "fill", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
+PACKING = ("off", "on", "fill", "blocks", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
 LOSS_SYNC = ("auto", "step", "window")  # when a one-device step's losses are read: see transformer_core/trainer.py
 PACKED_ATTENTION = ("auto", "varlen", "flex")  # a packed batch's attention on CUDA: see transformer_core/segments.py
 
@@ -72,7 +72,7 @@ class TrainConfig:
     fused_adam: bool = True  # torch's fused Adam kernel (equal to the per-parameter loop to rounding)
     fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
     loss_kernel: str = "plain"  # plain: logits then log_softmax; chunked: by row chunks; lse: from the log-sum-exp
-    packing: str = "off"  # off: padded length buckets; on/fill: packed buffers of one shape (packed_step.py); auto
+    packing: str = "off"  # off: padded buckets; on/fill/blocks: packed buffers of one shape (packed_step.py); auto
     packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex: FlexAttention (compiled, CUDA)
     loss_sync: str = "auto"  # auto/step: the step's losses read every step; window: at each logging window's end
 

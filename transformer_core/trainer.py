@@ -201,7 +201,8 @@ class Trainer:
         self.stream: BatchStream
         self.forward_loss: ForwardLoss | PackedForwardLoss
         if self.packing:
-            packed = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill")
+            layout = "blocks" if t.packing == "blocks" else "end"
+            packed = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill", layout=layout)
             self.stream = packed
             self.forward_loss = PackedForwardLoss(
                 self.model,
@@ -454,7 +455,7 @@ def packing_keys(tr: Trainer) -> dict:
         "packing": tr.packing,
         "packing_reason": tr.packing_reason,
         "packed_shape": {"capacity": shape.capacity, "segments": shape.segments},
-        "batch_stream": STREAMS["fill" if tr.stream.fill else "on"],
+        "batch_stream": STREAMS["blocks" if tr.stream.layout == "blocks" else "fill" if tr.stream.fill else "on"],
     }
 
 
