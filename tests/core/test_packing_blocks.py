@@ -133,3 +133,30 @@ def test_a_trial_with_packing_blocks_trains_and_says_so(fixture_data_dir, tmp_pa
     assert all(np.isfinite(losses)) and tr.stream.layout == "blocks"
     keys = packing_keys(tr)
     assert keys["batch_stream"].startswith("packed in 128-token blocks") and keys["packing"] == "mask"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_blocks_layout_with_flex_equals_the_padded_step_in_bf16(fixture_corpus):
+    """FlexAttention compiled (forward and backward Triton kernels) on a blocks-layout batch against the padded
+    step of the same sentences under bf16 autocast: the loss and each gradient to bf16's rounding."""
+    from transformer_core.compiling import ForwardLoss
+    from transformer_core.data.batching import collate
+
+    split = fixture_corpus.split("train")
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**{**SMALL, "d_model": 64, "d_k": 16, "d_v": 16}), fixture_corpus.vocab_size)
+    model = model.to(device).train()
+    index = plan_blocks(*_lengths(split), 600, seed=4)[0]
+    padded = ForwardLoss(model, 0.1, device, "bf16")
+    batch = collate(split, index)
+    inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
+    ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
+    shape = blocks_shape(600, *_lengths(split))
+    packed = PackedForwardLoss(model, 0.1, device, "bf16", "on", "flex", shape)
+    got = _loss_and_grads(model, lambda: packed(packed.prepare(pack_blocks(split, index, shape))))
+    torch.testing.assert_close(got[0], ref[0], rtol=2e-2, atol=1e-2)
+    for name in ref[2]:
+        diff = (got[2][name] - ref[2][name]).norm() / ref[2][name].norm().clamp_min(1e-12)
+        assert diff < 0.05, (name, float(diff))
