@@ -6,6 +6,8 @@
 #   TSWEEP_DATA_DIR=.devdata .venv/bin/tsweep data prepare bible-en-de --vocab 37000
 #   run(command="bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=580)
 # and check it end to end on the CPU first:  DRY=1 bash benchmarks/device/issue56.sh
+# Then, on the still warm machine, the gpu-marked tests (about 100 s; they gate any CUDA default):
+#   run(command="GPU_TESTS=only bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=200)
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
 # 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row
@@ -20,7 +22,8 @@
 #    eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2 time-sliced, then the Flex graph
 #    step as it was measured before, the stack with inductor's coordinate-descent tuning, and each part of the
 #    stack alone (CANDIDATES to choose; a row past the deadline says so).
-# 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c).
+# 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c); with
+#    GPU_TESTS=only, nothing else.
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
 # reading.  The earlier full candidate list: CANDIDATES= (empty) runs every candidate.
 set -uo pipefail
@@ -51,9 +54,11 @@ fi
 name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
 if [ -n "${GPU_TESTS:-}" ]; then
-  timeout 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py tests/core/test_packing_blocks.py tests/core/test_loss_sync.py \
-    tests/core/test_attention_backends.py > "$OUT/gpu_tests_$name.txt" 2>&1
+  timeout 150 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py \
+    tests/core/test_packing_blocks.py tests/core/test_loss_sync.py tests/core/test_attention_backends.py \
+    > "$OUT/gpu_tests_$name.txt" 2>&1
   tail -1 "$OUT/gpu_tests_$name.txt"
+  [ "$GPU_TESTS" = only ] && exit 0
 fi
 # 1. the learning pair, under an MPS daemon of this script's own
 mps=$(mktemp -d)
