@@ -20,8 +20,9 @@
 # 2. benchmarks/gpu_candidates.py in what is left, in this order: the padded eager baseline, the Flex graph step
 #    with all three of block-packed buffers, loss_sync=window and loss_kernel=lse (the stack), the anchor compiled and
 #    eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2 time-sliced, then the Flex graph
-#    step as it was measured before, the stack with inductor's coordinate-descent tuning, and each part of the
-#    stack alone (CANDIDATES to choose; a row past the deadline says so).
+#    step as it was measured before, each part of the stack alone, the stack with filled buffers instead of blocks,
+#    and last the stack under inductor's coordinate-descent tuning (CANDIDATES to choose; a row past the deadline
+#    says so).
 # 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c); with
 #    GPU_TESTS=only, nothing else.
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
