@@ -28,20 +28,14 @@ sys.path.insert(0, str(ROOT))
 
 from transformer_core.data import load_corpus  # noqa: E402
 from transformer_core.data.packing import PackedStream  # noqa: E402
-from transformer_core.segments import FLEX_BLOCK, _block_ranges  # noqa: E402
+from transformer_core.segments import FLEX_BLOCK, key_tiles  # noqa: E402
 
 LAYOUTS = {"on": dict(), "fill": dict(fill=True), "blocks": dict(layout="blocks")}
 
 
 def tiles(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool) -> float:
-    """Mean key tiles a query tile visits under flex_block_mask's ranges."""
-    q_lo, q_hi = _block_ranges(seg_q, FLEX_BLOCK)
-    k_lo, k_hi = _block_ranges(seg_k, FLEX_BLOCK)
-    first = torch.searchsorted(k_hi, q_lo)
-    last = torch.searchsorted(k_lo, q_hi, right=True) - 1
-    if causal:
-        last = torch.minimum(last, torch.arange(q_lo.shape[0]))
-    return float((last - first + 1).clamp(min=0).float().mean())
+    """Mean key tiles a query tile visits (the block mask's runs, segments.key_tiles)."""
+    return float(key_tiles(seg_q, seg_k, causal)[1].float().mean())
 
 
 def measure(split, tokens: int, batches: int, seed: int, **layout) -> dict:

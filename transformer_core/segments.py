@@ -56,17 +56,23 @@ def _block_ranges(seg: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Te
     return seg[starts], seg[ends]
 
 
-def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool):
-    """The BlockMask of attention within segments, from the ids alone: static shapes, no (Cq x Ck) tensor."""
+def key_tiles(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first, count) per FLEX_BLOCK-token query tile: the run of key tiles holding a key of one of its segments
+    (causal: none after the query tile), which FlexAttention's kernels visit."""
     q_lo, q_hi = _block_ranges(seg_q, FLEX_BLOCK)
     k_lo, k_hi = _block_ranges(seg_k, FLEX_BLOCK)
-    nk = k_lo.shape[0]
     # key blocks that share a segment with query block i: a contiguous run, since ids never decrease
     first = torch.searchsorted(k_hi, q_lo)  # the first key block whose last id reaches the query block's first
     last = torch.searchsorted(k_lo, q_hi, right=True) - 1  # the last key block starting at or before its last id
     if causal:  # self-attention on one buffer: no key block after the query block
         last = torch.minimum(last, torch.arange(q_lo.shape[0], device=seg_q.device))
-    count = torch.clamp(last - first + 1, min=0).to(torch.int32)
+    return first, torch.clamp(last - first + 1, min=0).to(torch.int32)
+
+
+def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool):
+    """The BlockMask of attention within segments, from the ids alone: static shapes, no (Cq x Ck) tensor."""
+    first, count = key_tiles(seg_q, seg_k, causal)
+    nk = -(-seg_k.shape[0] // FLEX_BLOCK)
     cols = torch.arange(nk, device=seg_q.device)
     indices = torch.clamp(first[:, None] + cols[None, :], max=nk - 1).to(torch.int32)
 

@@ -21,18 +21,12 @@ from transformer_core.data.packing import (
 from transformer_core.data.prepare import PAD
 from transformer_core.model import build_model
 from transformer_core.packed_step import PackedForwardLoss
-from transformer_core.segments import FLEX_BLOCK, _block_ranges
+from transformer_core.segments import FLEX_BLOCK, key_tiles
 
 
 def _tiles(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool) -> torch.Tensor:
-    """Key tiles each query tile of FlexAttention's block mask visits (segments.flex_block_mask's ranges)."""
-    q_lo, q_hi = _block_ranges(seg_q, FLEX_BLOCK)
-    k_lo, k_hi = _block_ranges(seg_k, FLEX_BLOCK)
-    first = torch.searchsorted(k_hi, q_lo)
-    last = torch.searchsorted(k_lo, q_hi, right=True) - 1
-    if causal:
-        last = torch.minimum(last, torch.arange(q_lo.shape[0]))
-    return (last - first + 1).clamp(min=0)
+    """Key tiles each query tile of FlexAttention's block mask visits."""
+    return key_tiles(seg_q, seg_k, causal)[1]
 
 
 def test_the_blocks_are_flex_attentions_tiles():
