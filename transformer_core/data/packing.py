@@ -310,10 +310,14 @@ def _laid_out(parts: list, sizes: list[int], real: list[int], shape: PackedShape
     cu[1 : len(sizes) + 1] = np.cumsum(sizes)
     seg = np.repeat(np.arange(len(sizes)), sizes)
     out, pos = np.full(shape.capacity, PAD, dtype=np.int64), np.zeros(shape.capacity, dtype=np.int64)
-    for i, r in enumerate(real):
-        if r >= 0:
-            out[cu[i] : cu[i] + sizes[i]] = parts[r]
-            pos[cu[i] : cu[i] + sizes[i]] = np.arange(sizes[i])
+    which = np.asarray(real)
+    kept = np.flatnonzero(which >= 0)
+    if kept.size:
+        lens = np.asarray(sizes, dtype=np.int64)[kept]
+        within = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)  # offset in its sentence
+        at = np.repeat(cu[kept].astype(np.int64), lens) + within
+        out[at] = np.concatenate([parts[r] for r in which[kept]])
+        pos[at] = within
     return torch.from_numpy(out)[None], cu, seg, pos
 
 
