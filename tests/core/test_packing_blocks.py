@@ -53,8 +53,11 @@ def test_a_blocks_plan_holds_every_pair_once_each_batch_fits_and_a_buffer_is_mos
     assert sorted(np.concatenate(plan).tolist()) == list(range(5000))
     shape = blocks_shape(2000, src_len, tgt_len)
     assert shape.capacity == 16 * BLOCK
-    for b in plan[:-1]:  # every batch fits its blocks; none but the last could have taken the next pair
+    for b, after in zip(plan, plan[1:]):  # every batch fits its blocks and ends where the next pair fits none
         assert (first_fit(src_len[b], tgt_len[b], 16)[0] >= 0).all()
+        nxt = np.append(b, after[0])
+        assert first_fit(src_len[nxt], tgt_len[nxt], 16)[0][-1] == -1
+    assert (first_fit(src_len[plan[-1]], tgt_len[plan[-1]], 16)[0] >= 0).all()
     # real tokens of the fuller side: plan_packed's buffers hold nearly the capacity, the blocks' lose their gaps
     # (0.90 here for seeds 1 to 5, against 0.99 for plan_packed; 0.96 on bible-en-de at 25,000 tokens)
     full = np.mean([max(src_len[b].sum(), tgt_len[b].sum()) for b in plan[:-1]]) / shape.capacity
@@ -75,8 +78,11 @@ def test_the_blocks_layout_keeps_every_sentence_one_shape_and_one_key_tile_per_q
         shapes.add(tuple(tuple(t.shape) for t in pb.tensors()))
         assert int(pb.weight.sum()) == pb.tokens == int((pb.tgt_out != PAD).sum())
         assert int((pb.src != PAD).sum()) == sum(len(split.src[i]) + 1 for i in pb.index)
+        used = int(pb.seg_src.max()) + 1  # segments in use: every one at least a token, the slots after empty
         for cu in (pb.cu_src.numpy(), pb.cu_tgt.numpy()):
-            assert cu[0] == 0 and cu[-1] == stream.shape.capacity and 0 < np.diff(cu).max() <= stream.shape.span
+            sizes = np.diff(cu)
+            assert cu[0] == 0 and (sizes[:used] >= 1).all() and (sizes[used:] == 0).all()
+            assert sizes.max() <= stream.shape.span
         for q, k, causal in ((pb.seg_src, pb.seg_src, False), (pb.seg_tgt, pb.seg_tgt, True),
                              (pb.seg_tgt, pb.seg_src, False)):  # fmt: skip
             assert (_tiles(q, k, causal) == 1).all()
@@ -84,6 +90,32 @@ def test_the_blocks_layout_keeps_every_sentence_one_shape_and_one_key_tile_per_q
     # the same sentences end to end straddle the tiles: the test above could fail
     end = pack(split, pb.index, packed_shape(stream.shape.capacity, *_lengths(split)))
     assert (_tiles(end.seg_src, end.seg_src, False) > 1).any()
+
+
+def test_pairs_longer_than_a_block_take_whole_blocks_and_the_tail_is_whole_blocks():
+    """Pairs of up to 300 tokens (span 384): a long pair's query tiles visit at most its own k tiles, every other
+    tile (the short sentences' blocks and the tail's) one."""
+    from transformer_core.data.corpus import EncodedSplit
+
+    rng = np.random.default_rng(5)
+    lengths = [(300, 5), (10, 130), *[(int(a), int(b)) for a in rng.integers(1, 60, 40) for b in [a // 2 + 1]]]
+    split = EncodedSplit([np.full(a, 7) for a, _ in lengths], [np.full(b, 7) for _, b in lengths], [], [])
+    stream = PackedStream(split, 2000, seed=1, max_len=400, layout="blocks")
+    assert stream.shape.span == 3 * BLOCK and stream.shape.capacity == 16 * BLOCK
+    for _ in range(len(stream._plan)):
+        pb = next(stream)
+        src_len, tgt_len = _lengths(EncodedSplit([split.src[i] for i in pb.index], [split.tgt[i] for i in pb.index],
+                                                 [], []))  # fmt: skip
+        _, size = first_fit(src_len, tgt_len, 16)
+        group = np.ones(16, dtype=np.int64)  # each tile's group: the blocks its sentences take (the tail: 1)
+        for b in np.flatnonzero(size):
+            group[b : b + size[b]] = size[b]
+        one = torch.from_numpy(group == 1)
+        for q, k, causal in ((pb.seg_src, pb.seg_src, False), (pb.seg_tgt, pb.seg_tgt, True),
+                             (pb.seg_tgt, pb.seg_src, False)):  # fmt: skip
+            visits = _tiles(q, k, causal)
+            assert (visits <= torch.from_numpy(group)).all() and (visits[one] == 1).all()
+        assert (group > 1).any() and one[len(size) :].all()  # a long pair was there, and a tail of whole blocks
 
 
 @pytest.mark.parametrize("row", ["base", "B1", "E1"])

@@ -203,10 +203,9 @@ def blocks_shape(budget: int, src_len: np.ndarray, tgt_len: np.ndarray) -> Packe
     k_max = -(-(longest + 1) // BLOCK)
     blocks = max(-(-budget // BLOCK), k_max)
     capacity, span = blocks * BLOCK, k_max * BLOCK
-    tails = -(-capacity // span)
-    shortest = max(1, int(min(src_len.min(), tgt_len.min())))
-    pairs = blocks * ((BLOCK - 1) // shortest)  # the most pairs the blocks can hold, one gap each
-    return PackedShape(capacity, pairs + blocks + tails, span, tails)
+    # the most pairs a block holds (each side keeps a token for the gap), the gaps, and a tail of whole blocks
+    per_block = min((BLOCK - 1) // max(1, int(lengths.min())) for lengths in (src_len, tgt_len))
+    return PackedShape(capacity, blocks * per_block + 2 * blocks, span, blocks)
 
 
 def first_fit(src_len: np.ndarray, tgt_len: np.ndarray, blocks: int) -> tuple[np.ndarray, np.ndarray]:
@@ -264,7 +263,7 @@ def plan_blocks(
 def pack_blocks(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> PackedBatch:
     """The pairs ``index`` of ``split`` in the blocks layout of ``shape`` (``blocks_shape``): block by block, the
     sentences first_fit placed there, then the block's gap (its own segment on both sides, weighted 0); after the
-    last block the tail, cut as ``pack`` cuts it."""
+    last block the tail, a segment per block."""
     srcs, tgt_in_parts, tgt_out_parts = _parts(split, index)
     s_len = np.array([len(x) for x in srcs], dtype=np.int64)
     t_len = np.array([len(x) for x in tgt_out_parts], dtype=np.int64)
@@ -278,11 +277,11 @@ def pack_blocks(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> P
         for side, lens in zip(sizes, (s_len, t_len)):
             side += [*lens[members].tolist(), int(size[b]) * BLOCK - int(lens[members].sum())]
         real += [*members.tolist(), -1]
-    used = len(size) * BLOCK
-    tail = _tails((used, used), shape, len(real))
-    for side, pieces in zip(sizes, tail):
-        side += pieces
-    real += [-1] * len(tail[0])
+    # the tail: whole blocks, each a segment of its own on both sides, so that its tiles visit one key tile too
+    tail = [BLOCK] * (shape.capacity // BLOCK - len(size))
+    for side in sizes:
+        side += tail
+    real += [-1] * len(tail)
     src, cu_src, seg_src, pos_src = _laid_out(srcs, sizes[0], real, shape)
     tgt_in, cu_tgt, seg_tgt, pos_tgt = _laid_out(tgt_in_parts, sizes[1], real, shape)
     tgt_out = _laid_out(tgt_out_parts, sizes[1], real, shape)[0]
@@ -339,6 +338,8 @@ class PackedStream(BatchStream):
     ):
         """``fill``: plan_packed's batches, end to end; ``layout="blocks"``: plan_blocks's, laid out by
         pack_blocks; neither: the padded stream's batches, end to end."""
+        if layout not in ("end", "blocks"):
+            raise ValueError(f"layout={layout!r} is invalid: allowed 'end' or 'blocks'")
         self.fill, self.layout = fill, layout
         if fill:
             self.planner = plan_packed
