@@ -7,25 +7,27 @@ windows of ``--steps`` steps; its rate is the best window's target tokens/s.  In
 first, so that a run cut short by ``--deadline`` still has them):
 
     padded 2x12.5k       today's step: padded length buckets, eager, two accumulated micro-batches (the baseline)
-    packed graphs flex stack  sentences packed into FlexAttention's 128-token tiles (packing=blocks), compiled
-                         and replayed as a CUDA graph with FlexAttention, one 25k micro-batch, losses read once a
-                         logging window (loss_sync=window), the loss from the log-sum-exp (loss_kernel=lse)
+    packed graphs flex stack  the padded stream's very batches packed (packing=on), as many sentences in whole
+                         128-token tiles as the buffer's room allows (packed_layout auto = tiles under Flex),
+                         compiled and replayed as a CUDA graph with FlexAttention, one 25k micro-batch, losses
+                         read once a logging window (loss_sync=window), the loss from the log-sum-exp
+                         (loss_kernel=lse): the step a CUDA default would be if each part pays
     anchor compiled/eager benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
     share k, MPS         k concurrent processes of the sharing candidate (--share, or the fastest graph row so
                          far) under an MPS daemon of this run's own (a private pipe directory, stopped after; k = 2, 3)
     share 2, time-sliced the same without MPS
-    packed graphs flex   the stack's step with packing=on (the padded stream's batches), read every step, the
-                         log-softmax loss: what each part of the stack pays is its row against this one
-    ... stack tuned      the stack compiled with inductor's coordinate-descent tuning (a benchmark setting)
+    packed graphs flex end  the Flex graph step as the H200 measured it (end to end, read every step, log-softmax)
+    ... flex, window, lse   one part of the stack each, on top of the row before
+    ... stack fill/blocks   opt-in batch streams: buffers filled to the budget in real tokens (packing=fill), or
+                         every sentence of a seeded shuffle in its tile (packing=blocks), alone and in the stack
     padded compiled      the baseline compiled (compile=on): the incumbent a new step has to beat
     packed graphs        packed graphs with varlen FlashAttention instead of Flex
-    ... flex blocks/window/lse  one part of the stack each
-    ... flex fill, stack fill  buffers filled to the budget in real tokens instead of blocks
     packed 2x12.5k       packed buffers (data/packing.py), eager
     packed compiled      packed, compiled at static shapes (compile=on)
     padded 1x25k         one micro-batch of the whole step's tokens
     packed 1x25k         packed, one micro-batch
     packed fill 2x12.5k  packing=fill, eager
+    ... stack tuned      the stack compiled with inductor's coordinate-descent tuning (a benchmark setting), last
 
 MFU is 6 x params x target tokens/s over the bf16 matrix-product peak measured in the same run; a sharing row's
 aggregate MFU sums its processes' tokens/s, each counted over the same timed wall window (a file barrier lines the
@@ -62,39 +64,52 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT))
 
-CANDIDATES = {  # name: (packing, compile, micro-batches per step)
-    "padded 2x12.5k": ("off", "off", 2),
-    "padded compiled 2x12.5k": ("off", "on", 2),  # the incumbent to beat: today's step compiled
-    "packed 2x12.5k": ("on", "off", 2),
-    "packed graphs": ("on", "graphs", 1),  # a CUDA graph replays over its outputs: one micro-batch a step
-    "packed graphs flex": ("on", "graphs", 1, "flex"),  # FlexAttention with a block mask instead of varlen
-    # the same, its buffer filled to the budget in real tokens (packing=fill: another batch stream, opt-in)
-    "packed graphs flex fill": ("fill", "graphs", 1, "flex"),
+
+def _c(packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto", loss: str = "plain",
+       layout: str = "auto", tuned: bool = False) -> dict:  # fmt: skip
+    """A candidate: its run values (packing, compile, micro-batches a step, packed_attention, loss_sync,
+    loss_kernel, packed_layout) and whether inductor tunes its kernels (a benchmark setting, not a run value)."""
+    return dict(packing=packing, compile_mode=compile_mode, micro=micro, attention=attention, sync=sync, loss=loss,
+                layout=layout, tuned=tuned)  # fmt: skip
+
+
+CANDIDATES = {
+    "padded 2x12.5k": _c("off", "off", 2),
+    "padded compiled 2x12.5k": _c("off", "on", 2),  # the incumbent to beat: today's step compiled
+    "packed 2x12.5k": _c("on", "off", 2),
+    "packed graphs": _c("on", "graphs", 1),  # a CUDA graph replays over its outputs: one micro-batch a step
+    # FlexAttention with a block mask instead of varlen, the padded stream's batches end to end: the step the H200
+    # measured at 491,750 tokens/s
+    "packed graphs flex end": _c("on", "graphs", 1, "flex", layout="end"),
+    # the same batches with as many sentences in whole 128-token tiles as the buffer's room allows (packed_layout
+    # auto = tiles under FlexAttention): fewer key tiles a query tile visits
+    "packed graphs flex": _c("on", "graphs", 1, "flex"),
     # the same step read once a logging window (loss_sync=window): the host queues a step while the GPU runs one
-    "packed graphs flex window": ("on", "graphs", 1, "flex", "window"),
+    "packed graphs flex window": _c("on", "graphs", 1, "flex", "window"),
     # the same step with the loss from the log-sum-exp (loss_kernel=lse: no log-probabilities tensor)
-    "packed graphs flex lse": ("on", "graphs", 1, "flex", "auto", "lse"),
-    # sentences placed in FlexAttention's 128-token tiles (packing=blocks): one key tile per query tile
-    "packed graphs flex blocks": ("blocks", "graphs", 1, "flex"),
-    # the three together (block-packed buffers, read once a window, loss from the log-sum-exp): the step a CUDA
-    # default would be if each of them pays
-    "packed graphs flex stack": ("blocks", "graphs", 1, "flex", "window", "lse"),
-    # the same with filled buffers instead of blocks (more real tokens a step, two or three key tiles a query tile)
-    "packed graphs flex stack fill": ("fill", "graphs", 1, "flex", "window", "lse"),
-    # the same with inductor's coordinate-descent tuning of its generated kernels (30% of the Flex step's kernel
-    # time is fused reductions: layer norm, dropout, the log-softmax): a benchmark setting, not yet a knob
-    "packed graphs flex stack tuned": ("blocks", "graphs", 1, "flex", "window", "lse", "tuned"),
-    "packed compiled": ("on", "on", 2),
-    "padded 1x25k": ("off", "off", 1),
-    "packed 1x25k": ("on", "off", 1),
-    "packed fill 2x12.5k": ("fill", "off", 2),  # buffers filled to the budget in real tokens: more tokens a step
+    "packed graphs flex lse": _c("on", "graphs", 1, "flex", loss="lse"),
+    # the three together on the padded stream's very batches: the step a CUDA default would be if each part pays
+    "packed graphs flex stack": _c("on", "graphs", 1, "flex", "window", "lse"),
+    # opt-in streams (another batch composition): buffers filled to the budget in real tokens, in tiles where room
+    "packed graphs flex fill": _c("fill", "graphs", 1, "flex"),
+    "packed graphs flex stack fill": _c("fill", "graphs", 1, "flex", "window", "lse"),
+    # every sentence of a seeded shuffle in its 128-token tile (packing=blocks): one key tile a query tile
+    "packed graphs flex blocks": _c("blocks", "graphs", 1, "flex"),
+    "packed graphs flex stack blocks": _c("blocks", "graphs", 1, "flex", "window", "lse"),
+    # the stack with inductor's coordinate-descent tuning of its generated kernels (30% of the Flex step's kernel
+    # time is fused reductions: layer norm, dropout, the log-softmax)
+    "packed graphs flex stack tuned": _c("on", "graphs", 1, "flex", "window", "lse", tuned=True),
+    "packed compiled": _c("on", "on", 2),
+    "padded 1x25k": _c("off", "off", 1),
+    "packed 1x25k": _c("on", "off", 1),
+    "packed fill 2x12.5k": _c("fill", "off", 2),  # buffers filled to the budget in real tokens: more tokens a step
 }
 
 # the single-trial candidates after the baseline, the stack and the anchor, most telling first
-LATER = ("packed graphs flex", "packed graphs flex blocks", "packed graphs flex window", "packed graphs flex lse",
-         "packed graphs flex fill", "packed graphs flex stack fill", "padded compiled 2x12.5k", "packed graphs",
-         "packed 2x12.5k", "packed compiled", "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k",
-         "packed graphs flex stack tuned")  # fmt: skip
+LATER = ("packed graphs flex end", "packed graphs flex", "packed graphs flex window", "packed graphs flex lse",
+         "packed graphs flex stack fill", "packed graphs flex stack blocks", "packed graphs flex fill",
+         "packed graphs flex blocks", "padded compiled 2x12.5k", "packed graphs", "packed 2x12.5k", "packed compiled",
+         "padded 1x25k", "packed 1x25k", "packed fill 2x12.5k", "packed graphs flex stack tuned")  # fmt: skip
 BARRIER_SECONDS = 300.0  # a sharing process waits this long for the others to warm up
 # tuning every generated kernel can take minutes: the tuned row runs last, where the deadline leaves it room
 TUNED_RESERVE = 180.0
@@ -102,22 +117,23 @@ TUNED_RESERVE = 180.0
 SHARING = (
     "packed graphs flex stack",
     "packed graphs flex stack fill",
-    "packed graphs flex blocks",
+    "packed graphs flex stack blocks",
     "packed graphs flex",
+    "packed graphs flex end",
     "packed graphs",
 )
 
 
 def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto",
-               loss: str = "plain", tuning: str = "") -> dict:  # fmt: skip
-    """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches; ``tuning``
-    (a benchmark setting, not a run value) is read by ``inductor_tuning``."""
+               loss: str = "plain", layout: str = "auto", tuned: bool = False) -> dict:  # fmt: skip
+    """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches (``tuned``
+    is read by ``inductor_tuning``)."""
     from step_profile import base_row_values
 
     values = base_row_values(args.profile, args.corpus, args.data_dir, {})
     step_tokens = int(values["tokens_per_batch"]) * int(values.get("accumulate", 1))
     values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro,
-                  packed_attention=attention, loss_sync=sync, loss_kernel=loss)  # fmt: skip
+                  packed_attention=attention, loss_sync=sync, loss_kernel=loss, packed_layout=layout)  # fmt: skip
     if sync == "window":  # every timed window closes one logging window: its read is timed, as a run pays it
         values["log_every"] = args.steps
     if args.dry_run:
@@ -130,7 +146,7 @@ def inductor_tuning(name: str):
     for a ``tuned`` row, none for the rest."""
     import contextlib
 
-    if "tuned" not in CANDIDATES[name][6:]:
+    if not CANDIDATES[name]["tuned"]:
         return contextlib.nullcontext()
     import torch._inductor.config as inductor_config
 
@@ -140,7 +156,7 @@ def inductor_tuning(name: str):
 def candidate_rate(args, name: str, windows: int | None = None, barrier: Path | None = None, k: int = 1) -> dict:
     """``train_rate`` of candidate ``name`` under its inductor settings."""
     with inductor_tuning(name):
-        values = row_values(args, *CANDIDATES[name])
+        values = row_values(args, **CANDIDATES[name])
         return train_rate(values, args.warmup, args.steps, windows or args.windows, barrier, k)
 
 
@@ -289,7 +305,8 @@ def _line(name: str, r: dict, peak: float, base: float | None) -> str:
     ratio = f", {r['tokens_per_second'] / base:.2f}x the baseline" if base else ""
     mem = f", peak memory {r['peak_memory_gib']:.1f} GiB" if r.get("peak_memory_gib") else ""
     per = f" (per process {', '.join(f'{x:,.0f}' for x in r['per_process'])})" if "per_process" in r else ""
-    how = f"packing {r.get('packing', '-')} ({r.get('packing_reason', '')}), compile {r.get('compile', '-')}"
+    layout = f", layout {r['packed_layout']}" if r.get("packed_layout") else ""
+    how = f"packing {r.get('packing', '-')} ({r.get('packing_reason', '')}){layout}, compile {r.get('compile', '-')}"
     step = f"{r.get('tokens_per_step', 0):,.0f} tokens per step, warm-up {r['warmup_seconds']:.1f} s{mem}"
     return f"{name}: {r['tokens_per_second']:,.0f} target tokens/s{per}, MFU {100 * mfu:.1f}%{ratio}; {step}; {how}"
 
@@ -313,12 +330,21 @@ def header(args) -> list[str]:
 def best_sets(args, results: dict[str, dict]) -> list[str]:
     """``--set`` arguments of the fastest single-trial candidate measured (what bench-device should time next)."""
     # a tuned row's inductor setting is no run value: its --set arguments would time the untuned step
-    singles = {n: r for n, r in results.items() if n in CANDIDATES and "tuned" not in CANDIDATES[n][6:]}
+    singles = {n: r for n, r in results.items() if n in CANDIDATES and not CANDIDATES[n]["tuned"]}
     if not singles:
         return []
     best = max(singles, key=lambda n: singles[n]["tokens_per_second"])
-    values = row_values(args, *CANDIDATES[best])
-    keys = ("packing", "compile", "accumulate", "tokens_per_batch", "packed_attention", "loss_sync", "loss_kernel")
+    values = row_values(args, **CANDIDATES[best])
+    keys = (
+        "packing",
+        "compile",
+        "accumulate",
+        "tokens_per_batch",
+        "packed_attention",
+        "packed_layout",
+        "loss_sync",
+        "loss_kernel",
+    )
     return [f"{k}={values[k]}" for k in keys]
 
 
@@ -368,7 +394,7 @@ def run_all(args) -> list[str]:
 
     from transformer_core.data import load_corpus
 
-    values = row_values(args, *CANDIDATES["padded 2x12.5k"])
+    values = row_values(args, **CANDIDATES["padded 2x12.5k"])
 
     vocab = load_corpus(args.corpus, values["vocab"], args.data_dir).vocab_size
     sizes = dict(vocab=vocab, d_model=values["d_model"], d_ff=values["d_ff"], h=values["h"], layers=values["N"],

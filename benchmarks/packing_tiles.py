@@ -3,7 +3,9 @@
 FlexAttention's kernels work in tiles of 128 queries by 128 keys and skip the tiles its block mask leaves out
 (transformer_core/segments.py builds it from the segments).  For each layout of the gpu profile's batches
 (``on``: the padded stream's batches end to end; ``fill``: a seeded shuffle cut at the budget in real tokens,
-end to end; ``blocks``: a seeded shuffle placed first-fit into 128-token blocks), over ``--batches`` batches of
+end to end; each of them in ``tiles`` (packed_layout=tiles: as many pairs in whole blocks as the buffer's room
+allows, the layout FlexAttention gets by default); ``blocks``: a seeded shuffle placed first-fit into 128-token
+blocks, every pair in its block), over ``--batches`` batches of
 ``--tokens`` tokens: the buffer's capacity, real target tokens a step, the key tiles a query tile visits in the
 encoder's self-attention, the decoder's (causal) and across, the host's milliseconds to lay a batch out, and
 the seconds to plan an epoch.  Attention's arithmetic and memory traffic grow with the tiles visited; what that
@@ -30,7 +32,8 @@ from transformer_core.data import load_corpus  # noqa: E402
 from transformer_core.data.packing import PackedStream  # noqa: E402
 from transformer_core.segments import FLEX_BLOCK, key_tiles  # noqa: E402
 
-LAYOUTS = {"on": dict(), "fill": dict(fill=True), "blocks": dict(layout="blocks")}
+LAYOUTS = {"on": dict(), "on, tiles": dict(layout="tiles"), "fill": dict(fill=True),
+           "fill, tiles": dict(fill=True, layout="tiles"), "blocks": dict(layout="blocks")}  # fmt: skip
 
 
 def tiles(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool) -> float:

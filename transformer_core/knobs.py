@@ -211,6 +211,16 @@ KNOBS: tuple[Knob, ...] = (
         "auto (= step): a one-device step's losses read every step; window: at each logging window's end and "
         "evaluation, so the host queues the next step while the GPU runs this one",
     ),
+    _K(
+        "packed_layout",
+        "run",
+        "none",
+        "packed layout",
+        "",
+        "where a packed batch's sentences lie: auto (= tiles under FlexAttention, end otherwise); end: end to end; "
+        "tiles: as many as the buffer's room allows in 128-token blocks, one key tile per query tile (FlexAttention "
+        "or a CPU's mask; varlen keeps end)",
+    ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )
 

@@ -33,6 +33,7 @@ COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss
 PACKING = ("off", "on", "fill", "blocks", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
 LOSS_SYNC = ("auto", "step", "window")  # when a one-device step's losses are read: see transformer_core/trainer.py
 PACKED_ATTENTION = ("auto", "varlen", "flex")  # a packed batch's attention on CUDA: see transformer_core/segments.py
+PACKED_LAYOUT = ("auto", "end", "tiles")  # where a packed batch's sentences lie: see transformer_core/data/packing.py
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class TrainConfig:
     packing: str = "off"  # off: padded buckets; on/fill/blocks: packed buffers of one shape (packed_step.py); auto
     packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex: FlexAttention (compiled, CUDA)
     loss_sync: str = "auto"  # auto/step: the step's losses read every step; window: at each logging window's end
+    packed_layout: str = "auto"  # auto: tiles under FlexAttention, else end; end: end to end; tiles: in its blocks
 
     def __post_init__(self) -> None:
         check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
@@ -120,6 +122,7 @@ class TrainConfig:
         check_choice("packing", self.packing, PACKING)
         check_choice("packed_attention", self.packed_attention, PACKED_ATTENTION)
         check_choice("loss_sync", self.loss_sync, LOSS_SYNC)
+        check_choice("packed_layout", self.packed_layout, PACKED_LAYOUT)
         for name in ("fused_adam", "fast_dropout"):
             if not isinstance(getattr(self, name), bool):
                 refuse(name, getattr(self, name), "true or false")

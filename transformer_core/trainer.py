@@ -201,8 +201,8 @@ class Trainer:
         self.stream: BatchStream
         self.forward_loss: ForwardLoss | PackedForwardLoss
         if self.packing:
-            layout = "blocks" if t.packing == "blocks" else "end"
-            packed = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill", layout=layout)
+            packed = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill",
+                                  layout=packed_layout(t, self.packing))  # fmt: skip
             self.stream = packed
             self.forward_loss = PackedForwardLoss(
                 self.model,
@@ -445,6 +445,17 @@ def result_base(tr: Trainer, started: float) -> dict:
     }
 
 
+def packed_layout(t, backend: str) -> str:
+    """The layout a packed stream lays its batches out in (data/packing.py): ``blocks`` for packing=blocks; for
+    packing on or fill, ``tiles`` where the knob packed_layout asks for it or (auto) the attention is FlexAttention,
+    except under varlen attention (a block's gap can be longer than the longest sentence, which varlen is told);
+    else ``end``."""
+    if t.packing == "blocks":
+        return "blocks"
+    wanted = t.packed_layout == "tiles" or (t.packed_layout == "auto" and backend == "flex")
+    return "tiles" if wanted and backend != "varlen" else "end"
+
+
 def packing_keys(tr: Trainer) -> dict:
     """How the trial's batches were laid out: packed (with its attention backend and buffer shape) or padded
     (and why, where packing was asked for), and the random stream that layout draws."""
@@ -456,6 +467,7 @@ def packing_keys(tr: Trainer) -> dict:
         "packing_reason": tr.packing_reason,
         "packed_shape": {"capacity": shape.capacity, "segments": shape.segments},
         "batch_stream": STREAMS["blocks" if tr.stream.layout == "blocks" else "fill" if tr.stream.fill else "on"],
+        "packed_layout": tr.stream.layout,
     }
 
 

@@ -11,18 +11,17 @@
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
 # 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row
-#    with today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate (packed in 128-token blocks
-#    from a seeded shuffle, packing=blocks: about the padded batches' real tokens a step, another composition;
-#    compiled and replayed as a CUDA graph, FlexAttention, 1 x 25,000), LEARN_STEPS steps, all six at once under
-#    an MPS daemon
+#    with today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate default (the padded stream's
+#    very batches packed, packing=on, in FlexAttention's tiles where the buffer has room; compiled and replayed as
+#    a CUDA graph, 1 x 25,000), LEARN_STEPS steps, all six at once under an MPS daemon
 #    of the script's own (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.
 #    Greedy final decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
 # 2. benchmarks/gpu_candidates.py in what is left, in this order: the padded eager baseline, the Flex graph step
-#    with all three of block-packed buffers, loss_sync=window and loss_kernel=lse (the stack), the anchor compiled and
-#    eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2 time-sliced, then the Flex graph
-#    step as it was measured before, each part of the stack alone, the stack with filled buffers instead of blocks,
-#    and last the stack under inductor's coordinate-descent tuning (CANDIDATES to choose; a row past the deadline
-#    says so).
+#    with all three of tiles, loss_sync=window and loss_kernel=lse on the padded stream's batches (the stack), the
+#    anchor compiled and eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2
+#    time-sliced, then the Flex graph step as it was measured before, each part of the stack in turn, the stack on
+#    the opt-in streams (fill, blocks), and last the stack under inductor's coordinate-descent tuning (CANDIDATES
+#    to choose; a row past the deadline says so).
 # 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c); with
 #    GPU_TESTS=only, nothing else.
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
@@ -43,7 +42,7 @@ start=$(date +%s)
 if [ -n "${DRY:-}" ]; then
   PY="${PY_DRY:-.venv/bin/python}"
   export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
-  "$PY" benchmarks/packing_learning.py --dry-run --seeds 2 --parallel 2 --set beam=1 max_extra=0 --packing blocks \
+  "$PY" benchmarks/packing_learning.py --dry-run --seeds 2 --parallel 2 --set beam=1 max_extra=0 \
     --packed-set compile=graphs packed_attention=flex --trial-timeout 200 --out "$OUT/packing_learning_dry.txt" \
     > /dev/null || exit $?
   tail -1 "$OUT/packing_learning_dry.txt"
@@ -68,7 +67,7 @@ CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cud
   && echo "MPS daemon started for the learning pair"
 CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" timeout "$LEARN_TIMEOUT" \
   "$PY" benchmarks/packing_learning.py --profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 \
-  --parallel 6 --set beam=1 max_extra=0 --packing blocks --packed-set "${CANDIDATE_SETS[@]}" \
+  --parallel 6 --set beam=1 max_extra=0 --packed-set "${CANDIDATE_SETS[@]}" \
   --trial-timeout $((LEARN_TIMEOUT - 10)) --out "$OUT/packing_learning_$name.txt" | tail -7
 echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" nvidia-cuda-mps-control
 # 2. the candidates, in the time left

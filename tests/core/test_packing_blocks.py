@@ -14,6 +14,7 @@ from transformer_core.data.packing import (
     first_fit,
     pack,
     pack_blocks,
+    pack_tiles,
     packed_shape,
     plan_blocks,
     plan_packed,
@@ -146,26 +147,31 @@ def test_the_blocks_layout_gives_the_end_layouts_loss_and_gradients_in_fp32(row,
     torch.testing.assert_close(got["flex"][0], ref["mask"][0], rtol=1e-5, atol=1e-4)
 
 
-def test_a_trial_with_packing_blocks_trains_and_says_so(fixture_data_dir, tmp_path):
+@pytest.mark.parametrize(
+    "packing, layout, stream",
+    [("blocks", "auto", "packed in 128-token blocks"), ("on", "tiles", "packed: the padded stream's batches")],
+)
+def test_a_trial_packed_in_blocks_or_tiles_trains_and_says_so(packing, layout, stream, fixture_data_dir, tmp_path):
     from transformer_core.run_config import make_run_config
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer, packing_keys
 
     values = dict(corpus="bible-en-de", vocab=1000, N=1, d_model=32, d_ff=64, h=4, d_k=8, d_v=8, steps=3, seed=1,
-                  tokens_per_batch=400, packing="blocks", device="cpu", threads=1,
+                  tokens_per_batch=400, packing=packing, packed_layout=layout, device="cpu", threads=1,
                   data_dir=str(fixture_data_dir))  # fmt: skip
     tr = Trainer(make_run_config(values), tmp_path, JsonTracker(tmp_path / "t.jsonl"), None)
     losses = [tr.train_step()[0] for _ in range(3)]
-    assert all(np.isfinite(losses)) and tr.stream.layout == "blocks"
     keys = packing_keys(tr)
-    assert keys["batch_stream"].startswith("packed in 128-token blocks") and keys["packing"] == "mask"
+    assert all(np.isfinite(losses)) and keys["packed_layout"] == tr.stream.layout == packing.replace("on", layout)
+    assert keys["batch_stream"].startswith(stream) and keys["packing"] == "mask"
 
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_on_cuda_the_blocks_layout_with_flex_equals_the_padded_step_in_bf16(fixture_corpus):
-    """FlexAttention compiled (forward and backward Triton kernels) on a blocks-layout batch against the padded
-    step of the same sentences under bf16 autocast: the loss and each gradient to bf16's rounding."""
+@pytest.mark.parametrize("layout", ["blocks", "tiles"])
+def test_on_cuda_the_block_layouts_with_flex_equal_the_padded_step_in_bf16(layout, fixture_corpus):
+    """FlexAttention compiled (forward and backward Triton kernels) on a blocks- or tiles-layout batch against the
+    padded step of the same sentences under bf16 autocast: the loss and each gradient to bf16's rounding."""
     from transformer_core.compiling import ForwardLoss
     from transformer_core.data.batching import collate
 
@@ -174,15 +180,88 @@ def test_on_cuda_the_blocks_layout_with_flex_equals_the_padded_step_in_bf16(fixt
     torch.manual_seed(0)
     model = build_model(ModelConfig(**{**SMALL, "d_model": 64, "d_k": 16, "d_v": 16}), fixture_corpus.vocab_size)
     model = model.to(device).train()
-    index = plan_blocks(*_lengths(split), 600, seed=4)[0]
+    if layout == "blocks":
+        shape = blocks_shape(600, *_lengths(split))
+        index = plan_blocks(*_lengths(split), 600, seed=4)[0]
+    else:  # the padded stream's first batch
+        stream = PackedStream(split, 600, seed=5, max_len=64, layout="tiles")
+        shape, index = stream.shape, stream._plan[0]
     padded = ForwardLoss(model, 0.1, device, "bf16")
     batch = collate(split, index)
     inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
     ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
-    shape = blocks_shape(600, *_lengths(split))
+    pb = pack_blocks(split, index, shape) if layout == "blocks" else pack_tiles(split, index, shape)
     packed = PackedForwardLoss(model, 0.1, device, "bf16", "on", "flex", shape)
-    got = _loss_and_grads(model, lambda: packed(packed.prepare(pack_blocks(split, index, shape))))
+    got = _loss_and_grads(model, lambda: packed(packed.prepare(pb)))
     torch.testing.assert_close(got[0], ref[0], rtol=2e-2, atol=1e-2)
     for name in ref[2]:
         diff = (got[2][name] - ref[2][name]).norm() / ref[2][name].norm().clamp_min(1e-12)
         assert diff < 0.05, (name, float(diff))
+
+
+def test_the_tiles_layout_keeps_the_padded_streams_batches_and_visits_fewer_key_tiles(fixture_corpus):
+    """packing=on laid out in tiles: the very batches of the padded stream, each pair's tokens, one shape, every
+    used segment at least a token; as many pairs in whole blocks as the buffer's room allows, so fewer key tiles
+    per query tile than end to end."""
+    from transformer_core.data.batching import BatchStream
+
+    split = fixture_corpus.split("train")
+    padded = BatchStream(split, 600, seed=5, max_len=64)
+    tiled, end = (PackedStream(split, 600, seed=5, max_len=64, layout=lay) for lay in ("tiles", "end"))
+    visits: dict[str, list[float]] = {"tiles": [], "end": []}
+    shapes, aligned = set(), 0
+    for _ in range(len(padded._plan)):
+        pb, pe = next(tiled), next(end)
+        assert pb.index.tolist() == next(padded).index.tolist() == pe.index.tolist()
+        assert pb.tokens == pe.tokens == int(pb.weight.sum()) == int((pb.tgt_out != PAD).sum())
+        assert int((pb.src != PAD).sum()) == int((pe.src != PAD).sum())
+        shapes.add(tuple(tuple(t.shape) for t in pb.tensors()))
+        used = int(pb.seg_src.max()) + 1
+        for cu in (pb.cu_src.numpy(), pb.cu_tgt.numpy()):
+            assert cu[0] == 0 and (np.diff(cu)[:used] >= 1).all() and (np.diff(cu)[used:] == 0).all()
+        for name, b in (("tiles", pb), ("end", pe)):
+            visits[name].append(float(_tiles(b.seg_src, b.seg_src, False).float().mean()))
+        aligned += int(_tiles(pb.seg_src, pb.seg_src, False)[0] == 1)
+    assert len(shapes) == 1 and aligned > len(padded._plan) // 2
+    assert np.mean(visits["tiles"]) < 0.85 * np.mean(visits["end"])  # 0.63 on bible-en-de (packing_tiles.txt)
+
+
+def test_the_tiles_layout_gives_the_end_layouts_loss_and_gradients_and_falls_back_without_room(fixture_corpus):
+    split = fixture_corpus.split("train")
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(**SMALL), fixture_corpus.vocab_size).train()
+    stream = PackedStream(split, 600, seed=5, max_len=64, layout="tiles")
+    index = stream._plan[0]
+    tiled, end = pack_tiles(split, index, stream.shape), pack(split, index, stream.shape)
+    assert not torch.equal(tiled.seg_src, end.seg_src)  # another layout of the same sentences
+    out = []
+    for pb in (tiled, end):
+        packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", "mask", stream.shape)
+        out.append(_loss_and_grads(model, lambda p=packed, b=pb: p(p.prepare(b))))
+    torch.testing.assert_close(out[0][0], out[1][0], rtol=1e-5, atol=1e-4)
+    for name in out[1][2]:
+        torch.testing.assert_close(out[0][2][name], out[1][2][name], rtol=1e-4, atol=1e-5, msg=name)
+    # a buffer with no room beside its tokens for a block's gap (one short pair in the smallest buffer, the
+    # longest sentence's): the end-to-end layout
+    src_len, tgt_len = _lengths(split)
+    one = np.flatnonzero(np.maximum(src_len, tgt_len) == 20)[:1]
+    tight = packed_shape(1, src_len, tgt_len)
+    assert tight.capacity - 20 < BLOCK - 20  # less room than the block's gap
+    assert torch.equal(pack_tiles(split, one, tight).seg_src, pack(split, one, tight).seg_src)
+    roomy = packed_shape(600, src_len, tgt_len)  # and where there is room, the block: its own gap segment
+    assert not torch.equal(pack_tiles(split, one, roomy).seg_src, pack(split, one, roomy).seg_src)
+
+
+def test_the_layout_a_trial_packs_in():
+    from types import SimpleNamespace
+
+    from transformer_core.trainer import packed_layout
+
+    def t(packing="on", packed_layout="auto"):
+        return SimpleNamespace(packing=packing, packed_layout=packed_layout)
+
+    assert packed_layout(t(), "flex") == "tiles" and packed_layout(t(), "mask") == "end"
+    assert packed_layout(t(packed_layout="tiles"), "mask") == "tiles"
+    assert packed_layout(t(packed_layout="tiles"), "varlen") == "end"  # a gap may be longer than varlen's span
+    assert packed_layout(t(packed_layout="end"), "flex") == "end"
+    assert packed_layout(t("fill"), "flex") == "tiles" and packed_layout(t("blocks", "end"), "flex") == "blocks"

@@ -93,7 +93,8 @@ def test_plan_says_when_the_spec_trains_with_other_step_settings_than_were_measu
     """A rate measured with packed CUDA-graph steps of 1 x 25,000 tokens is not the speed of the gpu profile's
     padded eager 2 x 12,500: plan names the settings that differ and how to match them."""
     fast = {"tokens_per_batch": 25000, "accumulate": 1, "compile": "graphs", "packing": "on",
-            "packed_attention": "flex", "loss_kernel": "plain", "loss_sync": "auto", "fused_adam": True,
+            "packed_attention": "flex", "packed_layout": "auto", "loss_kernel": "plain", "loss_sync": "auto",
+            "fused_adam": True,
             "fast_dropout": False, "precision": "auto"}  # fmt: skip
     other = _plan(capsys, tmp_path, 1, settings=fast)
     note = next(line for line in other.splitlines() if line.startswith("the throughput was measured with"))

@@ -294,6 +294,62 @@ def pack_blocks(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> P
     )  # fmt: skip
 
 
+def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> PackedBatch:
+    """The pairs ``index`` in a buffer of ``shape`` (``packed_shape``'s: the batch's own tokens and little room
+    besides), as many as that room allows in whole blocks: first_fit's groups, the most tightly filled first, each
+    closed by its gap as in pack_blocks; after them the other pairs end to end, then the tail as ``pack`` cuts it.
+    The same sentences and tokens as ``pack``; where the room holds no block's gap, ``pack``'s layout."""
+    srcs, tgt_in_parts, tgt_out_parts = _parts(split, index)
+    s_len = np.array([len(x) for x in srcs], dtype=np.int64)
+    t_len = np.array([len(x) for x in tgt_out_parts], dtype=np.int64)
+    k_each = -(-(np.maximum(s_len, t_len) + 1) // BLOCK)
+    order = np.argsort(-np.maximum(s_len, t_len), kind="stable")  # first fit decreasing: fuller blocks
+    placed, size = first_fit(s_len[order], t_len[order], int(k_each.sum()))  # room for every pair: each placed
+    where = np.empty_like(placed)
+    where[order] = placed
+    starts = np.flatnonzero(size)
+    members = [np.flatnonzero(where == b) for b in starts]
+    gaps = np.array([[int(size[b]) * BLOCK - int(lens[m].sum()) for lens in (s_len, t_len)]
+                     for b, m in zip(starts, members)]).reshape(-1, 2)  # fmt: skip
+    # the room beside the pairs' tokens: what is left after the kept blocks' gaps must still cut into a tail of
+    # as many pieces on both sides (each at least a token, at most span)
+    left = np.array([shape.capacity - int(s_len.sum()), shape.capacity - int(t_len.sum())])
+    kept = np.zeros(len(starts), dtype=bool)
+    for g in np.argsort(gaps.max(1) / size[starts], kind="stable"):  # the least gap per block first
+        after = left - gaps[g]
+        if after.min() >= -(-after.max() // shape.span):
+            kept[g], left = True, after
+    sizes: tuple[list[int], list[int]] = ([], [])
+    real: list[int] = []
+    for g in np.flatnonzero(kept):
+        m = members[g]
+        for side, lens, gap in zip(sizes, (s_len, t_len), gaps[g]):
+            side += [*lens[m].tolist(), int(gap)]
+        real += [*m.tolist(), -1]
+    rest = np.sort(np.concatenate([members[g] for g in np.flatnonzero(~kept)] or [np.zeros(0, dtype=np.int64)]))
+    for side, lens in zip(sizes, (s_len, t_len)):
+        side += lens[rest].tolist()
+    real += rest.tolist()
+    used = (sum(sizes[0]), sum(sizes[1]))
+    pieces = -(-max(shape.capacity - u for u in used) // shape.span)
+    if not kept.any() or len(real) + pieces > shape.segments:
+        return pack(split, index, shape)
+    tail = _tails(used, shape, len(real))
+    for side, cut in zip(sizes, tail):
+        side += cut
+    real += [-1] * len(tail[0])
+    src, cu_src, seg_src, pos_src = _laid_out(srcs, sizes[0], real, shape)
+    tgt_in, cu_tgt, seg_tgt, pos_tgt = _laid_out(tgt_in_parts, sizes[1], real, shape)
+    tgt_out = _laid_out(tgt_out_parts, sizes[1], real, shape)[0]
+    weight = (np.array(real) >= 0)[seg_tgt]
+    return PackedBatch(
+        src=src, src_pos=torch.from_numpy(pos_src)[None], tgt_in=tgt_in, tgt_out=tgt_out,
+        tgt_pos=torch.from_numpy(pos_tgt)[None], weight=torch.from_numpy(weight.astype(np.float32)),
+        cu_src=torch.from_numpy(cu_src), cu_tgt=torch.from_numpy(cu_tgt), seg_src=torch.from_numpy(seg_src),
+        seg_tgt=torch.from_numpy(seg_tgt), tokens=int(t_len.sum()), index=np.asarray(index),
+    )  # fmt: skip
+
+
 def _parts(split: EncodedSplit, index: np.ndarray) -> tuple[list, list, list]:
     """Each pair's source (+ EOS), target input (BOS +) and target output (+ EOS) ids."""
     srcs = [np.append(np.asarray(split.src[i], dtype=np.int64), EOS) for i in index]
@@ -336,10 +392,11 @@ class PackedStream(BatchStream):
         fill: bool = False,
         layout: str = "end",
     ):
-        """``fill``: plan_packed's batches, end to end; ``layout="blocks"``: plan_blocks's, laid out by
-        pack_blocks; neither: the padded stream's batches, end to end."""
-        if layout not in ("end", "blocks"):
-            raise ValueError(f"layout={layout!r} is invalid: allowed 'end' or 'blocks'")
+        """``fill``: plan_packed's batches, else the padded stream's; laid out end to end (``layout="end"``,
+        ``pack``) or as many as the buffer's room allows in blocks (``"tiles"``, ``pack_tiles``); ``"blocks"``:
+        plan_blocks's batches, every pair in its block (``pack_blocks``)."""
+        if layout not in ("end", "tiles", "blocks"):
+            raise ValueError(f"layout={layout!r} is invalid: allowed 'end', 'tiles' or 'blocks'")
         self.fill, self.layout = fill, layout
         if fill:
             self.planner = plan_packed
@@ -352,4 +409,6 @@ class PackedStream(BatchStream):
     def make_batch(self, index: np.ndarray) -> PackedBatch:  # type: ignore[override]
         if self.layout == "blocks":
             return pack_blocks(self.split, index, self.shape)
+        if self.layout == "tiles":
+            return pack_tiles(self.split, index, self.shape)
         return pack(self.split, index, self.shape)
