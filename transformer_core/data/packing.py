@@ -35,6 +35,11 @@ sentences and the gap, so every sentence lies within one block (a pair longer th
 of its own) and each query tile attends to the one key tile of its own number, causally in the decoder.  The
 same sentences end to end would hold the same real tokens: the blocks cost what their gaps hold (about 4% of a
 buffer there) and save most of the attention's tiles.
+
+The padded stream's batches (and ``fill``'s) can be laid out in tiles too, as far as their buffer's room allows
+(``pack_tiles``, the knob packed_layout, ``tiles`` by default under FlexAttention): first fit decreasing into
+blocks, the blocks that waste least on their gaps kept whole while the room lasts, the other pairs end to end
+after them.  The same sentences a step; fewer key tiles (benchmarks/results/packing_tiles.txt).
 """
 
 from __future__ import annotations
