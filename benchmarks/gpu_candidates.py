@@ -136,8 +136,10 @@ def row_values(args, packing: str, compile_mode: str, micro: int, attention: str
                   packed_attention=attention, loss_sync=sync, loss_kernel=loss, packed_layout=layout)  # fmt: skip
     if sync == "window":  # every timed window closes one logging window: its read is timed, as a run pays it
         values["log_every"] = args.steps
-    if args.dry_run:
+    if args.dry_run:  # a CPU attends through a mask, where layout auto is end: lay out as FlexAttention would
         values.update(device="cpu", threads=1)
+        if attention == "flex" and layout == "auto":
+            values["packed_layout"] = "tiles"
     return values
 
 
@@ -410,7 +412,7 @@ def run_all(args) -> list[str]:
         record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
     graphs = [n for n in SHARING if n in results]
     # without a graph row measured (the stack failed or was not asked for): the Flex graph step measured before
-    share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed graphs flex")
+    share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed graphs flex end")
     with tempfile.TemporaryDirectory(prefix="gpu-cand-") as tmp:
         work = Path(tmp)
         with MPS(work / "mps") as mps:  # MPS first: it measured 1.31x one trial alone, time-slicing 1.08x

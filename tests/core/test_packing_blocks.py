@@ -265,3 +265,39 @@ def test_the_layout_a_trial_packs_in():
     assert packed_layout(t(packed_layout="tiles"), "varlen") == "end"  # a gap may be longer than varlen's span
     assert packed_layout(t(packed_layout="end"), "flex") == "end"
     assert packed_layout(t("fill"), "flex") == "tiles" and packed_layout(t("blocks", "end"), "flex") == "blocks"
+
+
+@pytest.mark.parametrize("fill", [False, True])
+def test_every_tiles_segment_holds_one_pair_on_all_three_buffers_with_pairs_longer_than_a_block(fill):
+    """Each pair's tokens are its own id, so a segment shows which pair it holds: segment i of the source, the
+    target input and the target output hold the same pair (cross-attention pairs them by id), whole, with its
+    positions, and every other segment (gaps, tail) is PAD and weighted 0; pairs of up to 300 tokens."""
+    from transformer_core.data.corpus import EncodedSplit
+    from transformer_core.data.prepare import BOS, EOS
+
+    rng = np.random.default_rng(7)
+    n = 400
+    src_n, tgt_n = rng.integers(1, 300, n) * (rng.random(n) < 0.1) + rng.integers(1, 40, n), rng.integers(1, 60, n)
+    split = EncodedSplit([np.full(a, 10 + i) for i, a in enumerate(src_n)],
+                         [np.full(b, 10 + i) for i, b in enumerate(tgt_n)], [], [])  # fmt: skip
+    stream = PackedStream(split, 1500, seed=2, max_len=400, fill=fill, layout="tiles")
+    kept = 0
+    for _ in range(len(stream._plan)):
+        pb = next(stream)
+        seen = []
+        for i in range(int(pb.seg_src.max()) + 1):
+            s, t = pb.seg_src == i, pb.seg_tgt == i
+            src, t_in, t_out = pb.src[0][s], pb.tgt_in[0][t], pb.tgt_out[0][t]
+            if (src == PAD).all():  # a gap or a piece of the tail, on both sides
+                assert (t_in == PAD).all() and (t_out == PAD).all() and float(pb.weight[t].sum()) == 0
+                continue
+            r = int(src[0]) - 10
+            seen.append(r)
+            assert src.tolist() == [r + 10] * int(src_n[r]) + [EOS]
+            assert t_in.tolist() == [BOS] + [r + 10] * int(tgt_n[r]) and t_out.tolist() == [r + 10] * int(tgt_n[r]) + [
+                EOS
+            ]
+            assert pb.src_pos[0][s].tolist() == list(range(len(src))) and float(pb.weight[t].min()) == 1
+        assert sorted(seen) == sorted(pb.index.tolist())
+        kept += int((_tiles(pb.seg_src, pb.seg_src, False) == 1).sum())
+    assert kept > 0 and (src_n + 1 > 127).any()

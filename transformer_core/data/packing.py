@@ -101,7 +101,9 @@ def packed_shape(budget: int, src_len: np.ndarray, tgt_len: np.ndarray) -> Packe
     """The buffer that holds any batch ``plan_packed`` cuts from pairs of these lengths (EOS/BOS counted): the
     budget or the longest single pair (a pair longer than the budget is a batch of its own), plus room for the
     tail, rounded up to ALIGN."""
-    span = int(max(src_len.max(), tgt_len.max()))
+    # at least ALIGN: a tail is cut into pieces of at most span tokens (of one token each, a corpus of empty
+    # sentences would need as many pieces as tokens, and the search below would not end)
+    span = max(int(max(src_len.max(), tgt_len.max())), ALIGN)
     base = max(budget, span)
     tails = 1
     while True:  # the tail is at least `tails` tokens, and no tail of capacity tokens needs more pieces than that
@@ -322,7 +324,9 @@ def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> Pa
     kept = np.zeros(len(starts), dtype=bool)
     for g in np.argsort(gaps.max(1) / size[starts], kind="stable"):  # the least gap per block first
         after = left - gaps[g]
-        if after.min() >= -(-after.max() // shape.span):
+        pieces = -(-after.max() // shape.span)
+        # the segments: every pair, a gap per kept block and this one, the tail's pieces
+        if after.min() >= pieces and len(index) + int(kept.sum()) + 1 + pieces <= shape.segments:
             kept[g], left = True, after
     sizes: tuple[list[int], list[int]] = ([], [])
     real: list[int] = []
