@@ -137,20 +137,6 @@ def plan_packed(
     return batches
 
 
-def _segments(lengths: list[int], tail: list[int], capacity: int, segments: int) -> tuple[np.ndarray, ...]:
-    """Boundaries (segments + 1,), each token's segment and its position within it, for segments of ``lengths``
-    followed by the tail's pieces and empty segments up to ``segments``."""
-    sizes = np.array([*lengths, *tail], dtype=np.int64)
-    cu = np.full(segments + 1, capacity, dtype=np.int32)
-    cu[0] = 0
-    cu[1 : len(sizes) + 1] = np.cumsum(sizes)
-    seg = np.repeat(np.arange(len(sizes)), sizes)
-    starts = np.repeat(cu[: len(sizes)].astype(np.int64), sizes)
-    pos = np.arange(capacity) - starts
-    pos[int(sum(lengths)) :] = 0  # the tail's positions: any valid index (its outputs are weighted 0)
-    return cu, seg, pos
-
-
 def _tails(used: tuple[int, int], shape: PackedShape, pairs: int) -> tuple[list[int], list[int]]:
     """The two tails cut into the same number of pieces, each at most ``span`` and at least one token long (the
     i-th target piece attends to the i-th source piece in cross-attention)."""
@@ -167,35 +153,11 @@ def _tails(used: tuple[int, int], shape: PackedShape, pairs: int) -> tuple[list[
 def pack(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> PackedBatch:
     """The pairs ``index`` of ``split`` packed into buffers of ``shape``: the same tokens ``collate`` puts in a
     padded batch, end to end."""
-    srcs, tgt_in_parts, tgt_out_parts = _parts(split, index)
-    src_lens, tgt_lens = [len(s) for s in srcs], [len(t) for t in tgt_out_parts]
-    tail_src, tail_tgt = _tails((sum(src_lens), sum(tgt_lens)), shape, len(index))
-    cu_src, seg_src, pos_src = _segments(src_lens, tail_src, shape.capacity, shape.segments)
-    cu_tgt, seg_tgt, pos_tgt = _segments(tgt_lens, tail_tgt, shape.capacity, shape.segments)
-
-    def buffer(parts: list) -> torch.Tensor:
-        out = np.full(shape.capacity, PAD, dtype=np.int64)
-        joined = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        out[: len(joined)] = joined
-        return torch.from_numpy(out)[None]
-
-    used_t = int(sum(tgt_lens))
-    weight = torch.zeros(shape.capacity)
-    weight[:used_t] = 1.0
-    return PackedBatch(
-        src=buffer(srcs),
-        src_pos=torch.from_numpy(pos_src)[None],
-        tgt_in=buffer(tgt_in_parts),
-        tgt_out=buffer(tgt_out_parts),
-        tgt_pos=torch.from_numpy(pos_tgt)[None],
-        weight=weight,
-        cu_src=torch.from_numpy(cu_src),
-        cu_tgt=torch.from_numpy(cu_tgt),
-        seg_src=torch.from_numpy(seg_src),
-        seg_tgt=torch.from_numpy(seg_tgt),
-        tokens=used_t,
-        index=np.asarray(index),
-    )
+    parts = _parts(split, index)
+    lens = ([len(s) for s in parts[0]], [len(t) for t in parts[2]])
+    tail = _tails((sum(lens[0]), sum(lens[1])), shape, len(index))
+    real = [*range(len(index)), *[-1] * len(tail[0])]
+    return _batch(parts, (lens[0] + tail[0], lens[1] + tail[1]), real, shape, index)
 
 
 def pack_batch(split: EncodedSplit, batch: Batch, shape: PackedShape) -> PackedBatch:
@@ -271,34 +233,19 @@ def pack_blocks(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> P
     """The pairs ``index`` of ``split`` in the blocks layout of ``shape`` (``blocks_shape``): block by block, the
     sentences first_fit placed there, then the block's gap (its own segment on both sides, weighted 0); after the
     last block the tail, a segment per block."""
-    srcs, tgt_in_parts, tgt_out_parts = _parts(split, index)
-    s_len = np.array([len(x) for x in srcs], dtype=np.int64)
-    t_len = np.array([len(x) for x in tgt_out_parts], dtype=np.int64)
+    parts = _parts(split, index)
+    s_len, t_len = (np.array([len(x) for x in parts[i]], dtype=np.int64) for i in (0, 2))
     where, size = first_fit(s_len, t_len, shape.capacity // BLOCK)
     if (where < 0).any():
         raise ValueError(f"{len(index)} sentences do not fit the {shape.capacity // BLOCK} blocks of a packed buffer")
-    sizes: tuple[list[int], list[int]] = ([], [])
-    real: list[int] = []  # each segment's pair (its position in ``index``), -1 for a gap or a piece of the tail
-    for b in np.flatnonzero(size):
-        members = np.flatnonzero(where == b)
-        for side, lens in zip(sizes, (s_len, t_len)):
-            side += [*lens[members].tolist(), int(size[b]) * BLOCK - int(lens[members].sum())]
-        real += [*members.tolist(), -1]
+    members, gaps = _groups(where, size, s_len, t_len)
+    sizes, real = _in_blocks(members, gaps, s_len, t_len)
     # the tail: whole blocks, each a segment of its own on both sides, so that its tiles visit one key tile too
     tail = [BLOCK] * (shape.capacity // BLOCK - len(size))
     for side in sizes:
         side += tail
     real += [-1] * len(tail)
-    src, cu_src, seg_src, pos_src = _laid_out(srcs, sizes[0], real, shape)
-    tgt_in, cu_tgt, seg_tgt, pos_tgt = _laid_out(tgt_in_parts, sizes[1], real, shape)
-    tgt_out = _laid_out(tgt_out_parts, sizes[1], real, shape)[0]
-    weight = (np.array(real) >= 0)[seg_tgt]  # the segments tile the buffer: 1 at a pair's target tokens
-    return PackedBatch(
-        src=src, src_pos=torch.from_numpy(pos_src)[None], tgt_in=tgt_in, tgt_out=tgt_out,
-        tgt_pos=torch.from_numpy(pos_tgt)[None], weight=torch.from_numpy(weight.astype(np.float32)),
-        cu_src=torch.from_numpy(cu_src), cu_tgt=torch.from_numpy(cu_tgt), seg_src=torch.from_numpy(seg_src),
-        seg_tgt=torch.from_numpy(seg_tgt), tokens=int(t_len.sum()), index=np.asarray(index),
-    )  # fmt: skip
+    return _batch(parts, sizes, real, shape, index)
 
 
 def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> PackedBatch:
@@ -306,35 +253,26 @@ def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> Pa
     besides), as many as that room allows in whole blocks: first_fit's groups, the most tightly filled first, each
     closed by its gap as in pack_blocks; after them the other pairs end to end, then the tail as ``pack`` cuts it.
     The same sentences and tokens as ``pack``; where the room holds no block's gap, ``pack``'s layout."""
-    srcs, tgt_in_parts, tgt_out_parts = _parts(split, index)
-    s_len = np.array([len(x) for x in srcs], dtype=np.int64)
-    t_len = np.array([len(x) for x in tgt_out_parts], dtype=np.int64)
+    parts = _parts(split, index)
+    s_len, t_len = (np.array([len(x) for x in parts[i]], dtype=np.int64) for i in (0, 2))
     k_each = -(-(np.maximum(s_len, t_len) + 1) // BLOCK)
     order = np.argsort(-np.maximum(s_len, t_len), kind="stable")  # first fit decreasing: fuller blocks
     placed, size = first_fit(s_len[order], t_len[order], int(k_each.sum()))  # room for every pair: each placed
     where = np.empty_like(placed)
     where[order] = placed
-    starts = np.flatnonzero(size)
-    members = [np.flatnonzero(where == b) for b in starts]
-    gaps = np.array([[int(size[b]) * BLOCK - int(lens[m].sum()) for lens in (s_len, t_len)]
-                     for b, m in zip(starts, members)]).reshape(-1, 2)  # fmt: skip
+    members, gaps = _groups(where, size, s_len, t_len)
+    blocks = size[np.flatnonzero(size)]  # each group's blocks
     # the room beside the pairs' tokens: what is left after the kept blocks' gaps must still cut into a tail of
     # as many pieces on both sides (each at least a token, at most span)
     left = np.array([shape.capacity - int(s_len.sum()), shape.capacity - int(t_len.sum())])
-    kept = np.zeros(len(starts), dtype=bool)
-    for g in np.argsort(gaps.max(1) / size[starts], kind="stable"):  # the least gap per block first
+    kept = np.zeros(len(members), dtype=bool)
+    for g in np.argsort(gaps.max(1) / blocks, kind="stable"):  # the least gap per block first
         after = left - gaps[g]
         pieces = -(-after.max() // shape.span)
         # the segments: every pair, a gap per kept block and this one, the tail's pieces
         if after.min() >= pieces and len(index) + int(kept.sum()) + 1 + pieces <= shape.segments:
             kept[g], left = True, after
-    sizes: tuple[list[int], list[int]] = ([], [])
-    real: list[int] = []
-    for g in np.flatnonzero(kept):
-        m = members[g]
-        for side, lens, gap in zip(sizes, (s_len, t_len), gaps[g]):
-            side += [*lens[m].tolist(), int(gap)]
-        real += [*m.tolist(), -1]
+    sizes, real = _in_blocks([members[g] for g in np.flatnonzero(kept)], gaps[kept], s_len, t_len)
     rest = np.sort(np.concatenate([members[g] for g in np.flatnonzero(~kept)] or [np.zeros(0, dtype=np.int64)]))
     for side, lens in zip(sizes, (s_len, t_len)):
         side += lens[rest].tolist()
@@ -347,16 +285,7 @@ def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> Pa
     for side, cut in zip(sizes, tail):
         side += cut
     real += [-1] * len(tail[0])
-    src, cu_src, seg_src, pos_src = _laid_out(srcs, sizes[0], real, shape)
-    tgt_in, cu_tgt, seg_tgt, pos_tgt = _laid_out(tgt_in_parts, sizes[1], real, shape)
-    tgt_out = _laid_out(tgt_out_parts, sizes[1], real, shape)[0]
-    weight = (np.array(real) >= 0)[seg_tgt]
-    return PackedBatch(
-        src=src, src_pos=torch.from_numpy(pos_src)[None], tgt_in=tgt_in, tgt_out=tgt_out,
-        tgt_pos=torch.from_numpy(pos_tgt)[None], weight=torch.from_numpy(weight.astype(np.float32)),
-        cu_src=torch.from_numpy(cu_src), cu_tgt=torch.from_numpy(cu_tgt), seg_src=torch.from_numpy(seg_src),
-        seg_tgt=torch.from_numpy(seg_tgt), tokens=int(t_len.sum()), index=np.asarray(index),
-    )  # fmt: skip
+    return _batch(parts, sizes, real, shape, index)
 
 
 def _parts(split: EncodedSplit, index: np.ndarray) -> tuple[list, list, list]:
@@ -364,6 +293,43 @@ def _parts(split: EncodedSplit, index: np.ndarray) -> tuple[list, list, list]:
     srcs = [np.append(np.asarray(split.src[i], dtype=np.int64), EOS) for i in index]
     tgts = [np.asarray(split.tgt[i], dtype=np.int64) for i in index]
     return srcs, [np.concatenate([[BOS], t]) for t in tgts], [np.append(t, EOS) for t in tgts]
+
+
+def _groups(where: np.ndarray, size: np.ndarray, s_len: np.ndarray, t_len: np.ndarray) -> tuple[list, np.ndarray]:
+    """first_fit's groups in block order: each one's pairs, and its gap on each side (groups, 2): the group's
+    blocks less its tokens."""
+    starts = np.flatnonzero(size)
+    members = [np.flatnonzero(where == b) for b in starts]
+    gaps = [[int(size[b]) * BLOCK - int(lens[m].sum()) for lens in (s_len, t_len)] for b, m in zip(starts, members)]
+    return members, np.array(gaps, dtype=np.int64).reshape(-1, 2)
+
+
+def _in_blocks(members: list, gaps: np.ndarray, s_len: np.ndarray, t_len: np.ndarray) -> tuple:
+    """(sizes of each side's segments, each segment's pair or -1) of these groups laid out block after block:
+    a group's pairs, then its gap."""
+    sizes: tuple[list[int], list[int]] = ([], [])
+    real: list[int] = []  # each segment's pair (its position in the batch's index), -1 for a gap or the tail
+    for m, gap in zip(members, gaps):
+        for side, lens, g in zip(sizes, (s_len, t_len), gap):
+            side += [*lens[m].tolist(), int(g)]
+        real += [*m.tolist(), -1]
+    return sizes, real
+
+
+def _batch(parts: tuple, sizes: tuple, real: list[int], shape: PackedShape, index: np.ndarray) -> PackedBatch:
+    """The PackedBatch of pairs ``parts`` (``_parts``) in segments ``sizes`` (source, target) that tile the buffer,
+    segment i holding pair ``real[i]`` on every buffer (-1: a gap or a piece of the tail, PAD and weighted 0)."""
+    srcs, tgt_in_parts, tgt_out_parts = parts
+    src, cu_src, seg_src, pos_src = _laid_out(srcs, sizes[0], real, shape)
+    tgt_in, cu_tgt, seg_tgt, pos_tgt = _laid_out(tgt_in_parts, sizes[1], real, shape)
+    tgt_out = _laid_out(tgt_out_parts, sizes[1], real, shape)[0]
+    weight = (np.array(real) >= 0)[seg_tgt]  # the segments tile the buffer: 1 at a pair's target tokens
+    return PackedBatch(
+        src=src, src_pos=torch.from_numpy(pos_src)[None], tgt_in=tgt_in, tgt_out=tgt_out,
+        tgt_pos=torch.from_numpy(pos_tgt)[None], weight=torch.from_numpy(weight.astype(np.float32)),
+        cu_src=torch.from_numpy(cu_src), cu_tgt=torch.from_numpy(cu_tgt), seg_src=torch.from_numpy(seg_src),
+        seg_tgt=torch.from_numpy(seg_tgt), tokens=int(sum(len(t) for t in tgt_out_parts)), index=np.asarray(index),
+    )  # fmt: skip
 
 
 def _laid_out(parts: list, sizes: list[int], real: list[int], shape: PackedShape) -> tuple:
