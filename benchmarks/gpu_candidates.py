@@ -13,6 +13,7 @@ first, so that a run cut short by ``--deadline`` still has them):
                          read once a logging window (loss_sync=window), the loss from the log-sum-exp
                          (loss_kernel=lse): the step a CUDA default would be if each part pays
     anchor compiled/eager benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
+    ... stack bf16       the stack with its residual stream kept in bf16 (residual_dtype=bf16)
     share k, MPS         k concurrent processes of the sharing candidate (--share, or the fastest graph row so
                          far) under an MPS daemon of this run's own (a private pipe directory, stopped after; k = 2, 3)
     share 2, time-sliced the same without MPS
@@ -66,11 +67,12 @@ sys.path.insert(0, str(ROOT))
 
 
 def _c(packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto", loss: str = "plain",
-       layout: str = "auto", tuned: bool = False) -> dict:  # fmt: skip
+       layout: str = "auto", tuned: bool = False, residual: str = "fp32") -> dict:  # fmt: skip
     """A candidate: its run values (packing, compile, micro-batches a step, packed_attention, loss_sync,
-    loss_kernel, packed_layout) and whether inductor tunes its kernels (a benchmark setting, not a run value)."""
+    loss_kernel, packed_layout, residual_dtype) and whether inductor tunes its kernels (a benchmark setting, not a
+    run value)."""
     return dict(packing=packing, compile_mode=compile_mode, micro=micro, attention=attention, sync=sync, loss=loss,
-                layout=layout, tuned=tuned)  # fmt: skip
+                layout=layout, tuned=tuned, residual=residual)  # fmt: skip
 
 
 CANDIDATES = {
@@ -90,6 +92,9 @@ CANDIDATES = {
     "packed graphs flex lse": _c("on", "graphs", 1, "flex", loss="lse"),
     # the three together on the padded stream's very batches: the step a CUDA default would be if each part pays
     "packed graphs flex stack": _c("on", "graphs", 1, "flex", "window", "lse"),
+    # the stack with the residual stream kept in bf16 (residual_dtype=bf16): half the bytes of the layer-norm,
+    # dropout and residual kernels (with the log-softmax, 30% of the Flex step's kernel time on the H200)
+    "packed graphs flex stack bf16": _c("on", "graphs", 1, "flex", "window", "lse", residual="bf16"),
     # opt-in streams (another batch composition): buffers filled to the budget in real tokens, in tiles where room
     "packed graphs flex fill": _c("fill", "graphs", 1, "flex"),
     "packed graphs flex stack fill": _c("fill", "graphs", 1, "flex", "window", "lse"),
@@ -115,6 +120,7 @@ BARRIER_SECONDS = 300.0  # a sharing process waits this long for the others to w
 TUNED_RESERVE = 180.0
 # the candidates a sharing row may run (without --share: the fastest of them measured)
 SHARING = (
+    "packed graphs flex stack bf16",
     "packed graphs flex stack",
     "packed graphs flex stack fill",
     "packed graphs flex stack blocks",
@@ -125,7 +131,8 @@ SHARING = (
 
 
 def row_values(args, packing: str, compile_mode: str, micro: int, attention: str = "auto", sync: str = "auto",
-               loss: str = "plain", layout: str = "auto", tuned: bool = False) -> dict:  # fmt: skip
+               loss: str = "plain", layout: str = "auto", tuned: bool = False,
+               residual: str = "fp32") -> dict:  # fmt: skip
     """The base row's run values at the profile, the step's tokens split into ``micro`` micro-batches (``tuned``
     is read by ``inductor_tuning``)."""
     from step_profile import base_row_values
@@ -133,13 +140,16 @@ def row_values(args, packing: str, compile_mode: str, micro: int, attention: str
     values = base_row_values(args.profile, args.corpus, args.data_dir, {})
     step_tokens = int(values["tokens_per_batch"]) * int(values.get("accumulate", 1))
     values.update(packing=packing, compile=compile_mode, accumulate=micro, tokens_per_batch=step_tokens // micro,
-                  packed_attention=attention, loss_sync=sync, loss_kernel=loss, packed_layout=layout)  # fmt: skip
+                  packed_attention=attention, loss_sync=sync, loss_kernel=loss, packed_layout=layout,
+                  residual_dtype=residual)  # fmt: skip
     if sync == "window":  # every timed window closes one logging window: its read is timed, as a run pays it
         values["log_every"] = args.steps
     if args.dry_run:  # a CPU attends through a mask, where layout auto is end: lay out as FlexAttention would
         values.update(device="cpu", threads=1)
         if attention == "flex" and layout == "auto":
             values["packed_layout"] = "tiles"
+        if residual == "bf16":  # a bf16 stream needs bf16 autocast, which a CPU runs too
+            values["precision"] = "bf16"
     return values
 
 
@@ -202,6 +212,7 @@ def train_rate(values: dict, warmup: int, steps: int, windows: int, barrier: Pat
             "tokens_per_second": max(rates), "windows": rates, "params": tr.params, "warmup_seconds": warm,
             "tokens_per_step": (tr.tokens / tr.step) if tr.step else 0.0, "peak_memory_gib": peak,
             "precision": tr.precision, "compile": tr.forward_loss.mode, **packing_keys(tr),
+            "residual_dtype": tr.cfg.train.residual_dtype,
         }  # fmt: skip
 
 
@@ -309,6 +320,7 @@ def _line(name: str, r: dict, peak: float, base: float | None) -> str:
     per = f" (per process {', '.join(f'{x:,.0f}' for x in r['per_process'])})" if "per_process" in r else ""
     layout = f", layout {r['packed_layout']}" if r.get("packed_layout") else ""
     how = f"packing {r.get('packing', '-')} ({r.get('packing_reason', '')}){layout}, compile {r.get('compile', '-')}"
+    how += ", residual stream bf16" if r.get("residual_dtype") == "bf16" else ""
     step = f"{r.get('tokens_per_step', 0):,.0f} tokens per step, warm-up {r['warmup_seconds']:.1f} s{mem}"
     return f"{name}: {r['tokens_per_second']:,.0f} target tokens/s{per}, MFU {100 * mfu:.1f}%{ratio}; {step}; {how}"
 
@@ -346,7 +358,10 @@ def best_sets(args, results: dict[str, dict]) -> list[str]:
         "packed_layout",
         "loss_sync",
         "loss_kernel",
+        "residual_dtype",
     )
+    # a bf16 stream needs bf16: say so where precision auto would not resolve to it (a CPU's dry run)
+    keys += ("precision",) if values["residual_dtype"] == "bf16" and values.get("precision") == "bf16" else ()
     return [f"{k}={values[k]}" for k in keys]
 
 
@@ -389,7 +404,8 @@ def run_all(args) -> list[str]:
     def single(name: str, reserve: float = 20.0) -> None:
         record(name, lambda: candidate_rate(args, name), reserve)
 
-    # the baseline, the step a default would be, and the anchor first: the target's ratio is one run's
+    # the baseline, the step a default would be, and the anchor first: the target's ratio is one run's; then the
+    # stack with a bf16 residual stream, before the sharing rows (which run the fastest graph row so far)
     single("padded 2x12.5k")
     single("packed graphs flex stack")
     from anchor_transformer import anchor_rate
@@ -410,6 +426,7 @@ def run_all(args) -> list[str]:
 
     for compiled in (True, False):
         record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
+    single("packed graphs flex stack bf16", 60)  # after the anchor: the target's ratio first
     graphs = [n for n in SHARING if n in results]
     # without a graph row measured (the stack failed or was not asked for): the Flex graph step measured before
     share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed graphs flex end")

@@ -8,7 +8,8 @@ same wall time on bible-en-de; prints both rates and the ratio.
 
 Then the step itself, before vs after (``--row-steps`` > 0): the base row of ``--profile`` (cpu: one thread per
 trial) with each way of running a step (eager as before, fused Adam, fused Adam with the int32 dropout masks of
-transformer_core/dropout.py, torch.compile, all), in each precision the machine has, alone and
+transformer_core/dropout.py, torch.compile, all; opt-in: the residual stream kept in bf16, eager and compiled, in
+bf16 only), in each precision the machine has, alone and
 two trials at once (two processes, one thread each), side by side in one run: target tokens/s, MFU against the
 one-thread matmul peak measured in the same run (benchmarks/step_profile.py), the ratio to the first variant, and
 the compile time (the first step, compiling included); ``--repeat`` runs the variants again, interleaved, and
@@ -44,6 +45,9 @@ VARIANTS = {  # explicit, so that a changed default does not move a variant
     "int32_dropout": ["compile=off", "fused_adam=true", "fast_dropout=true"],
     "compile": ["compile=on", "fused_adam=false", "fast_dropout=false"],
     "after": ["compile=on", "fused_adam=true", "fast_dropout=true"],
+    # the residual stream kept in bf16 between sublayers (residual_dtype=bf16; bf16 precision only)
+    "bf16_stream": ["compile=off", "fused_adam=true", "fast_dropout=false", "residual_dtype=bf16"],
+    "compile_bf16_stream": ["compile=on", "fused_adam=true", "fast_dropout=false", "residual_dtype=bf16"],
 }
 DEFAULT_STEP = "fused_adam"
 
@@ -106,6 +110,11 @@ def row_steps(args) -> None:
         peak = run_workers([common + ["--worker", f"peak:{precision}"]])[0]["peak_gflops"]
         print(f"{precision}: one-thread matmul peak {peak:.0f} GFLOP/s")
         names = args.variants.split(",")
+        for name in [n for n in names if precision != "bf16" and "residual_dtype=bf16" in VARIANTS[n]]:
+            print(f"  {name:<13} not run: a bf16 residual stream needs precision bf16")
+            names.remove(name)
+        if not names:
+            continue
         sums: dict = {}  # (variant, trials at once) -> the summed rate of each repeat
         for rep in range(args.repeat):  # repeats interleave the variants, so that drift in the machine's speed
             first = {}  # falls on all of them alike

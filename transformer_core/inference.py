@@ -32,6 +32,7 @@ from .data.eval_set import EvalSet
 from .device import resolve_device, resolve_precision
 from .evaluation import bleu, chrf, perplexity, translate
 from .finished import RunNotUsable, done_evaluation, eval_paths, read_run
+from .layers import set_residual_dtype
 from .model import Transformer, build_model
 from .optim import average_state_dicts
 from .run_config import RunConfig
@@ -203,6 +204,7 @@ def load_trained(run_dir, device: str = "auto", data_dir=None) -> TrainedModel:
     except (RuntimeError, KeyError, ValueError, TypeError) as exc:  # shapes or names of another model
         why = _first(exc)
         raise RunNotUsable(f"run {str(run_dir)!r}: its checkpoints do not fit its config.json ({why})") from None
+    set_residual_dtype(model, t.residual_dtype)  # decoded as it was evaluated: a bf16 stream under bf16 autocast
     model.to(dev).eval()
     processor = corpus.processor()
     known = frozenset(

@@ -221,6 +221,15 @@ KNOBS: tuple[Knob, ...] = (
         "tiles: as many as the buffer's room allows in 128-token blocks, one key tile per query tile (FlexAttention "
         "or a CPU's mask; varlen keeps end)",
     ),
+    _K(
+        "residual_dtype",
+        "run",
+        "none",
+        "residual dtype",
+        "",
+        "fp32 (default): the residual stream as autocast leaves it (the norms' fp32 outputs); bf16: kept in bf16 "
+        "between sublayers, half the bytes of the memory-bound work around each norm (precision bf16 only)",
+    ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )
 

@@ -60,11 +60,39 @@ class Residual(nn.Module):
         self.norm = make_norm(norm_type, d_model)
         self.dropout = Dropout(P_drop)
         self.pre = norm == "pre"
+        self.stream: Optional[torch.dtype] = None  # set_residual_dtype: the dtype the block's output is kept in
 
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
         if self.pre:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+            y = x + self.dropout(sublayer(self.norm(x)))
+        else:
+            y = self.norm(x + self.dropout(sublayer(x)))
+        if self.stream is not None and _autocast_on(y.device.type):
+            return y.to(self.stream)  # under autocast only: an fp32 forward (export, a CPU decode) stays fp32
+        return y
+
+
+RESIDUAL_DTYPES = {"fp32": None, "bf16": torch.bfloat16}
+
+
+def _autocast_on(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (torch before 2.4 asks per device kind)."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except TypeError:  # torch < 2.4: no device argument
+        return torch.is_autocast_cpu_enabled() if device_type == "cpu" else torch.is_autocast_enabled()
+
+
+def set_residual_dtype(model: nn.Module, name: str) -> int:
+    """Keep every residual block's output (the stream between sublayers, and its gradient) in ``name``'s dtype
+    under autocast: ``bf16`` halves the bytes the memory-bound kernels around each norm (dropout, residual add,
+    the norm and their backward) read and write, at bf16's rounding of the stream once a sublayer; ``fp32`` (the
+    default) is autocast's own choice (the norms' fp32 outputs). Returns how many blocks it set."""
+    dtype = RESIDUAL_DTYPES[name]
+    blocks = [m for m in model.modules() if isinstance(m, Residual)]
+    for m in blocks:
+        m.stream = dtype
+    return len(blocks)
 
 
 def _attention(cfg: ModelConfig, self_attention: bool) -> MultiHeadAttention:

@@ -33,6 +33,7 @@ COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss
 PACKING = ("off", "on", "fill", "blocks", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
 LOSS_SYNC = ("auto", "step", "window")  # when a one-device step's losses are read: see transformer_core/trainer.py
 PACKED_ATTENTION = ("auto", "varlen", "flex")  # a packed batch's attention on CUDA: see transformer_core/segments.py
+RESIDUAL_DTYPE = ("fp32", "bf16")  # the residual stream's dtype under bf16 autocast: see layers.set_residual_dtype
 PACKED_LAYOUT = ("auto", "end", "tiles")  # where a packed batch's sentences lie: see transformer_core/data/packing.py
 
 
@@ -77,6 +78,7 @@ class TrainConfig:
     packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex: FlexAttention (compiled, CUDA)
     loss_sync: str = "auto"  # auto/step: the step's losses read every step; window: at each logging window's end
     packed_layout: str = "auto"  # auto: tiles under FlexAttention, else end; end: end to end; tiles: in its blocks
+    residual_dtype: str = "fp32"  # fp32: autocast's (the norms' fp32 outputs); bf16: the stream kept in bf16
 
     def __post_init__(self) -> None:
         check_int("tokens_per_batch", self.tokens_per_batch, maximum=MAX_TOKENS_PER_BATCH)
@@ -123,6 +125,7 @@ class TrainConfig:
         check_choice("packed_attention", self.packed_attention, PACKED_ATTENTION)
         check_choice("loss_sync", self.loss_sync, LOSS_SYNC)
         check_choice("packed_layout", self.packed_layout, PACKED_LAYOUT)
+        check_choice("residual_dtype", self.residual_dtype, RESIDUAL_DTYPE)
         for name in ("fused_adam", "fast_dropout"):
             if not isinstance(getattr(self, name), bool):
                 refuse(name, getattr(self, name), "true or false")

@@ -25,6 +25,7 @@ from .device import resolve_device, resolve_precision
 from .distributed import sum_gradients, world
 from .dropout import set_fast_dropout
 from .errors import ConfigError
+from .layers import set_residual_dtype
 from .lm_task import LMTask
 from .model import count_parameters
 from .native_memory import gb, peak_bytes, reset_peak
@@ -185,6 +186,12 @@ class Trainer:
         self.model = self.task.model(config, self.corpus.vocab_size).to(self.device)
         self.params = count_parameters(self.model)
         set_fast_dropout(self.model, t.fast_dropout)
+        if t.residual_dtype != "fp32" and self.precision != "bf16":
+            raise ConfigError(
+                f"residual_dtype={t.residual_dtype!r} is invalid with precision {self.precision} on {self.device.type}:"
+                " allowed 'fp32' (a bf16 residual stream needs precision bf16)"
+            )
+        set_residual_dtype(self.model, t.residual_dtype)
         self.opt = make_adam(self.model.parameters(), (t.adam_beta1, t.adam_beta2), t.adam_eps, t.fused_adam)
         self.packing, self.packing_reason = resolve_packing(
             t.packing, config.model, self.device, config.data.task, self.precision, t.packed_attention, t.compile
@@ -425,6 +432,7 @@ def result_base(tr: Trainer, started: float) -> dict:
         "seed": t.seed,
         "device": str(tr.device),
         "precision": tr.precision,
+        "residual_dtype": tr.cfg.train.residual_dtype,
         "threads": torch.get_num_threads(),
         "compile": tr.forward_loss.mode,
         "compile_seconds": tr.compile_seconds,

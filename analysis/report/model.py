@@ -335,8 +335,9 @@ def largest_memory(df: pd.DataFrame) -> str:
 
 
 def _step(ran: pd.DataFrame) -> str:
-    """How the trials' steps ran (compile mode, Adam kernel, and the dropout masks where any trial used the int32
-    ones), where their results record it; mixed modes listed."""
+    """How the trials' steps ran (compile mode, Adam kernel, the dropout masks where any trial used the int32
+    ones, packed batches and a bf16 residual stream where any trial trained so), where their results record it;
+    mixed modes listed."""
     parts = []
     if "fast_dropout" in ran and not ran["fast_dropout"].fillna(False).astype(bool).any():
         ran = ran.drop(columns="fast_dropout")  # torch's masks, the default: nothing to say
@@ -356,6 +357,9 @@ def _step(ran: pd.DataFrame) -> str:
             parts.append(name.format("/".join(str(v) for v in seen)))
     if packed:  # packed trials draw other batches and dropout masks than padded ones of the same seed
         parts.append(f"packed batches ({'/'.join(packed)} attention): another random stream than padded batches")
+    streams = ran.get("residual_dtype", pd.Series(dtype=object)).dropna()
+    if (streams == "bf16").any():  # rounds what the fp32 stream keeps: said where any trial did
+        parts.append(f"residual stream in bf16 ({int((streams == 'bf16').sum())} of {len(ran)} trials)")
     return f" (step: {', '.join(parts)})" if parts else ""
 
 

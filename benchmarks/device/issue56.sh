@@ -18,7 +18,7 @@
 #    Greedy final decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
 # 2. benchmarks/gpu_candidates.py in what is left, in this order: the padded eager baseline, the Flex graph step
 #    with all three of tiles, loss_sync=window and loss_kernel=lse on the padded stream's batches (the stack), the
-#    anchor compiled and eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2
+#    stack with its residual stream in bf16 (residual_dtype=bf16), the anchor compiled and eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2
 #    time-sliced, then the Flex graph step as it was measured before, each part of the stack in turn, the stack on
 #    the opt-in streams (fill, blocks), and last the stack under inductor's coordinate-descent tuning (CANDIDATES
 #    to choose; a row past the deadline says so).
@@ -56,6 +56,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=cs
 if [ -n "${GPU_TESTS:-}" ]; then
   timeout 240 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py \
     tests/core/test_packing_blocks.py tests/core/test_loss_sync.py tests/core/test_attention_backends.py \
+    tests/core/test_residual_dtype.py \
     > "$OUT/gpu_tests_$name.txt" 2>&1
   tail -1 "$OUT/gpu_tests_$name.txt"
   [ "$GPU_TESTS" = only ] && exit 0

@@ -67,7 +67,7 @@ class Throughput:
 # The run-only settings that set how fast a step is (not what it learns about a row): a measured rate holds for
 # trials that train with these values.
 STEP_SETTINGS = ("tokens_per_batch", "accumulate", "compile", "packing", "packed_attention", "packed_layout",
-                 "loss_kernel", "loss_sync", "fused_adam", "fast_dropout", "precision")  # fmt: skip
+                 "loss_kernel", "loss_sync", "fused_adam", "fast_dropout", "precision", "residual_dtype")  # fmt: skip
 
 
 def step_settings(train) -> dict[str, object]:

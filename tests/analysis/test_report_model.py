@@ -117,6 +117,8 @@ def test_the_header_says_how_the_steps_ran():
     assert _step(ran.assign(packing=["off", None])) == " (step: compile off, fused Adam)"  # padded: unsaid
     packed = _step(ran.assign(packing=["varlen", "off"]))
     assert packed.endswith("packed batches (varlen attention): another random stream than padded batches)")
+    assert _step(ran.assign(residual_dtype=["bf16", None])).endswith(", residual stream in bf16 (1 of 2 trials))")
+    assert _step(ran.assign(residual_dtype=["fp32", None])) == " (step: compile off, fused Adam)"  # the default
 
 
 def test_the_header_says_when_trials_ran_at_different_precisions():

@@ -333,8 +333,8 @@ def test_the_device_script_runs_end_to_end_on_a_cpu(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     table = out.read_text()
     for name in ("padded 2x12.5k", "packed 2x12.5k", "packed graphs", "packed graphs flex stack", "stack tuned",
-                 "flex blocks", "stack fill", "anchor eager", "anchor compiled", "padded compiled", "share 2 x",
-                 "share 3 x", "MPS", "packed compiled", "padded 1x25k", "packed 1x25k"):  # fmt: skip
+                 "stack bf16", "flex blocks", "stack fill", "anchor eager", "anchor compiled", "padded compiled",
+                 "share 2 x", "share 3 x", "MPS", "packed compiled", "padded 1x25k", "packed 1x25k"):  # fmt: skip
         assert name in table
     assert "failed" not in table and "commit" in table.splitlines()[0]
 

@@ -23,7 +23,7 @@ def test_run_only_knobs_are_the_tables_run_knobs():
     # the list run_config.py held before it was drawn from the table
     assert knobs.RUN_ONLY == {"device", "precision", "threads", "log_every", "data_dir", "compile", "fused_adam",
                               "fast_dropout", "loss_kernel", "packing", "packed_attention", "loss_sync",
-                              "packed_layout"}  # fmt: skip
+                              "packed_layout", "residual_dtype"}  # fmt: skip
 
 
 def test_the_hash_leaves_out_the_tables_later_fields_at_their_default():
