@@ -10,18 +10,19 @@
 #   run(command="GPU_TESTS=only bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=300)
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
-# 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row
-#    with today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate default (the padded stream's
-#    very batches packed, packing=on, in FlexAttention's tiles where the buffer has room; compiled and replayed as
-#    a CUDA graph, 1 x 25,000), LEARN_STEPS steps, all six at once under an MPS daemon
-#    of the script's own (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.
+# 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row with
+#    today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate default (the padded stream's very
+#    batches packed, packing=on, in FlexAttention's tiles where the buffer has room; compiled and replayed as a
+#    CUDA graph, 1 x 25,000; losses read once a logging window and computed from the log-sum-exp: the stack of part
+#    2, so that its learning is what this pair measures), LEARN_STEPS steps, all six at once under an MPS daemon of
+#    the script's own (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.
 #    Greedy final decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
 # 2. benchmarks/gpu_candidates.py in what is left, in this order: the padded eager baseline, the Flex graph step
 #    with all three of tiles, loss_sync=window and loss_kernel=lse on the padded stream's batches (the stack), the
-#    stack with its residual stream in bf16 (residual_dtype=bf16), the anchor compiled and eager, 2 and 3 trials of the fastest graph row sharing the GPU under MPS and 2
-#    time-sliced, then the Flex graph step as it was measured before, each part of the stack in turn, the stack on
-#    the opt-in streams (fill, blocks), and last the stack under inductor's coordinate-descent tuning (CANDIDATES
-#    to choose; a row past the deadline says so).
+#    anchor compiled and eager, the stack with its residual stream in bf16 (residual_dtype=bf16), 2 and 3 trials of
+#    the fastest graph row sharing the GPU under MPS and 2 time-sliced, then the Flex graph step as it was measured
+#    before, each part of the stack in turn, the stack on the opt-in streams (fill, blocks), and last the stack
+#    under inductor's coordinate-descent tuning (CANDIDATES to choose; a row past the deadline says so).
 # 3. with GPU_TESTS=1, the gpu-marked tests first (90 s on an H200; they passed there at 8b4c59c); with
 #    GPU_TESTS=only, nothing else.
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
@@ -37,13 +38,15 @@ TOTAL="${TOTAL:-540}"
 LEARN_STEPS="${LEARN_STEPS:-500}"
 LEARN_TIMEOUT="${LEARN_TIMEOUT:-330}"
 CANDIDATES="${CANDIDATES-padded 2x12.5k,packed graphs flex,anchor,share}"
-CANDIDATE_SETS=(compile=graphs packed_attention=flex tokens_per_batch=25000 accumulate=1)
+CANDIDATE_SETS=(compile=graphs packed_attention=flex tokens_per_batch=25000 accumulate=1 loss_sync=window
+  loss_kernel=lse)
 start=$(date +%s)
 if [ -n "${DRY:-}" ]; then
   PY="${PY_DRY:-.venv/bin/python}"
   export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
   "$PY" benchmarks/packing_learning.py --dry-run --seeds 2 --parallel 2 --set beam=1 max_extra=0 \
-    --packed-set compile=graphs packed_attention=flex --trial-timeout 200 --out "$OUT/packing_learning_dry.txt" \
+    --packed-set compile=graphs packed_attention=flex loss_sync=window loss_kernel=lse --trial-timeout 200 \
+    --out "$OUT/packing_learning_dry.txt" \
     > /dev/null || exit $?
   tail -1 "$OUT/packing_learning_dry.txt"
   "$PY" benchmarks/gpu_candidates.py --dry-run --deadline 200 --only "$CANDIDATES" \
