@@ -109,6 +109,8 @@ def test_plan_says_when_the_spec_trains_with_other_step_settings_than_were_measu
     assert "the throughput was measured with" not in unrecorded
     odd = _plan(capsys, tmp_path, 1, settings={"compile": ["x"], "packing": "on\x1b[2J", "accumulate": 1})
     assert "\x1b" not in odd and "the throughput was measured with accumulate 1;" in odd
+    stream = _plan(capsys, tmp_path, 1, settings={**fast, "residual_dtype": "bf16"}, train=train)
+    assert "residual_dtype bf16" in stream and "{residual_dtype: bf16}" in stream  # a bf16 stream is another speed
 
 
 def test_plan_sizes_shared_trials_by_the_measured_memory_and_names_the_larger_rows(tmp_path, capsys):
