@@ -228,7 +228,8 @@ KNOBS: tuple[Knob, ...] = (
         "residual dtype",
         "",
         "fp32 (default): the residual stream as autocast leaves it (the norms' fp32 outputs); bf16: kept in bf16 "
-        "between sublayers, half the bytes of the memory-bound work around each norm (precision bf16 only)",
+        "between sublayers (2 bytes an element instead of 4 for the memory-bound work around each norm; precision "
+        "bf16 only)",
     ),
     _K("data_dir", "run", "none", "data dir", "", "data cache directory"),
 )

@@ -85,8 +85,9 @@ def _autocast_on(device_type: str) -> bool:
 
 def set_residual_dtype(model: nn.Module, name: str) -> int:
     """Keep every residual block's output (the stream between sublayers, and its gradient) in ``name``'s dtype
-    under autocast: ``bf16`` halves the bytes the memory-bound kernels around each norm (dropout, residual add,
-    the norm and their backward) read and write, at bf16's rounding of the stream once a sublayer; ``fp32`` (the
+    under autocast: with ``bf16`` the memory-bound kernels around each norm (dropout, residual add, the norm and
+    their backward) read and write the stream in 2 bytes an element instead of 4, at bf16's rounding of the stream
+    once a sublayer; ``fp32`` (the
     default) is autocast's own choice (the norms' fp32 outputs). Returns how many blocks it set."""
     dtype = RESIDUAL_DTYPES[name]
     blocks = [m for m in model.modules() if isinstance(m, Residual)]
