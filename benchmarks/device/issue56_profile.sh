@@ -13,6 +13,10 @@ OUT="${OUT:-/tmp/issue56-out}"
 mkdir -p "$OUT"
 PY="${PY:-python3}"
 SETS="${SETS:-}"
+# the step whose kernels are profiled (compile=on: the kernels a CUDA graph replays, without the graph); e.g. the
+# stack with a bf16 stream: PROFILE_SETS="... --set loss_kernel=lse --set residual_dtype=bf16"
+PROFILE_SETS="${PROFILE_SETS:---set packing=on --set compile=on --set accumulate=1 --set tokens_per_batch=25000
+  --set packed_attention=flex}"
 if [ -n "${DRY:-}" ]; then
   PY="${PY_DRY:-.venv/bin/python}"
   export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
@@ -23,8 +27,7 @@ if [ -n "${DRY:-}" ]; then
   exit 0
 fi
 name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
-GPU_KERNELS_RAW="$OUT/gpu_kernels_raw_$name.txt" timeout 110 "$PY" benchmarks/gpu_kernels.py \
-  --set packing=on --set compile=on --set accumulate=1 --set tokens_per_batch=25000 --set packed_attention=flex \
+GPU_KERNELS_RAW="$OUT/gpu_kernels_raw_$name.txt" timeout 110 "$PY" benchmarks/gpu_kernels.py $PROFILE_SETS \
   --no-anchor --out "$OUT/gpu_kernels_flex_$name.txt" 2>&1 | grep -v "Warning\|USDT\|record_function"
 mps=$(mktemp -d)
 mkdir -p "$mps/pipe" "$mps/log"
