@@ -28,6 +28,8 @@ compiled anew, about a minute each on an H200.
 from __future__ import annotations
 
 import logging
+import os
+import re
 import shutil
 from typing import Optional
 
@@ -51,6 +53,25 @@ def inductor_compiler() -> Optional[str]:
         if name and shutil.which(name):
             return shutil.which(name)
     return None
+
+
+def imitated_isa_cache() -> Optional[str]:
+    """Where ATEN_CPU_CAPABILITY narrows the instruction set this process compiles for (imitating another CPU),
+    a subdirectory of inductor's cache directory of that capability's own, set as TORCHINDUCTOR_CACHE_DIR before
+    anything compiles; returns it (None where the variable is unset).  torch 2.13's on-disk cache, shared by
+    processes compiling for this machine's own set and for an imitated one, handed the second kernels whose
+    results were wrong by thousands (benchmarks/results/loss_reference_cpu.txt)."""
+    capability = os.environ.get("ATEN_CPU_CAPABILITY")
+    if not capability:
+        return None
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    own = "aten-" + re.sub(r"[^A-Za-z0-9_.-]", "_", capability)
+    root = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()
+    if os.path.basename(os.path.normpath(root)) != own:  # not already this capability's
+        root = os.path.join(root, own)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.abspath(root)
+    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
 
 def resolve_compile(mode: str, device: torch.device) -> str:
@@ -90,6 +111,7 @@ class ForwardLoss:
         self._compiled = None
         self.pad_to = 1  # lengths padded to a multiple of this before the compiled function (GPU only)
         if self.mode == "on":
+            imitated_isa_cache()
             self._compiled = torch.compile(_selected_loss, dynamic=True, options={"fallback_random": True})
             self.pad_to = 8 if device.type == "cuda" else 1
         self.max_len = model.cfg.max_len  # padding never makes a batch longer than the positions the model has

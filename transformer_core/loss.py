@@ -25,9 +25,20 @@ def label_smoothed_nll(
     return loss.sum(), nll.sum().detach(), keep.sum()
 
 
+def picked(x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """x[i, target[i]] of x (n, V): a gather eagerly; while compiling, the row's sum of x where the column is the
+    target (the same value: every other term adds 0), which the compiler reads in the same pass as the row's other
+    reductions, and whose gradient is a mask in that pass rather than a zero-filled (n, V) tensor that the gather's
+    backward scatters into and the next kernel reads again."""
+    if torch.compiler.is_compiling():
+        hit = torch.arange(x.shape[-1], device=x.device) == target[:, None]
+        return torch.where(hit, x, 0.0).sum(dim=-1)
+    return x.gather(1, target[:, None]).squeeze(1)
+
+
 def smoothed_terms(logp: torch.Tensor, target: torch.Tensor, eps_ls: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token smoothed loss and plain NLL from log-probabilities logp (n, V) and targets (n,)."""
-    nll = -logp.gather(1, target[:, None]).squeeze(1)
+    nll = -picked(logp, target)
     if eps_ls > 0:
         # the mean over the vocabulary as a sum then a division of the (n,) sums: what mean() computes, but its
         # gradient is a broadcast of n values instead of a division of all n x V
@@ -43,7 +54,7 @@ def smoothed_terms_lse(logits: torch.Tensor, target: torch.Tensor, eps_ls: float
     (loss_kernel=lse)."""
     x = logits.float()
     lse = torch.logsumexp(x, dim=-1)
-    nll = lse - x.gather(1, target[:, None]).squeeze(1)
+    nll = lse - picked(x, target)
     if eps_ls > 0:
         smooth = lse - x.sum(dim=-1) / x.shape[-1]
         return (1.0 - eps_ls) * nll + eps_ls * smooth, nll

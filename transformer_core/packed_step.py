@@ -23,6 +23,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
+from .compiling import imitated_isa_cache
 from .data.packing import PackedBatch, PackedShape
 from .device import autocast
 from .loss import smoothed_terms, smoothed_terms_lse
@@ -90,6 +91,8 @@ class PackedForwardLoss:
         # lse: the loss from the log-sum-exp; chunked is the padded eager step's (its rows are gathered first)
         self.loss_kernel = "lse" if loss_kernel == "lse" else "plain"
         self._fn = packed_loss
+        if mode in ("on", "graphs"):
+            imitated_isa_cache()
         if mode == "on":
             self._fn = torch.compile(packed_loss, dynamic=False)
         elif mode == "graphs":

@@ -2,6 +2,7 @@
 
 import itertools
 import logging
+import os
 
 import pytest
 import torch
@@ -156,3 +157,57 @@ def test_a_step_reads_the_device_once(tmp_path, fixture_data_dir, monkeypatch):
     monkeypatch.undo()
     assert reads == [(4,)]  # (loss, NLL) of each micro-batch, stacked
     assert ntok > 0 and loss > nll > 0 and (loss, nll) != expected[:2]
+
+
+def test_an_imitated_instruction_set_compiles_into_a_cache_of_its_own(monkeypatch, tmp_path):
+    from transformer_core.compiling import imitated_isa_cache
+
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "shared"))
+    assert imitated_isa_cache() is None and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "shared")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    own = str(tmp_path / "shared" / "aten-avx2")
+    assert imitated_isa_cache() == own and os.environ["TORCHINDUCTOR_CACHE_DIR"] == own
+    assert imitated_isa_cache() == own  # once: a second compile in the process keeps the directory
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    assert imitated_isa_cache() == os.path.join(os.path.abspath(default_cache_dir()), "aten-avx2")
+
+
+_COMPILED_LOSS = """
+import sys, torch, torch.nn.functional as F
+from transformer_core.compiling import imitated_isa_cache
+from transformer_core.loss import smoothed_terms
+torch.set_num_threads(1)
+if sys.argv[1] == "guarded":
+    imitated_isa_cache()
+g = torch.Generator().manual_seed(0)
+x, t = torch.randn(256, 3000, generator=g), torch.randint(0, 3000, (256,), generator=g)
+f = lambda x: smoothed_terms(F.log_softmax(x, dim=-1), t, 0.1)[0].sum()
+eager = f(x)
+print(abs(float(torch.compile(f, dynamic=False)(x) - eager)) / float(eager))
+"""
+
+
+@pytest.mark.slow
+def test_a_compiled_loss_under_an_imitated_avx2_after_a_native_compile_is_right(tmp_path):
+    """A process compiling for this CPU's own instruction set, then one imitating AVX2 (ATEN_CPU_CAPABILITY=avx2,
+    as the project's measurements of other CPUs do) with the same inductor cache directory: the second's compiled
+    loss equals its eager loss (torch 2.13 handed it wrong kernels from the shared cache: off by thousands)."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    env.pop("ATEN_CPU_CAPABILITY", None)
+
+    def relative_error(extra: dict) -> float:
+        r = subprocess.run([sys.executable, "-c", _COMPILED_LOSS, "guarded"], env={**env, **extra}, cwd=ROOT,
+                           capture_output=True, text=True, timeout=600)  # fmt: skip
+        assert r.returncode == 0, r.stderr[-2000:]
+        return float(r.stdout.strip().splitlines()[-1])
+
+    assert relative_error({}) < 1e-5
+    assert relative_error({"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}) < 1e-5

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer_core.fused_loss import chunk_rows, linear_smoothed_ce
-from transformer_core.loss import label_smoothed_nll, smoothed_terms
+from transformer_core.loss import label_smoothed_nll, picked, smoothed_terms, smoothed_terms_lse
 
 
 def _plain(hidden, weight, target, eps):
@@ -141,3 +141,50 @@ def test_a_packed_step_with_loss_kernel_lse_gives_the_padded_steps_loss_and_grad
         torch.testing.assert_close(got[1], ref[1], rtol=1e-5, atol=1e-4)
         for name in ref[2]:
             torch.testing.assert_close(got[2][name], ref[2][name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def _graphs(fn, *args) -> list[str]:
+    """The code of the forward and backward graphs torch.compile traces for fn(*args).sum().backward()."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    codes = []
+
+    def grab(gm, _inputs):
+        codes.append(gm.code)
+        return make_boxed_func(gm.forward)
+
+    torch._dynamo.reset()
+    torch.compile(fn, backend=aot_autograd(fw_compiler=grab, bw_compiler=grab), fullgraph=True)(*args).backward()
+    torch._dynamo.reset()
+    return codes
+
+
+@pytest.mark.parametrize("kind", ["lse", "log_softmax"])
+def test_compiled_the_reference_logit_is_a_masked_sum_with_no_scatter_and_the_same_values(kind):
+    """Compiled, the target's logit (log-probability) is read in the row's own reduction: no gather forward and no
+    zero-filled (n, V) tensor scattered into backward; loss and gradient equal the eager gather's."""
+    torch.manual_seed(3)
+    n, vocab = 64, 301
+    target = torch.randint(1, vocab, (n,))
+
+    def loss_of(logits):
+        if kind == "lse":
+            loss, _ = smoothed_terms_lse(logits, target, 0.1)
+        else:
+            loss, _ = smoothed_terms(F.log_softmax(logits.float(), dim=-1), target, 0.1)
+        return loss.sum()
+
+    x = torch.randn(n, vocab, requires_grad=True)
+    codes = _graphs(loss_of, x)
+    assert len(codes) == 2 and not any("scatter" in c or "gather" in c for c in codes)
+    assert any("scatter" in c for c in _graphs(lambda x: x.gather(1, target[:, None]).sum(), x))  # what it avoids
+    eager_x, compiled_x = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    eager = loss_of(eager_x)
+    eager.backward()
+    torch._dynamo.reset()
+    compiled = torch.compile(loss_of, dynamic=False)(compiled_x)
+    compiled.backward()
+    torch.testing.assert_close(compiled, eager, rtol=1e-5, atol=1e-5)  # fp32 rounding of another sum order
+    torch.testing.assert_close(compiled_x.grad, eager_x.grad, rtol=1e-5, atol=2e-6)
+    assert torch.equal(picked(x, target), x.gather(1, target[:, None]).squeeze(1))  # eagerly: the gather
