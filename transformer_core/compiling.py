@@ -28,7 +28,6 @@ compiled anew, about a minute each on an H200.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import shutil
 from typing import Optional
@@ -55,23 +54,20 @@ def inductor_compiler() -> Optional[str]:
     return None
 
 
-def imitated_isa_cache() -> Optional[str]:
-    """Where ATEN_CPU_CAPABILITY narrows the instruction set this process compiles for (imitating another CPU),
-    a subdirectory of inductor's cache directory of that capability's own, set as TORCHINDUCTOR_CACHE_DIR before
-    anything compiles; returns it (None where the variable is unset).  torch 2.13's on-disk cache, shared by
-    processes compiling for this machine's own set and for an imitated one, handed the second kernels whose
-    results were wrong by thousands (benchmarks/results/loss_reference_cpu.txt)."""
-    capability = os.environ.get("ATEN_CPU_CAPABILITY")
-    if not capability:
-        return None
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+def isa_cache_tag() -> str:
+    """Add the instruction set inductor compiles this process's CPU kernels for (e.g. ``avx2`` where
+    ATEN_CPU_CAPABILITY imitates another CPU) to torch.compile's cache-key tag, before anything compiles; returns
+    the tag.  torch 2.13's on-disk cache keys carry no instruction set on a CPU: a process imitating AVX2 that shared
+    the cache directory with one compiling for this machine's own set was handed the other's kernels, whose results
+    were wrong by thousands (benchmarks/results/loss_reference_cpu.txt), and the same holds the other way round."""
+    import torch.compiler.config as compiler_config
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-    own = "aten-" + re.sub(r"[^A-Za-z0-9_.-]", "_", capability)
-    root = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()
-    if os.path.basename(os.path.normpath(root)) != own:  # not already this capability's
-        root = os.path.join(root, own)
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.abspath(root)
-    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    isa = "isa-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", str(pick_vec_isa()) or "none")
+    tags = [t for t in str(compiler_config.cache_key_tag or "").split(",") if t]
+    if isa not in tags:
+        compiler_config.cache_key_tag = ",".join([*tags, isa])
+    return compiler_config.cache_key_tag
 
 
 def resolve_compile(mode: str, device: torch.device) -> str:
@@ -111,7 +107,7 @@ class ForwardLoss:
         self._compiled = None
         self.pad_to = 1  # lengths padded to a multiple of this before the compiled function (GPU only)
         if self.mode == "on":
-            imitated_isa_cache()
+            isa_cache_tag()
             self._compiled = torch.compile(_selected_loss, dynamic=True, options={"fallback_random": True})
             self.pad_to = 8 if device.type == "cuda" else 1
         self.max_len = model.cfg.max_len  # padding never makes a batch longer than the positions the model has

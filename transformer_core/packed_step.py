@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from .compiling import imitated_isa_cache
+from .compiling import isa_cache_tag
 from .data.packing import PackedBatch, PackedShape
 from .device import autocast
 from .loss import smoothed_terms, smoothed_terms_lse
@@ -92,7 +92,7 @@ class PackedForwardLoss:
         self.loss_kernel = "lse" if loss_kernel == "lse" else "plain"
         self._fn = packed_loss
         if mode in ("on", "graphs"):
-            imitated_isa_cache()
+            isa_cache_tag()
         if mode == "on":
             self._fn = torch.compile(packed_loss, dynamic=False)
         elif mode == "graphs":

@@ -159,29 +159,32 @@ def test_a_step_reads_the_device_once(tmp_path, fixture_data_dir, monkeypatch):
     assert ntok > 0 and loss > nll > 0 and (loss, nll) != expected[:2]
 
 
-def test_an_imitated_instruction_set_compiles_into_a_cache_of_its_own(monkeypatch, tmp_path):
-    from transformer_core.compiling import imitated_isa_cache
+def test_every_compiled_step_tags_the_cache_key_with_its_instruction_set(fixture_data_dir, tmp_path):
+    import torch.compiler.config as compiler_config
+    from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "shared"))
-    assert imitated_isa_cache() is None and os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "shared")
-    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
-    own = str(tmp_path / "shared" / "aten-avx2")
-    assert imitated_isa_cache() == own and os.environ["TORCHINDUCTOR_CACHE_DIR"] == own
-    assert imitated_isa_cache() == own  # once: a second compile in the process keeps the directory
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
-    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    from transformer_core.compiling import isa_cache_tag
 
-    assert imitated_isa_cache() == os.path.join(os.path.abspath(default_cache_dir()), "aten-avx2")
+    with compiler_config.patch(cache_key_tag="users-own"):
+        tag = isa_cache_tag()
+        assert tag.startswith("users-own,isa-") and str(pick_vec_isa()).split()[0] in tag  # the user's tag kept
+        assert isa_cache_tag() == tag  # once, however many steps compile in the process
+    for knobs in ({"compile": "on"}, {"compile": "on", "packing": "on"}):  # the padded and the packed step
+        with compiler_config.patch(cache_key_tag=""):
+            _losses(tmp_path / str(len(knobs)), fixture_data_dir, 0, **knobs)
+            assert compiler_config.cache_key_tag.startswith("isa-")
+        with compiler_config.patch(cache_key_tag=""):
+            _losses(tmp_path / f"eager{len(knobs)}", fixture_data_dir, 0)
+            assert compiler_config.cache_key_tag == ""  # an eager step compiles nothing
 
 
 _COMPILED_LOSS = """
 import sys, torch, torch.nn.functional as F
-from transformer_core.compiling import imitated_isa_cache
+from transformer_core.compiling import isa_cache_tag
 from transformer_core.loss import smoothed_terms
 torch.set_num_threads(1)
 if sys.argv[1] == "guarded":
-    imitated_isa_cache()
+    isa_cache_tag()
 g = torch.Generator().manual_seed(0)
 x, t = torch.randn(256, 3000, generator=g), torch.randint(0, 3000, (256,), generator=g)
 f = lambda x: smoothed_terms(F.log_softmax(x, dim=-1), t, 0.1)[0].sum()
@@ -191,10 +194,12 @@ print(abs(float(torch.compile(f, dynamic=False)(x) - eager)) / float(eager))
 
 
 @pytest.mark.slow
-def test_a_compiled_loss_under_an_imitated_avx2_after_a_native_compile_is_right(tmp_path):
-    """A process compiling for this CPU's own instruction set, then one imitating AVX2 (ATEN_CPU_CAPABILITY=avx2,
-    as the project's measurements of other CPUs do) with the same inductor cache directory: the second's compiled
-    loss equals its eager loss (torch 2.13 handed it wrong kernels from the shared cache: off by thousands)."""
+@pytest.mark.parametrize("first", ["native", "avx2"])
+def test_compiled_losses_under_native_and_imitated_avx2_sharing_one_cache_are_right(tmp_path, first):
+    """Two processes with one inductor cache directory, one compiling for this CPU's own instruction set and one
+    imitating AVX2 (ATEN_CPU_CAPABILITY=avx2, as the project's measurements of other CPUs do), in either order:
+    each one's compiled loss equals its eager loss (without the tag, torch 2.13 handed the second process the
+    first one's kernels: off by thousands on an AVX512 machine)."""
     import subprocess
     import sys
 
@@ -202,6 +207,7 @@ def test_a_compiled_loss_under_an_imitated_avx2_after_a_native_compile_is_right(
 
     env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
     env.pop("ATEN_CPU_CAPABILITY", None)
+    avx2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
     def relative_error(extra: dict) -> float:
         r = subprocess.run([sys.executable, "-c", _COMPILED_LOSS, "guarded"], env={**env, **extra}, cwd=ROOT,
@@ -209,5 +215,5 @@ def test_a_compiled_loss_under_an_imitated_avx2_after_a_native_compile_is_right(
         assert r.returncode == 0, r.stderr[-2000:]
         return float(r.stdout.strip().splitlines()[-1])
 
-    assert relative_error({}) < 1e-5
-    assert relative_error({"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}) < 1e-5
+    for extra in ({}, avx2) if first == "native" else (avx2, {}):
+        assert relative_error(extra) < 1e-5
