@@ -23,6 +23,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from step_profile import cpu_flags  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from transformer_core.compiling import isa_cache_tag  # noqa: E402
+
 
 def rate(fn, *args, repeat: int) -> float:
     """Microseconds per call, after ten untimed calls (compiling happens there)."""
@@ -53,6 +56,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=200)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    isa_cache_tag()  # kernels cached for one instruction set are not handed to another
     shape = tuple(int(s) for s in args.shape.split(","))
     y = torch.randn(*shape)
     print(f"one thread, shape {shape}, torch {torch.__version__}, CPU flags {cpu_flags()}")
