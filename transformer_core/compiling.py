@@ -63,7 +63,11 @@ def isa_cache_tag() -> str:
     import torch.compiler.config as compiler_config
     from torch._inductor.cpu_vec_isa import pick_vec_isa
 
-    isa = "isa-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", str(pick_vec_isa()) or "none")
+    try:
+        found = str(pick_vec_isa())
+    except Exception:  # no C++ compiler to check the sets with (a CUDA-only host): ATen's own choice
+        found = torch.backends.cpu.get_cpu_capability()
+    isa = "isa-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", found or "none")
     tags = [t for t in str(compiler_config.cache_key_tag or "").split(",") if t]
     if isa not in tags:
         compiler_config.cache_key_tag = ",".join([*tags, isa])

@@ -217,3 +217,20 @@ def test_compiled_losses_under_native_and_imitated_avx2_sharing_one_cache_are_ri
 
     for extra in ({}, avx2) if first == "native" else (avx2, {}):
         assert relative_error(extra) < 1e-5
+
+
+def test_without_a_cpp_compiler_the_tag_is_atens_instruction_set(monkeypatch):
+    """A CUDA-only host may have no C++ compiler for inductor to check instruction sets with (pick_vec_isa then
+    raises): the tag is ATen's choice of instruction set."""
+    import torch._inductor.cpu_vec_isa as vec_isa
+    import torch.compiler.config as compiler_config
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    from transformer_core.compiling import isa_cache_tag
+
+    def no_compiler():
+        raise InvalidCxxCompiler()
+
+    monkeypatch.setattr(vec_isa, "pick_vec_isa", no_compiler)
+    with compiler_config.patch(cache_key_tag=""):
+        assert isa_cache_tag() == "isa-" + torch.backends.cpu.get_cpu_capability()
