@@ -8,6 +8,9 @@
 # and check it end to end on the CPU first:  DRY=1 bash benchmarks/device/issue56.sh
 # Then, on the still warm machine, the gpu-marked tests (about 100 s; they gate any CUDA default):
 #   run(command="GPU_TESTS=only bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=300)
+# and, where device time is left, the candidates the first call's deadline skipped (their names in CANDIDATES):
+#   run(command="SKIP_LEARN=1 TOTAL=300 CANDIDATES='padded 2x12.5k,stack bf16,share' \
+#       bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=340)
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
 # 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row with
@@ -64,16 +67,18 @@ if [ -n "${GPU_TESTS:-}" ]; then
   tail -1 "$OUT/gpu_tests_$name.txt"
   [ "$GPU_TESTS" = only ] && exit 0
 fi
-# 1. the learning pair, under an MPS daemon of this script's own
-mps=$(mktemp -d)
-mkdir -p "$mps/pipe" "$mps/log"
-CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d \
-  && echo "MPS daemon started for the learning pair"
-CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" timeout "$LEARN_TIMEOUT" \
-  "$PY" benchmarks/packing_learning.py --profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 \
-  --parallel 6 --set beam=1 max_extra=0 --packed-set "${CANDIDATE_SETS[@]}" \
-  --trial-timeout $((LEARN_TIMEOUT - 10)) --out "$OUT/packing_learning_$name.txt" | tail -7
-echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" nvidia-cuda-mps-control
+# 1. the learning pair, under an MPS daemon of this script's own (SKIP_LEARN=1: not again, on a second call)
+if [ -z "${SKIP_LEARN:-}" ]; then
+  mps=$(mktemp -d)
+  mkdir -p "$mps/pipe" "$mps/log"
+  CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d \
+    && echo "MPS daemon started for the learning pair"
+  CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" timeout "$LEARN_TIMEOUT" \
+    "$PY" benchmarks/packing_learning.py --profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 \
+    --parallel 6 --set beam=1 max_extra=0 --packed-set "${CANDIDATE_SETS[@]}" \
+    --trial-timeout $((LEARN_TIMEOUT - 10)) --out "$OUT/packing_learning_$name.txt" | tail -7
+  echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" nvidia-cuda-mps-control
+fi
 # 2. the candidates, in the time left
 left=$((TOTAL - ($(date +%s) - start) - 40))
 if [ "$left" -gt 60 ]; then
