@@ -87,8 +87,8 @@ def set_residual_dtype(model: nn.Module, name: str) -> int:
     """Keep every residual block's output (the stream between sublayers, and its gradient) in ``name``'s dtype
     under autocast: with ``bf16`` the memory-bound kernels around each norm (dropout, residual add, the norm and
     their backward) read and write the stream in 2 bytes an element instead of 4, at bf16's rounding of the stream
-    once a sublayer; ``fp32`` (the
-    default) is autocast's own choice (the norms' fp32 outputs). Returns how many blocks it set."""
+    once a sublayer; ``fp32`` (the default) is autocast's own choice (the norms' fp32 outputs). Returns how many
+    blocks it set."""
     dtype = RESIDUAL_DTYPES[name]
     blocks = [m for m in model.modules() if isinstance(m, Residual)]
     for m in blocks:

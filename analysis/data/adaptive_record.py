@@ -57,8 +57,9 @@ def new_record(seeds: Mapping[str, Any], looks: int) -> dict:
 
 
 def record_stop(ad: dict, stop: StopReason, stopped: Optional[str] = None) -> None:
-    """Record in ``ad`` (the record as sweep.json holds it) why this session stopped, and in words where given;
-    the record is this version's from then on (each session replaces the stop record of the one before it)."""
+    """Record in ``ad`` (the record as sweep.json holds it) why this run of the sweep stopped, and in words where
+    given; the record is this version's from then on (each run, a --resume included, replaces the stop record of
+    the run before it)."""
     ad["version"] = VERSION
     ad["stop"] = stop.value
     if stopped is not None:

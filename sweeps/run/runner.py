@@ -113,10 +113,11 @@ class SweepContext:
     resume: bool = False
     summary: Summary = field(default_factory=dict)
     verbose: bool = False  # Ray Tune's own status tables instead of the live view
-    started: float = field(default_factory=time.time)  # this session's start: the live view's elapsed counts from it
+    # this run's start (a --resume is a run of its own): the live view's elapsed time counts from it
+    started: float = field(default_factory=time.time)
     total: Optional[int] = None  # a search's whole plan (search and confirmation): the live view counts against it
-    # the planned trials with their RunConfigs, by id: those added by this session as planned, those of an earlier
-    # session's plan built once from sweep.json when first needed
+    # the planned trials with their RunConfigs, by id: those this run adds as planned, those an earlier run of the
+    # sweep planned built once from sweep.json when first needed
     trials: dict[str, Trial] = field(default_factory=dict, repr=False)
 
     @property
