@@ -11,6 +11,11 @@
 # and, where device time is left, the candidates the first call's deadline skipped (their names in CANDIDATES):
 #   run(command="SKIP_LEARN=1 TOTAL=300 CANDIDATES='padded 2x12.5k,stack bf16,share' \
 #       bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=340)
+# or what `tsweep plan` reads (about 4 minutes): BENCH = the --set arguments of the fastest single trial (the first
+# call's best_sets.txt): tsweep bench-device of the base row alone and 2 sharing under MPS, then of big alone
+#   run(command="BENCH='--set packing=on --set compile=graphs ...' bash benchmarks/device/issue56.sh",
+#       carry=[".devdata/bible-en-de"], timeout_s=330)
+# and locally, from the device-bench.json it brings back: tsweep plan sweeps/specs/table3.yaml --profile gpu
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
 # 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row with
@@ -44,6 +49,26 @@ CANDIDATES="${CANDIDATES-padded 2x12.5k,packed graphs flex,anchor,share}"
 CANDIDATE_SETS=(compile=graphs packed_attention=flex tokens_per_batch=25000 accumulate=1 loss_sync=window
   loss_kernel=lse)
 start=$(date +%s)
+bench_models() {
+  # tsweep bench-device at the settings $BENCH: the base row alone, then 2 trials sharing (under an MPS daemon of
+  # this script's own where the machine has one), then big alone; the stored record and the lines to $OUT
+  local sets profile="${BENCH_PROFILE:-gpu}" steps="${BENCH_STEPS:-10}" log="$OUT/bench_device_${name:-dry}.txt" mps=""
+  read -r -a sets <<< "$BENCH"
+  local bench=("$PY" -m sweeps.cli bench-device --profile "$profile" --corpus bible-en-de --steps "$steps"
+    --windows 3 --warmup 5)
+  if command -v nvidia-cuda-mps-control > /dev/null; then
+    mps=$(mktemp -d) && mkdir -p "$mps/pipe" "$mps/log"
+    CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d
+  fi
+  { echo "\$ tsweep ${bench[*]:3} --share 2 ${sets[*]}  (MPS: ${mps:-none})"
+    CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}" timeout 200 "${bench[@]}" --share 2 "${sets[@]}" 2>&1
+    [ -n "$mps" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" nvidia-cuda-mps-control
+    echo "\$ tsweep ${bench[*]:3} --preset big ${sets[*]}"
+    timeout 150 "${bench[@]}" --preset big "${sets[@]}" 2>&1
+  } | grep -v "Warning\|warn" > "$log"
+  cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_${name:-dry}.json" 2> /dev/null
+  grep -c "stored in" "$log" | sed 's/$/ of 2 measurements stored/'
+}
 if [ -n "${DRY:-}" ]; then
   PY="${PY_DRY:-.venv/bin/python}"
   export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
@@ -55,6 +80,7 @@ if [ -n "${DRY:-}" ]; then
   "$PY" benchmarks/gpu_candidates.py --dry-run --deadline 200 --only "$CANDIDATES" \
     --out "$OUT/gpu_candidates_dry.txt" --best-sets "$OUT/best_sets.txt" > /dev/null 2>&1 || exit $?
   tail -n +4 "$OUT/gpu_candidates_dry.txt"
+  BENCH_PROFILE=smoke BENCH_STEPS=2 BENCH="${BENCH:---set compile=off}" PY="$PY" bench_models
   exit 0
 fi
 name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
@@ -66,6 +92,10 @@ if [ -n "${GPU_TESTS:-}" ]; then
     > "$OUT/gpu_tests_$name.txt" 2>&1
   tail -1 "$OUT/gpu_tests_$name.txt"
   [ "$GPU_TESTS" = only ] && exit 0
+fi
+if [ -n "${BENCH:-}" ]; then
+  bench_models
+  exit 0
 fi
 # 1. the learning pair, under an MPS daemon of this script's own (SKIP_LEARN=1: not again, on a second call)
 if [ -z "${SKIP_LEARN:-}" ]; then

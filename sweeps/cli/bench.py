@@ -6,6 +6,10 @@ of windows, the slower middle one) is the result, as model FLOPs: 6 x parameters
 compiled step can recompile for a batch shape it meets late, a minute on a GPU: that lands in one window, which
 the median leaves out; a trial pays it once.)  The result is stored in the data
 directory (device-bench.json, by profile), where `tsweep plan --profile P` finds it.
+
+``--preset big`` (or model knobs in ``--set``) measures another model at the same profile and step settings; it is
+stored beside the base row's, and `tsweep plan` gives that model's trials its rate and any other trial the rate of
+the measured model nearest to it in parameters, where one rate for every row would take the base row's for all.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 
 def cmd_bench_device(args) -> int:
     from sweeps.plan.device_bench import measure, measure_sharing
-    from sweeps.plan.estimate import store_measurement
+    from sweeps.plan.estimate import store_measurement, store_model_measurement
     from transformer_core.data import default_data_dir
     from transformer_core.errors import ConfigError
 
@@ -30,9 +34,18 @@ def cmd_bench_device(args) -> int:
         raise ConfigError(f"--share {args.share} is invalid: allowed 1 to 8 trials sharing the device")
     data_dir = Path(args.data_dir or default_data_dir())
     overrides = set_values(args)
+    label = model_label(args.profile, args.corpus, args.preset, overrides)
+    if args.share > 1 and label != "base":
+        raise ConfigError(
+            f"--share {args.share} measures trials of the base row sharing a device, not {label}: allowed --share "
+            "with the base row's model (no --preset, no model knob in --set)"
+        )
     what = dict(profile=args.profile, corpus=args.corpus, steps=args.steps, warmup=args.warmup,
-                data_dir=args.data_dir, overrides=overrides, windows=args.windows)  # fmt: skip
+                data_dir=args.data_dir, overrides=overrides, windows=args.windows, preset=args.preset)  # fmt: skip
     record = measure(**what)
+    record["label"] = label
+    if label != "base":
+        return _report_model(args, store_model_measurement(data_dir, args.profile, label, record), record)
     if args.share > 1:
         from sweeps.plan.estimate import read_measurements
 
@@ -68,7 +81,42 @@ def cmd_bench_device(args) -> int:
     return 0
 
 
+def model_label(profile: str, corpus: str, preset: str, overrides: dict) -> str:
+    """The measured model's label: "base" where it is the profile's base row's model (estimate.model_identity),
+    else the preset and the model knobs given ("big", "base+d_k=128")."""
+    from sweeps.plan.estimate import model_identity
+    from sweeps.spec.profiles import profile_values
+    from transformer_core.run_config import make_run_config
+
+    def identity(name: str, given: dict) -> dict:
+        return model_identity(make_run_config({**profile_values(name, profile), "corpus": corpus, **given}))
+
+    knobs = {k: v for k, v in overrides.items() if k in identity("base", {})}
+    if identity(preset, overrides) == identity("base", {}):
+        return "base"
+    return preset + "".join(f"+{k}={v}" for k, v in sorted(knobs.items()))
+
+
+def _report_model(args, path, record: dict) -> int:
+    """bench-device's lines for a model other than the base row."""
+    mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
+    print(
+        f"{record['device']} ({record['precision']}), model {record['label']} at profile {args.profile!r}:"
+        f" {record['params']:,} parameters, {record['seconds_per_step'] * 1000:.0f} ms per step of"
+        f" {record['tokens_per_step']:,.0f} target tokens, {record['tokens_per_second']:,.0f} tokens/s"
+    )
+    windows = ", ".join(f"{w:,.0f}" for w in record["windows"])
+    print(f"windows of {record['steps']} steps: {windows} tokens/s (the median is the result)")
+    print(
+        f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path} for trials of this"
+        " model; tsweep plan uses it where the base row's measurement has the same device and step settings"
+    )
+    return 0
+
+
 def register(sub) -> None:
+    from transformer_core.config import PRESETS
+
     from .args import add_corpus_argument, add_data_dir_argument, add_profile_argument, add_set_argument
 
     p = sub.add_parser(
@@ -81,6 +129,9 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=20, help="timed optimiser steps per window (default 20)")
     p.add_argument("--windows", type=int, default=3, help="timed windows; the median one's rate is stored (default 3)")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    p.add_argument("--preset", default="base", choices=sorted(PRESETS),
+                   help="the model measured (default base: the base row); big, or model knobs in --set, are stored "
+                   "beside it for the trials of that model")  # fmt: skip
     p.add_argument("--share", type=int, default=1, metavar="K",
                    help="also measure K trials training at once on the device (K >= 2); stored as the sharing "
                    "factor tsweep plan uses for resources: {gpus: 1/K} (default 1: one trial)")  # fmt: skip

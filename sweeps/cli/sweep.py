@@ -68,13 +68,18 @@ def cmd_plan(args) -> int:
     )
     print(head)
     total_flops, seconds, row_params = 0.0, [], dict[str, float]()
+    rated: tuple[dict[str, list[str]], dict[str, list[str]]] = ({}, {})  # measured model -> rows: its own, nearest
     for t, cfg, values in zip(trials, configs, flat):
         tr = cfg.train
         params, flops = estimate.trial_flops(cfg)
         row_params.setdefault(t.row, params)
         shown = MISSING
         if source:
-            est = estimate.trial_seconds(flops, tr, source.flops_per_second * devices, cfg.data, data_dir)
+            rate, model = estimate.rate_for(source, cfg, params)
+            if model is not None:
+                rows = rated[model.model != estimate.model_identity(cfg)].setdefault(model.label, [])
+                rows.extend([t.row] if t.row not in rows else [])
+            est = estimate.trial_seconds(flops, tr, rate * devices, cfg.data, data_dir)
             seconds.append(est)
             shown = estimate.duration(est)
         total_flops += flops
@@ -95,13 +100,20 @@ def cmd_plan(args) -> int:
         print(estimate.no_source_message(args.profile))
     else:
         conc = min(spec.max_concurrent, len(trials))
+        rates = (
+            f"the measured models' rates ({', '.join(f'{m.label} {m.flops_per_second:.3g}' for m in source.models)}"
+            " FLOP/s) per device" if source.models else f"{source.flops_per_second:.3g} FLOP/s per device"
+        )  # fmt: skip
         print(
-            f"time at {source.flops_per_second:.3g} FLOP/s per device, {occupied:g} device(s) per trial: about"
+            f"time at {rates}, {occupied:g} device(s) per trial: about"
             f" {estimate.duration(sum(seconds))} of trial time, {sum(seconds) * occupied / 3600:,.1f} device-hours,"
             f" {estimate.duration(estimate.makespan(seconds, conc))} wall at {conc} concurrent"
             " (evaluation included roughly)"
         )
         print(f"throughput source: {source.source}")
+        note = estimate.rates_note(source, *rated)
+        if note:
+            print(note)
         note = estimate.sharing_note(spec.resources, source.sharing)
         if note:
             print(note)

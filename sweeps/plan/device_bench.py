@@ -68,9 +68,11 @@ def timed_windows(
 
 
 def measure(
-    profile: str, corpus: str, steps: int, warmup: int, data_dir, overrides: dict, windows: int = 1, ready=None
-) -> dict:
-    """Train the base row at ``profile`` for warmup + windows x steps optimiser steps; the median window's rate."""
+    profile: str, corpus: str, steps: int, warmup: int, data_dir, overrides: dict, windows: int = 1, ready=None,
+    preset: str = "base",
+) -> dict:  # fmt: skip
+    """Train ``preset`` (the base row, or big) at ``profile`` for warmup + windows x steps optimiser steps; the
+    median window's rate."""
     import torch
 
     from sweeps.spec.profiles import profile_values
@@ -78,9 +80,9 @@ def measure(
     from transformer_core.tracking import JsonTracker
     from transformer_core.trainer import Trainer
 
-    from .estimate import KNOWN_DEVICES, match_device, step_settings
+    from .estimate import KNOWN_DEVICES, match_device, model_identity, step_settings
 
-    values = {**profile_values("base", profile), "corpus": corpus, **overrides, "steps": warmup + windows * steps}
+    values = {**profile_values(preset, profile), "corpus": corpus, **overrides, "steps": warmup + windows * steps}
     if data_dir:
         values["data_dir"] = str(data_dir)
     config = make_run_config(values)
@@ -111,6 +113,7 @@ def measure(
         "tokens_per_step": tokens / steps,
         "budget_per_step": config.train.tokens_per_batch * config.train.accumulate,
         "settings": step_settings(config.train),  # what `tsweep plan` checks a spec's trials against
+        "model": model_identity(config),  # which trials take this rate as their own model's (estimate.rate_for)
         "corpus": corpus,
         "torch": torch.__version__,
         "host": platform.node(),

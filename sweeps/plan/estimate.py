@@ -7,7 +7,10 @@ one of (first found wins):
 1. ``--device-flops F``: given by the user;
 2. ``--gpu NAME``: a known GPU's peak dense FLOP/s (bf16, or fp32 where it has no bf16) x an MFU;
 3. a measurement by ``tsweep bench-device`` on the device itself, stored as JSON in the data directory
-   (``device-bench.json``; a shared data directory carries it from a GPU node to the planner);
+   (``device-bench.json``; a shared data directory carries it from a GPU node to the planner).  Besides the
+   profile's base row it can hold other models measured at the same step settings on the same device
+   (``bench-device --preset big`` or model knobs in ``--set``): a trial of a measured model takes that model's
+   rate, any other trial the rate of the measured model nearest to it in parameters (``rate_for``);
 4. for the CPU profiles (cpu, cpu-large-batch, smoke) only, this project's own measurement on a 2-core
    laptop (3e10 FLOP/s, one thread per trial).
 
@@ -16,6 +19,7 @@ A GPU profile with none of 1-3 gets no time estimate, never the laptop's.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -62,6 +66,51 @@ class Throughput:
     # the measured trial's peak GPU memory (GiB) and its parameters, where the source measured them
     peak_gb: Optional[float] = None
     params: Optional[float] = None
+    # the models measured at these step settings on this device, the base row's first (empty: one rate for all)
+    models: tuple[ModelRate, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelRate:
+    """One model's measured training rate (a bench-device record)."""
+
+    label: str  # the preset, and the model knobs given with --set ("base", "big", "big+d_k=128")
+    model: dict  # model_identity of what it trained ({} for a record from before it was kept)
+    params: float
+    flops_per_second: float
+
+
+def model_identity(cfg) -> dict:
+    """What sets a trial's rate at given step settings beyond its size: the model knobs, the vocabulary and the
+    task (a RunConfig's)."""
+    return {**dataclasses.asdict(cfg.model), "vocab": cfg.data.vocab, "task": cfg.data.task}
+
+
+def rate_for(source: Throughput, cfg, params: float) -> tuple[float, Optional[ModelRate]]:
+    """(FLOP/s per device, the measurement it comes from) of a trial of RunConfig ``cfg`` with ``params``
+    parameters: the measured model it is, else the measured model nearest to it in parameters (on a log scale:
+    a 164M model is nearer 214M than 63M), else (nothing but one rate measured) the source's one rate, None."""
+    if not source.models:
+        return source.flops_per_second, None
+    ident = model_identity(cfg)
+    same = next((m for m in source.models if m.model == ident), None)
+    near = same or min(source.models, key=lambda m: abs(math.log(max(params, 1.0) / m.params)))
+    return near.flops_per_second, near
+
+
+def rates_note(source: Throughput, used: dict[str, list[str]], nearest: dict[str, list[str]]) -> Optional[str]:
+    """The line `tsweep plan` prints where more than one model was measured: each measured model's rate and the
+    rows planned at it (``used``: label -> rows that are that model; ``nearest``: label -> rows of other models
+    that take it as the measured model nearest in parameters)."""
+    if not source.models:
+        return None
+    parts = []
+    for m in source.models:
+        rows = ", ".join(used.get(m.label, [])) or "none of this spec's"
+        near = nearest.get(m.label)
+        also = f"; nearest in parameters for {', '.join(near)}" if near else ""
+        parts.append(f"{m.label} ({m.params / 1e6:.1f}M parameters) {m.flops_per_second:.3g} FLOP/s: rows {rows}{also}")
+    return "rates by model (tsweep bench-device --preset/--set): " + "; ".join(parts)
 
 
 # The run-only settings that set how fast a step is (not what it learns about a row): a measured rate holds for
@@ -186,16 +235,41 @@ def _checked(records, section: str, required: tuple[str, ...]) -> dict[str, dict
 
 def store_measurement(data_dir, profile: str, record: dict) -> Path:
     """Add (or replace) the measurement of ``profile``; written atomically."""
+    return _store(data_dir, "measurements", profile, record)
+
+
+def _store(data_dir, section: str, key: str, record: dict) -> Path:
+    """Add (or replace) ``record`` under ``key`` in ``section`` of the file, the other sections kept; written
+    atomically (a file without model measurements keeps no empty section for them)."""
     path = bench_path(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {
         MACHINES: read_machine_measurements(data_dir),
-        "measurements": {**read_measurements(data_dir), profile: record},
+        "measurements": read_measurements(data_dir),
+        MODELS: read_model_measurements(data_dir),
     }
+    body[section] = {**body[section], key: record}
+    if not body[MODELS]:
+        del body[MODELS]
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     tmp.write_text(json.dumps(body, indent=2, sort_keys=True))
     os.replace(tmp, path)
     return path
+
+
+# bench-device measurements of models other than a profile's base row (--preset, model knobs in --set), keyed
+# "profile/label", beside the profiles' own in the same file
+MODELS = "models"
+
+
+def read_model_measurements(data_dir) -> dict[str, dict]:
+    """{"profile/label": measurement}; an unreadable file is an error naming it, as for read_measurements."""
+    return _section(data_dir, MODELS, ("flops_per_second",))
+
+
+def store_model_measurement(data_dir, profile: str, label: str, record: dict) -> Path:
+    """Add (or replace) the measurement of model ``label`` at ``profile``; written atomically."""
+    return _store(data_dir, MODELS, f"{profile}/{label}", record)
 
 
 # Step times measured by `tsweep plan --budget` (sweeps/plan/machine_bench.py), keyed by what decides them on this
@@ -206,25 +280,23 @@ MACHINES = "machines"
 
 def read_machine_measurements(data_dir) -> dict[str, dict]:
     """{machine key: measurement}; an unreadable file is an error naming it, as for read_measurements."""
+    return _section(data_dir, MACHINES, tuple(_LIMITS))
+
+
+def _section(data_dir, section: str, required: tuple[str, ...]) -> dict[str, dict]:
     path = bench_path(data_dir)
     if not path.exists():
         return {}
     try:
-        found = json.loads(path.read_text()).get(MACHINES, {})
-        return _checked(found, MACHINES, tuple(_LIMITS))
+        found = json.loads(path.read_text()).get(section, {})
+        return _checked(found, section, required)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
 
 
 def store_machine_measurement(data_dir, key: str, record: dict) -> Path:
     """Add (or replace) the measurement under ``key``; the profile measurements are kept; written atomically."""
-    path = bench_path(data_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"measurements": read_measurements(data_dir), MACHINES: {**read_machine_measurements(data_dir), key: record}}
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    tmp.write_text(json.dumps(body, indent=2, sort_keys=True))
-    os.replace(tmp, path)
-    return path
+    return _store(data_dir, MACHINES, key, record)
 
 
 # --- which throughput ------------------------------------------------------------------
@@ -260,12 +332,32 @@ def resolve_throughput(
                 settings if isinstance(settings, dict) else {},
                 finite_positive(m.get("peak_cuda_gb")),
                 finite_positive(m.get("params")),
+                measured_models(m, read_model_measurements(data_dir), m.get("profile", profile)) if same else (),
             )
     from sweeps.spec.profiles import canonical_profile_name
 
     if canonical_profile_name(profile) in LAPTOP_PROFILES:
         return Throughput(LAPTOP_FLOPS, "this project's measurement on a 2-core laptop, one thread per trial")
     return None
+
+
+def measured_models(base: dict, records: dict[str, dict], profile: str) -> tuple[ModelRate, ...]:
+    """The base record and the other models' records of ``profile`` measured like it (the same device,
+    precision and step settings) as ModelRates, the base first; () where none besides the base qualifies."""
+    params = finite_positive(base.get("params"))
+    if params is None:
+        return ()
+    keys = ("device", "precision", "settings")
+    others = [
+        ModelRate(str(r.get("label", key.split("/", 1)[-1])), r["model"], p, float(r["flops_per_second"]))
+        for key, r in sorted(records.items())
+        if key.startswith(f"{profile}/") and all(r.get(k) == base.get(k) for k in keys)
+        and isinstance(r.get("model"), dict) and (p := finite_positive(r.get("params"))) is not None
+    ]  # fmt: skip
+    if not others:
+        return ()
+    model = base.get("model")
+    return (ModelRate("base", model if isinstance(model, dict) else {}, params, float(base["flops_per_second"])), *others)
 
 
 def finite_positive(x) -> Optional[float]:

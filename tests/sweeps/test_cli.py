@@ -94,7 +94,7 @@ def test_train_and_bench_device_receive_every_pair(monkeypatch, tmp_path, capsys
     assert cli.main(argv) == 3
     assert seen["train"] == (2, 128, 7)
 
-    def fake_measure(profile, corpus, steps, warmup, data_dir, overrides, windows=1):
+    def fake_measure(profile, corpus, steps, warmup, data_dir, overrides, windows=1, preset="base"):
         seen["bench"] = overrides
         return dict(device="cpu", precision="fp32", params=1, seconds_per_step=1.0, tokens_per_step=1.0,
                     tokens_per_second=1.0, flops_per_second=6.0, steps=steps, windows=[1.0] * windows,
@@ -102,8 +102,10 @@ def test_train_and_bench_device_receive_every_pair(monkeypatch, tmp_path, capsys
 
     monkeypatch.setattr(device_bench, "measure", fake_measure)
     monkeypatch.setattr(estimate, "store_measurement", lambda data_dir, profile, record: tmp_path / "bench.json")
+    stored = lambda data_dir, profile, label, record: seen.setdefault("model", label)  # noqa: E731
+    monkeypatch.setattr(estimate, "store_model_measurement", stored)
     assert cli.main(["bench-device", "--profile", "smoke", "--set", "N=2", "d_model=128", "--set", "h=2"]) == 0
-    assert seen["bench"] == {"N": "2", "d_model": "128", "h": "2"}
+    assert seen["bench"] == {"N": "2", "d_model": "128", "h": "2"} and seen["model"] == "base+N=2+d_model=128+h=2"
     capsys.readouterr()
 
 

@@ -1,0 +1,152 @@
+"""Rates by model in a plan: `tsweep bench-device --preset big` (or model knobs in --set) stores another model's
+rate beside the base row's; `tsweep plan` gives a measured model's trials that rate and any other trial the rate
+of the measured model nearest to it in parameters.  Records measured with other step settings or on another
+device are not mixed in."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sweeps.cli import main as tsweep
+from sweeps.plan import estimate
+from sweeps.spec.profiles import profile_values
+from sweeps.spec.sweep_spec import load_spec, plan
+from tests.helpers import ROOT
+from transformer_core.run_config import make_run_config
+
+TABLE3 = str(ROOT / "sweeps" / "specs" / "table3.yaml")
+SETTINGS = {"tokens_per_batch": 25_000, "accumulate": 1, "compile": "graphs"}
+
+
+def identity(preset: str, profile: str = "gpu") -> dict:
+    return estimate.model_identity(make_run_config({**profile_values(preset, profile), "corpus": "bible-en-de"}))
+
+
+def record(preset: str, flops: float, params: float, **extra) -> dict:
+    return {"profile": "gpu", "device": "NVIDIA H200", "precision": "bf16", "flops_per_second": flops,
+            "params": params, "measured_at": 1, "settings": SETTINGS, "model": identity(preset), **extra}  # fmt: skip
+
+
+def write(data_dir: Path, models: dict) -> None:
+    body = {"measurements": {"gpu": record("base", 1.8e14, 63_082_496)}, "models": models}
+    (data_dir / "device-bench.json").write_text(json.dumps(body))
+
+
+def lines(out: str) -> dict[str, str]:
+    """Each row's first plan line's estimated time."""
+    found = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[2] == "1" and parts[1] not in found:
+            found[parts[1]] = parts[-2]
+    return found
+
+
+def row_seconds(row: str, flops_per_second: float) -> str:
+    spec = load_spec(TABLE3)
+    t = next(t for t in plan(spec, "gpu") if t.row == row and t.seed == spec.seeds[0])
+    cfg = t.config
+    seconds = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, flops_per_second, cfg.data)
+    return estimate.duration(seconds)
+
+
+def run_plan(capsys, data_dir: Path) -> str:
+    assert tsweep(["plan", TABLE3, "--profile", "gpu", "--data-dir", str(data_dir)]) == 0
+    return capsys.readouterr().out
+
+
+def hours(out: str) -> float:
+    line = next(x for x in out.splitlines() if x.startswith("time at "))
+    return float(line.split(" device-hours")[0].rsplit(" ", 1)[-1].replace(",", ""))
+
+
+def test_a_measured_models_trials_take_its_rate_and_the_nearest_model_takes_the_rest(tmp_path, capsys):
+    write(tmp_path, {})
+    alone = run_plan(capsys, tmp_path)
+    assert "rates by model" not in alone and lines(alone)["big"] == row_seconds("big", 1.8e14)
+    write(tmp_path, {"gpu/big": record("big", 3.0e14, 214_252_544, label="big")})
+    out = run_plan(capsys, tmp_path)
+    got = lines(out)
+    assert got["big"] == row_seconds("big", 3.0e14) != row_seconds("big", 1.8e14)
+    assert got["C5"] == row_seconds("C5", 3.0e14)  # 164M: nearer 214M than 63M on a log scale
+    assert got["C3"] == row_seconds("C3", 1.8e14) and got["base"] == row_seconds("base", 1.8e14)  # 78M: nearer 63M
+    assert "time at the measured models' rates (base 1.8e+14, big 3e+14 FLOP/s) per device" in out
+    note = next(x for x in out.splitlines() if x.startswith("rates by model"))
+    assert "big (214.3M parameters) 3e+14 FLOP/s: rows big; nearest in parameters for C5" in note
+    assert "base (63.1M parameters) 1.8e+14 FLOP/s: rows base, D3, D4; nearest in parameters for A1" in note
+    assert hours(out) < hours(alone)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"settings": {**SETTINGS, "compile": "off"}}, {"device": "NVIDIA H100 80GB HBM3"}, {"precision": "fp32"},
+     {"model": "not a mapping"}, {"params": float("nan")}],
+)  # fmt: skip
+def test_a_model_measured_unlike_the_base_row_is_left_out(tmp_path, capsys, change):
+    write(tmp_path, {"gpu/big": {**record("big", 3.0e14, 214_252_544, label="big"), **change}})
+    out = run_plan(capsys, tmp_path)
+    assert lines(out)["big"] == row_seconds("big", 1.8e14) and "rates by model" not in out
+
+
+def test_rate_for_matches_the_model_before_the_parameters():
+    base = estimate.ModelRate("base", identity("base"), 63e6, 1.0)
+    big = estimate.ModelRate("big", identity("big"), 214e6, 2.0)
+    source = estimate.Throughput(5.0, "x", models=(base, big))
+    spec = load_spec(TABLE3)
+    cfg = {t.row: t.config for t in plan(spec, "gpu")}
+    assert estimate.rate_for(source, cfg["big"], 1.0) == (2.0, big)  # its own model, whatever the parameters say
+    assert estimate.rate_for(source, cfg["C5"], 164e6) == (2.0, big)
+    assert estimate.rate_for(source, cfg["C4"], 27e6) == (1.0, base)
+    assert estimate.rate_for(estimate.Throughput(5.0, "x"), cfg["big"], 214e6) == (5.0, None)
+
+
+def test_the_models_section_is_checked_and_kept_by_the_other_writers(tmp_path, capsys):
+    write(tmp_path, {"gpu/big": record("big", 3.0e14, 214e6, label="big")})
+    estimate.store_measurement(tmp_path, "gpu-half", {"flops_per_second": 1e14, "measured_at": 2})
+    estimate.store_machine_measurement(tmp_path, "k", {"flops_per_second": 1e10, "measured_at": 2,
+                                                       "seconds_per_step": 1.0, "tokens_per_second": 5.0})  # fmt: skip
+    body = json.loads((tmp_path / "device-bench.json").read_text())
+    assert set(body["models"]) == {"gpu/big"} and set(body["measurements"]) == {"gpu", "gpu-half"}
+    assert set(body["machines"]) == {"k"}
+    body["models"]["gpu/big"]["flops_per_second"] = "fast"
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    assert tsweep(["plan", TABLE3, "--profile", "gpu", "--data-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "models['gpu/big'].flops_per_second is 'fast'; allowed a number" in err and len(err.splitlines()) == 1
+
+
+def test_bench_device_labels_the_model_it_measures():
+    from sweeps.cli.bench import model_label
+
+    assert model_label("gpu", "bible-en-de", "base", {}) == "base"
+    assert model_label("gpu", "bible-en-de", "base", {"steps": "7", "compile": "graphs"}) == "base"  # not model knobs
+    assert model_label("gpu", "bible-en-de", "big", {}) == "big"
+    assert model_label("gpu", "bible-en-de", "base", {"d_k": "128", "d_v": "128"}) == "base+d_k=128+d_v=128"
+    assert model_label("gpu", "bible-en-de", "base", {"vocab": "8000"}) == "base+vocab=8000"
+    assert model_label("gpu", "bible-en-de", "base", {"d_model": "512"}) == "base"  # the base row's own value
+
+
+def test_bench_device_share_is_for_the_base_row(capsys):
+    assert tsweep(["bench-device", "--preset", "big", "--share", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--share 2 measures trials of the base row sharing a device, not big" in err and len(err.splitlines()) == 1
+
+
+def test_bench_device_stores_another_model_beside_the_base_row(tmp_path, capsys, fixture_data_dir):
+    """Real (tiny) runs on this machine's CPU at the smoke profile: the base row, then big."""
+    data = tmp_path / "data"
+    argv = ["bench-device", "--profile", "smoke", "--steps", "2", "--warmup", "1", "--windows", "1",
+            "--data-dir", str(data)]  # fmt: skip
+    assert tsweep(argv) == 0 and tsweep([*argv, "--preset", "big"]) == 0
+    out = capsys.readouterr().out
+    assert "model big at profile 'smoke'" in out and "for trials of this model" in out
+    body = json.loads((data / "device-bench.json").read_text())
+    base, big = body["measurements"]["smoke"], body["models"]["smoke/big"]
+    assert base["model"] == identity("base", "smoke") and big["model"] == identity("big", "smoke")
+    assert big["label"] == "big" and big["params"] > base["params"] and big["settings"] == base["settings"]
+    source = estimate.resolve_throughput("smoke", data_dir=data)
+    assert [m.label for m in source.models] == ["base", "big"]
+    assert source.models[1].flops_per_second == big["flops_per_second"]
