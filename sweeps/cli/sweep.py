@@ -120,7 +120,7 @@ def cmd_plan(args) -> int:
         note = estimate.settings_note(source.settings, [cfg.train for cfg in configs])
         if note:
             print(note)
-        note = estimate.memory_note(spec.resources, source, row_params)
+        note = estimate.memory_note(spec.resources, source, row_params, rated[0])
         if note:
             print(note)
     if budget is not None:

@@ -78,6 +78,7 @@ class ModelRate:
     model: dict  # model_identity of what it trained ({} for a record from before it was kept)
     params: float
     flops_per_second: float
+    peak_gb: Optional[float] = None  # its trial's peak GPU memory alone, where measured
 
 
 def model_identity(cfg) -> dict:
@@ -349,15 +350,18 @@ def measured_models(base: dict, records: dict[str, dict], profile: str) -> tuple
         return ()
     keys = ("device", "precision", "settings")
     others = [
-        ModelRate(str(r.get("label", key.split("/", 1)[-1])), r["model"], p, float(r["flops_per_second"]))
+        ModelRate(str(r.get("label", key.split("/", 1)[-1])), r["model"], p, float(r["flops_per_second"]),
+                  finite_positive(r.get("peak_cuda_gb")))
         for key, r in sorted(records.items())
         if key.startswith(f"{profile}/") and all(r.get(k) == base.get(k) for k in keys)
         and isinstance(r.get("model"), dict) and (p := finite_positive(r.get("params"))) is not None
     ]  # fmt: skip
     if not others:
         return ()
-    model = base.get("model")
-    return (ModelRate("base", model if isinstance(model, dict) else {}, params, float(base["flops_per_second"])), *others)
+    model = base.get("model") if isinstance(base.get("model"), dict) else None
+    peak = finite_positive(base.get("peak_cuda_gb"))
+    first = ModelRate("base", model or {}, params, float(base["flops_per_second"]), peak)
+    return (first, *others)
 
 
 def finite_positive(x) -> Optional[float]:
@@ -419,18 +423,28 @@ def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> O
             f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
 
 
-def memory_note(resources: Resources, source: Optional[Throughput], row_params: dict[str, float]) -> Optional[str]:
-    """Where k trials share a GPU and the measurement has the base row's peak memory: what k of it need, and the
-    rows larger than the measured one, whose memory nothing here measured (``row_params``: {row: parameters})."""
+def memory_note(
+    resources: Resources, source: Optional[Throughput], row_params: dict[str, float], own: Optional[dict] = None
+) -> Optional[str]:
+    """Where k trials share a GPU and the measurement has the base row's peak memory: what k of it need, what k of
+    each other measured model need (``own``: {model label: the rows that are that model}), and the rows larger than
+    the base row that are no measured model, whose memory nothing here measured (``row_params``: {row:
+    parameters})."""
     k = trials_per_device(resources)
     if k == 1 or source is None or source.peak_gb is None:
         return None
-    larger = [row for row, n in row_params.items() if source.params and n > 1.05 * source.params]
+    own = own or {}
+    others = [(m, m.peak_gb) for m in source.models[1:] if m.peak_gb is not None and own.get(m.label)]
+    measured = {row for m, _ in others for row in own[m.label]}
+    big = 1.05 * (source.params or math.inf)
+    larger = [row for row, n in row_params.items() if n > big and row not in measured]
+    models = "".join(f"; {m.label} (rows {', '.join(own[m.label])}) {gb:.1f} GiB alone, {k} of it about "
+                     f"{k * gb:.1f} GiB" for m, gb in others)  # fmt: skip
     more = (f"; rows with more parameters ({', '.join(larger)}) need more and were not measured: size k by the "
             "largest row's peak_cuda_gb (in its result.json)") if larger else ""  # fmt: skip
     return (
         f"memory: the measured trial peaked at {source.peak_gb:.1f} GiB of GPU memory alone, {k} of it about "
-        f"{k * source.peak_gb:.1f} GiB{more}"
+        f"{k * source.peak_gb:.1f} GiB{models}{more}"
     )
 
 

@@ -150,3 +150,20 @@ def test_bench_device_stores_another_model_beside_the_base_row(tmp_path, capsys,
     source = estimate.resolve_throughput("smoke", data_dir=data)
     assert [m.label for m in source.models] == ["base", "big"]
     assert source.models[1].flops_per_second == big["flops_per_second"]
+
+
+def test_shared_gpus_are_sized_by_each_measured_models_memory(tmp_path, capsys):
+    import yaml
+
+    body = {"measurements": {"gpu": record("base", 1.8e14, 63_082_496, peak_cuda_gb=12.5)},
+            "models": {"gpu/big": record("big", 3.0e14, 214_252_544, label="big", peak_cuda_gb=30.0)}}  # fmt: skip
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    doc = yaml.safe_load(Path(TABLE3).read_text())
+    doc.update(resources={"cpus": 1, "gpus": 0.5}, seeds=[1])
+    spec = tmp_path / "t3-half.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+    assert tsweep(["plan", str(spec), "--profile", "gpu", "--data-dir", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("memory:"))
+    assert "peaked at 12.5 GiB of GPU memory alone, 2 of it about 25.0 GiB; big (rows big) 30.0 GiB alone" in line
+    assert "2 of it about 60.0 GiB" in line
+    assert "rows with more parameters (C3, C5, C7) need more" in line  # big's memory was measured; theirs not
