@@ -14,7 +14,7 @@
 # or what `tsweep plan` reads (about 4 minutes): BENCH = the --set arguments of the fastest single trial (the first
 # call's best_sets.txt): tsweep bench-device of the base row alone and 2 sharing under MPS, then of big alone
 #   run(command="BENCH='--set packing=on --set compile=graphs ...' bash benchmarks/device/issue56.sh",
-#       carry=[".devdata/bible-en-de"], timeout_s=330)
+#       carry=[".devdata/bible-en-de"], timeout_s=320)
 # and locally, from the device-bench.json it brings back: tsweep plan sweeps/specs/table3.yaml --profile gpu
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
@@ -50,23 +50,31 @@ CANDIDATE_SETS=(compile=graphs packed_attention=flex tokens_per_batch=25000 accu
   loss_kernel=lse)
 start=$(date +%s)
 bench_models() {
-  # tsweep bench-device at the settings $BENCH: the base row alone, then 2 trials sharing (under an MPS daemon of
-  # this script's own where the machine has one), then big alone; the stored record and the lines to $OUT
+  # tsweep bench-device at the settings $BENCH: the base row alone and 2 trials sharing, then big alone, all under
+  # one MPS daemon of this script's own where the machine has one (so that the two single-trial rates compare);
+  # the stored record is copied to $OUT after each, the lines as they come
   local sets profile="${BENCH_PROFILE:-gpu}" steps="${BENCH_STEPS:-10}" log="$OUT/bench_device_${name:-dry}.txt" mps=""
   read -r -a sets <<< "$BENCH"
   local bench=("$PY" -m sweeps.cli bench-device --profile "$profile" --corpus bible-en-de --steps "$steps"
     --windows 3 --warmup 5)
   if command -v nvidia-cuda-mps-control > /dev/null; then
     mps=$(mktemp -d) && mkdir -p "$mps/pipe" "$mps/log"
-    CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d
+    CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" CUDA_MPS_LOG_DIRECTORY="$mps/log" nvidia-cuda-mps-control -d \
+      || { rm -rf "$mps"; mps=""; }
   fi
+  export CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}"
   { echo "\$ tsweep ${bench[*]:3} --share 2 ${sets[*]}  (MPS: ${mps:-none})"
-    CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}" timeout 200 "${bench[@]}" --share 2 "${sets[@]}" 2>&1
-    [ -n "$mps" ] && echo quit | CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" nvidia-cuda-mps-control
-    echo "\$ tsweep ${bench[*]:3} --preset big ${sets[*]}"
-    timeout 150 "${bench[@]}" --preset big "${sets[@]}" 2>&1
-  } | grep -v "Warning\|warn" > "$log"
-  cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_${name:-dry}.json" 2> /dev/null
+    timeout 150 "${bench[@]}" --share 2 "${sets[@]}" 2>&1
+    cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_${name:-dry}.json" 2> /dev/null
+    echo "\$ tsweep ${bench[*]:3} --preset big ${sets[*]}  (MPS: ${mps:-none})"
+    timeout 140 "${bench[@]}" --preset big "${sets[@]}" 2>&1
+    cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_${name:-dry}.json" 2> /dev/null
+  } | grep --line-buffered -v "Warning\|warn" > "$log"
+  if [ -n "$mps" ]; then
+    echo quit | nvidia-cuda-mps-control
+    rm -rf "$mps"
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY
   grep -c "stored in" "$log" | sed 's/$/ of 2 measurements stored/'
 }
 if [ -n "${DRY:-}" ]; then

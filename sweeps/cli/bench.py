@@ -82,19 +82,22 @@ def cmd_bench_device(args) -> int:
 
 
 def model_label(profile: str, corpus: str, preset: str, overrides: dict) -> str:
-    """The measured model's label: "base" where it is the profile's base row's model (estimate.model_identity),
-    else the preset and the model knobs given ("big", "base+d_k=128")."""
+    """The measured model's label: the name of the preset whose model it is at ``profile`` ("base" for the base
+    row's, estimate.model_identity), else ``preset`` and the model knobs that differ from it ("base+d_k=128")."""
     from sweeps.plan.estimate import model_identity
     from sweeps.spec.profiles import profile_values
+    from transformer_core.config import PRESETS
     from transformer_core.run_config import make_run_config
 
     def identity(name: str, given: dict) -> dict:
         return model_identity(make_run_config({**profile_values(name, profile), "corpus": corpus, **given}))
 
-    knobs = {k: v for k, v in overrides.items() if k in identity("base", {})}
-    if identity(preset, overrides) == identity("base", {}):
-        return "base"
-    return preset + "".join(f"+{k}={v}" for k, v in sorted(knobs.items()))
+    measured = identity(preset, overrides)
+    same = next((name for name in PRESETS if identity(name, {}) == measured), None)
+    if same:
+        return same
+    plain = identity(preset, {})
+    return preset + "".join(f"+{k}={v}" for k, v in sorted(measured.items()) if v != plain[k])
 
 
 def _report_model(args, path, record: dict) -> int:

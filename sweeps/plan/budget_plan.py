@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import pandas as pd
 
@@ -25,17 +25,22 @@ from . import budget_order as bo
 from . import estimate
 
 log = logging.getLogger(__name__)
+# a trial's rate: FLOP/s per device, a Throughput (its measured models rate each trial), or None (not known)
+Rate = Union[estimate.Throughput, float, None]
 UNIT_FLOPS = 1e12  # the FLOP/s that sets the cost scale where no throughput is known: the order is the same
 
 
-def trial_estimates(spec: Spec, trials: list[Trial], flops_per_second: Optional[float]) -> dict[str, float]:
+def trial_estimates(spec: Spec, trials: list[Trial], rate: Rate) -> dict[str, float]:
     """{trial id: estimated seconds} of whole trials (evaluation included, estimate.trial_seconds, with the
-    split sizes of each trial's corpus)."""
-    fps = (flops_per_second or UNIT_FLOPS) * estimate.devices_per_trial(spec.resources)
+    split sizes of each trial's corpus) at ``rate``: FLOP/s per device, or a Throughput whose measured models
+    rate each trial by its model (estimate.rate_for)."""
+    devices = estimate.devices_per_trial(spec.resources)
     out = {}
     for t in trials:
         cfg = t.config
-        out[t.trial_id] = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, fps, cfg.data)
+        params, flops = estimate.trial_flops(cfg)
+        fps = estimate.rate_for(rate, cfg, params)[0] if isinstance(rate, estimate.Throughput) else rate
+        out[t.trial_id] = estimate.trial_seconds(flops, cfg.train, (fps or UNIT_FLOPS) * devices, cfg.data)
     return out
 
 
@@ -130,17 +135,18 @@ def _minutes(seconds: float) -> str:
     return "now" if seconds <= 0 else f"{seconds / 60:.0f} min"
 
 
-def plan_for(spec: Spec, trials: list[Trial], df: Optional[pd.DataFrame], flops_per_second: Optional[float],
+def plan_for(spec: Spec, trials: list[Trial], df: Optional[pd.DataFrame], rate: Rate,
              budget_left: float) -> BudgetPlan:  # fmt: skip
-    """The BudgetPlan of ``trials`` given what the sweep's frame ``df`` (None: nothing run yet) has measured."""
-    est = trial_estimates(spec, trials, flops_per_second)
+    """The BudgetPlan of ``trials`` given what the sweep's frame ``df`` (None: nothing run yet) has measured, at
+    ``rate`` (trial_estimates)."""
+    est = trial_estimates(spec, trials, rate)
     if df is not None and len(df):
         est = bo.corrected_seconds(est, measured_seconds(df), {t.trial_id: t.row for t in trials})
         left = left_fraction(df, trials)
         est = {tid: s * left[tid] for tid, s in est.items()}
     slots = max(1, spec.max_concurrent)
     plan = BudgetPlan(trials, est, slots, budget_left if budget_left is not None else math.inf, spec.claims)
-    plan.timed = flops_per_second is not None or bool(df is not None and len(df) and measured_seconds(df))
+    plan.timed = rate is not None or bool(df is not None and len(df) and measured_seconds(df))
     return plan
 
 
@@ -179,7 +185,7 @@ def budget_lines(spec: Spec, trials: list[Trial], source: Optional[estimate.Thro
     """`tsweep plan --budget`: what the budget is expected to decide on this machine, before anything runs."""
     if source is None:
         return ["no time estimate, so no budget plan: give --device-flops F or --gpu NAME"]
-    plan = plan_for(spec, trials, None, source.flops_per_second, budget)
+    plan = plan_for(spec, trials, None, source, budget)
     head = f"budget {bo.budget_words(budget)}: "
     if plan.fits:
         return [head + f"every trial is expected to end within it ({_minutes(plan.paper_order_seconds)}), plan order"]

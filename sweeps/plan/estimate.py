@@ -68,6 +68,8 @@ class Throughput:
     params: Optional[float] = None
     # the models measured at these step settings on this device, the base row's first (empty: one rate for all)
     models: tuple[ModelRate, ...] = ()
+    # the other models' measurements left out of ``models``, each as its label and why
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,15 +105,17 @@ def rates_note(source: Throughput, used: dict[str, list[str]], nearest: dict[str
     """The line `tsweep plan` prints where more than one model was measured: each measured model's rate and the
     rows planned at it (``used``: label -> rows that are that model; ``nearest``: label -> rows of other models
     that take it as the measured model nearest in parameters)."""
+    skipped = f"model measurements left out: {'; '.join(source.left_out)}" if source.left_out else None
     if not source.models:
-        return None
+        return skipped
     parts = []
     for m in source.models:
         rows = ", ".join(used.get(m.label, [])) or "none of this spec's"
         near = nearest.get(m.label)
         also = f"; nearest in parameters for {', '.join(near)}" if near else ""
         parts.append(f"{m.label} ({m.params / 1e6:.1f}M parameters) {m.flops_per_second:.3g} FLOP/s: rows {rows}{also}")
-    return "rates by model (tsweep bench-device --preset/--set): " + "; ".join(parts)
+    line = "rates by model (tsweep bench-device --preset/--set): " + "; ".join(parts)
+    return f"{line}\n{skipped}" if skipped else line
 
 
 # The run-only settings that set how fast a step is (not what it learns about a row): a measured rate holds for
@@ -239,9 +243,10 @@ def store_measurement(data_dir, profile: str, record: dict) -> Path:
     return _store(data_dir, "measurements", profile, record)
 
 
-def _store(data_dir, section: str, key: str, record: dict) -> Path:
-    """Add (or replace) ``record`` under ``key`` in ``section`` of the file, the other sections kept; written
-    atomically (a file without model measurements keeps no empty section for them)."""
+def _store(data_dir, section: str, key: str, record: dict, replaces=lambda key, record: False) -> Path:
+    """Add (or replace) ``record`` under ``key`` in ``section`` of the file, and drop the section's records that
+    it ``replaces``, the other sections kept; written atomically (a file without model measurements keeps no empty
+    section for them)."""
     path = bench_path(data_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {
@@ -249,7 +254,8 @@ def _store(data_dir, section: str, key: str, record: dict) -> Path:
         "measurements": read_measurements(data_dir),
         MODELS: read_model_measurements(data_dir),
     }
-    body[section] = {**body[section], key: record}
+    kept = {k: r for k, r in body[section].items() if not replaces(k, r)}
+    body[section] = {**kept, key: record}
     if not body[MODELS]:
         del body[MODELS]
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
@@ -269,8 +275,13 @@ def read_model_measurements(data_dir) -> dict[str, dict]:
 
 
 def store_model_measurement(data_dir, profile: str, label: str, record: dict) -> Path:
-    """Add (or replace) the measurement of model ``label`` at ``profile``; written atomically."""
-    return _store(data_dir, MODELS, f"{profile}/{label}", record)
+    """Add (or replace) the measurement of model ``label`` at ``profile``, and drop any other record of the same
+    model at ``profile`` (stored under another label); written atomically."""
+
+    def same_model(key: str, other: dict) -> bool:
+        return key.startswith(f"{profile}/") and other.get("model") == record.get("model")
+
+    return _store(data_dir, MODELS, f"{profile}/{label}", record, same_model)
 
 
 # Step times measured by `tsweep plan --budget` (sweeps/plan/machine_bench.py), keyed by what decides them on this
@@ -333,7 +344,7 @@ def resolve_throughput(
                 settings if isinstance(settings, dict) else {},
                 finite_positive(m.get("peak_cuda_gb")),
                 finite_positive(m.get("params")),
-                measured_models(m, read_model_measurements(data_dir), m.get("profile", profile)) if same else (),
+                *(measured_models(m, read_model_measurements(data_dir), profile) if same else ((), ())),
             )
     from sweeps.spec.profiles import canonical_profile_name
 
@@ -342,26 +353,56 @@ def resolve_throughput(
     return None
 
 
-def measured_models(base: dict, records: dict[str, dict], profile: str) -> tuple[ModelRate, ...]:
-    """The base record and the other models' records of ``profile`` measured like it (the same device,
-    precision and step settings) as ModelRates, the base first; () where none besides the base qualifies."""
+def measured_models(
+    base: dict, records: dict[str, dict], profile: str
+) -> tuple[tuple[ModelRate, ...], tuple[str, ...]]:
+    """(the base record and the other models' records of ``profile`` measured like it, the same device, precision
+    and step settings, as ModelRates, the base first, the newest of any one model kept; the labels of the records
+    left out and why).  No ModelRates where none besides the base qualifies."""
     params = finite_positive(base.get("params"))
     if params is None:
-        return ()
+        return (), ()
+    model = base.get("model") if isinstance(base.get("model"), dict) else _base_identity(profile, base.get("corpus"))
     keys = ("device", "precision", "settings")
-    others = [
-        ModelRate(str(r.get("label", key.split("/", 1)[-1])), r["model"], p, float(r["flops_per_second"]),
-                  finite_positive(r.get("peak_cuda_gb")))
-        for key, r in sorted(records.items())
-        if key.startswith(f"{profile}/") and all(r.get(k) == base.get(k) for k in keys)
-        and isinstance(r.get("model"), dict) and (p := finite_positive(r.get("params"))) is not None
-    ]  # fmt: skip
-    if not others:
-        return ()
-    model = base.get("model") if isinstance(base.get("model"), dict) else None
+    newest: dict[str, tuple[float, ModelRate]] = {}
+    left_out = []
+    for key, r in sorted(records.items()):
+        if not key.startswith(f"{profile}/"):
+            continue
+        label = str(r.get("label") or key.split("/", 1)[-1])
+        differ = [k.replace("settings", "step settings") for k in keys if r.get(k) != base.get(k)]
+        p = finite_positive(r.get("params"))
+        why = (
+            f"other {' and '.join(differ)} than the base row's measurement" if differ
+            else "no model or parameters recorded" if not isinstance(r.get("model"), dict) or p is None
+            else "the base row's own model" if r["model"] == model else None
+        )  # fmt: skip
+        if why or p is None:
+            left_out.append(f"{label} ({why})")
+            continue
+        rate = ModelRate(label, r["model"], p, float(r["flops_per_second"]), finite_positive(r.get("peak_cuda_gb")))
+        ident = json.dumps(r["model"], sort_keys=True)
+        when = float(r.get("measured_at", 0))
+        if ident not in newest or when >= newest[ident][0]:
+            newest[ident] = (when, rate)
+    if not newest:
+        return (), tuple(left_out)
     peak = finite_positive(base.get("peak_cuda_gb"))
     first = ModelRate("base", model or {}, params, float(base["flops_per_second"]), peak)
-    return (first, *others)
+    return (first, *(rate for _, rate in newest.values())), tuple(left_out)
+
+
+def _base_identity(profile: str, corpus) -> Optional[dict]:
+    """model_identity of ``profile``'s base row (for a record stored before records kept their model), None where
+    the profile or corpus is not known here."""
+    from sweeps.spec.profiles import profile_values
+    from transformer_core.run_config import make_run_config
+
+    try:
+        values = {**profile_values("base", profile), **({"corpus": corpus} if isinstance(corpus, str) else {})}
+        return model_identity(make_run_config(values))
+    except (UserError, ValueError, TypeError):
+        return None
 
 
 def finite_positive(x) -> Optional[float]:
@@ -418,7 +459,8 @@ def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> O
     factor = (sharing or {}).get(k)
     if factor:
         return (f"{k} trials share each GPU: together {factor:.2f}x one trial alone (measured by tsweep bench-device "
-                f"--share {k}), so each at {factor / k:.2f} of a GPU")  # fmt: skip
+                f"--share {k} on the base row; every model's trials planned at it), so each at {factor / k:.2f} of a "
+                "GPU")  # fmt: skip
     return (f"{k} trials share each GPU, each planned at 1/{k} of one: no sharing measured for {k} (tsweep "
             f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
 

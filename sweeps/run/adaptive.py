@@ -156,8 +156,11 @@ def _budget_plan(ctx: SweepContext, left: float, echo: Optional[Callable[[str], 
     trials = ctx.planned()
     source = run_throughput(ctx.spec, ctx.profile_name, trials)
     if echo and source:
-        echo(f"trial time estimates at {source.flops_per_second:.3g} FLOP/s per trial: {source.source}")
-    return plan_for(ctx.spec, trials, _collect(ctx), source.flops_per_second if source else None, left)
+        rates = (
+            ", ".join(f"{m.label} {m.flops_per_second:.3g}" for m in source.models) or f"{source.flops_per_second:.3g}"
+        )
+        echo(f"trial time estimates at {rates} FLOP/s per trial: {source.source}")
+    return plan_for(ctx.spec, trials, _collect(ctx), source, left)
 
 
 def data_stop_words(df, claims: list[Claim], rule, max_seeds: int) -> str:

@@ -81,14 +81,56 @@ def test_a_measured_models_trials_take_its_rate_and_the_nearest_model_takes_the_
 
 
 @pytest.mark.parametrize(
-    "change",
-    [{"settings": {**SETTINGS, "compile": "off"}}, {"device": "NVIDIA H100 80GB HBM3"}, {"precision": "fp32"},
-     {"model": "not a mapping"}, {"params": float("nan")}],
+    "change,why",
+    [({"settings": {**SETTINGS, "compile": "off"}}, "other step settings than the base row's measurement"),
+     ({"device": "NVIDIA H100 80GB HBM3"}, "other device than"), ({"precision": "fp32"}, "other precision than"),
+     ({"model": "not a mapping"}, "no model or parameters recorded"),
+     ({"params": float("nan")}, "no model or parameters recorded"),
+     ({"model": identity("base")}, "the base row's own model")],
 )  # fmt: skip
-def test_a_model_measured_unlike_the_base_row_is_left_out(tmp_path, capsys, change):
+def test_a_model_measured_unlike_the_base_row_is_left_out_and_named(tmp_path, capsys, change, why):
     write(tmp_path, {"gpu/big": {**record("big", 3.0e14, 214_252_544, label="big"), **change}})
     out = run_plan(capsys, tmp_path)
     assert lines(out)["big"] == row_seconds("big", 1.8e14) and "rates by model" not in out
+    assert f"model measurements left out: big ({why}" in out
+
+
+def test_a_base_row_measured_before_records_kept_their_model_is_still_its_rows_own(tmp_path, capsys):
+    base = {k: v for k, v in record("base", 1.8e14, 63_082_496, corpus="bible-en-de").items() if k != "model"}
+    body = {"measurements": {"gpu": base}, "models": {"gpu/big": record("big", 3.0e14, 214_252_544, label="big")}}
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    out = run_plan(capsys, tmp_path)
+    assert "base (63.1M parameters) 1.8e+14 FLOP/s: rows base, D3, D4; nearest in parameters for A1" in out
+
+
+def test_the_newest_record_of_a_model_is_the_one_kept(tmp_path, capsys):
+    write(tmp_path, {})
+    estimate.store_model_measurement(tmp_path, "gpu", "big", record("big", 3.0e14, 214e6, label="big"))
+    estimate.store_model_measurement(tmp_path, "gpu-half", "big", record("big", 1.0e14, 214e6, label="big"))
+    later = record("big", 3.3e14, 214e6, label="base+P_drop=0.3", measured_at=5)
+    estimate.store_model_measurement(tmp_path, "gpu", "base+P_drop=0.3", later)  # the same model, another label
+    models = json.loads((tmp_path / "device-bench.json").read_text())["models"]
+    assert set(models) == {"gpu/base+P_drop=0.3", "gpu-half/big"}  # the other profile's record is its own
+    assert lines(run_plan(capsys, tmp_path))["big"] == row_seconds("big", 3.3e14)
+    # two records of one model written by hand: the newer one's rate
+    models["gpu/big"] = record("big", 2.0e14, 214e6, label="big", measured_at=9)
+    body = json.loads((tmp_path / "device-bench.json").read_text())
+    (tmp_path / "device-bench.json").write_text(json.dumps({**body, "models": models}))
+    assert lines(run_plan(capsys, tmp_path))["big"] == row_seconds("big", 2.0e14)
+
+
+def test_a_budget_plan_rates_each_trial_by_its_model():
+    from sweeps.plan.budget_plan import trial_estimates
+
+    spec = load_spec(TABLE3)
+    trials = [t for t in plan(spec, "gpu") if t.seed == spec.seeds[0]]
+    base = estimate.ModelRate("base", identity("base"), 63e6, 1.0e14)
+    big = estimate.ModelRate("big", identity("big"), 214e6, 2.0e14)
+    one = trial_estimates(spec, trials, 1.0e14)
+    both = trial_estimates(spec, trials, estimate.Throughput(1.0e14, "x", models=(base, big)))
+    ids = {t.row: t.trial_id for t in trials}
+    assert both[ids["base"]] == one[ids["base"]] and both[ids["C3"]] == one[ids["C3"]]
+    assert both[ids["big"]] < 0.55 * one[ids["big"]] and both[ids["C5"]] < 0.55 * one[ids["C5"]]
 
 
 def test_rate_for_matches_the_model_before_the_parameters():
@@ -127,6 +169,9 @@ def test_bench_device_labels_the_model_it_measures():
     assert model_label("gpu", "bible-en-de", "base", {"d_k": "128", "d_v": "128"}) == "base+d_k=128+d_v=128"
     assert model_label("gpu", "bible-en-de", "base", {"vocab": "8000"}) == "base+vocab=8000"
     assert model_label("gpu", "bible-en-de", "base", {"d_model": "512"}) == "base"  # the base row's own value
+    assert model_label("gpu", "bible-en-de", "big", {"d_model": "1024", "h": "8"}) == "big+h=8"  # what differs only
+    big = {"d_model": "1024", "d_ff": "4096", "h": "16", "P_drop": "0.3"}
+    assert model_label("gpu", "bible-en-de", "base", big) == "big"  # the big preset's model, by its knobs
 
 
 def test_bench_device_share_is_for_the_base_row(capsys):
