@@ -16,6 +16,11 @@
 #   run(command="BENCH='--set packing=on --set compile=graphs ...' bash benchmarks/device/issue56.sh",
 #       carry=[".devdata/bible-en-de"], timeout_s=320)
 # and locally, from the device-bench.json it brings back: tsweep plan sweeps/specs/table3.yaml --profile gpu
+# Within 15 minutes of device time (the start, about 40 s, counted), two calls cover the issue's figures:
+#   run(command="TOTAL=470 CANDIDATES='padded 2x12.5k,packed graphs flex stack,anchor' \
+#       bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=500)
+#   run(command="GPU_TESTS=1 BENCH='<best_sets.txt of the first>' bash benchmarks/device/issue56.sh",
+#       carry=[".devdata/bible-en-de"], timeout_s=360)
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
 # 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row with
