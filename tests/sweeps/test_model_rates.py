@@ -45,11 +45,12 @@ def lines(out: str) -> dict[str, str]:
     return found
 
 
-def row_seconds(row: str, flops_per_second: float) -> str:
+def row_seconds(row: str, flops_per_second: float, data_dir: Path) -> str:
+    """The row's estimated time as the plan with ``--data-dir data_dir`` works it out (split sizes from there)."""
     spec = load_spec(TABLE3)
     t = next(t for t in plan(spec, "gpu") if t.row == row and t.seed == spec.seeds[0])
     cfg = t.config
-    seconds = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, flops_per_second, cfg.data)
+    seconds = estimate.trial_seconds(estimate.trial_flops(cfg)[1], cfg.train, flops_per_second, cfg.data, data_dir)
     return estimate.duration(seconds)
 
 
@@ -66,13 +67,14 @@ def hours(out: str) -> float:
 def test_a_measured_models_trials_take_its_rate_and_the_nearest_model_takes_the_rest(tmp_path, capsys):
     write(tmp_path, {})
     alone = run_plan(capsys, tmp_path)
-    assert "rates by model" not in alone and lines(alone)["big"] == row_seconds("big", 1.8e14)
+    assert "rates by model" not in alone and lines(alone)["big"] == row_seconds("big", 1.8e14, tmp_path)
     write(tmp_path, {"gpu/big": record("big", 3.0e14, 214_252_544, label="big")})
     out = run_plan(capsys, tmp_path)
     got = lines(out)
-    assert got["big"] == row_seconds("big", 3.0e14) != row_seconds("big", 1.8e14)
-    assert got["C5"] == row_seconds("C5", 3.0e14)  # 164M: nearer 214M than 63M on a log scale
-    assert got["C3"] == row_seconds("C3", 1.8e14) and got["base"] == row_seconds("base", 1.8e14)  # 78M: nearer 63M
+    assert got["big"] == row_seconds("big", 3.0e14, tmp_path) != row_seconds("big", 1.8e14, tmp_path)
+    assert got["C5"] == row_seconds("C5", 3.0e14, tmp_path)  # 164M: nearer 214M than 63M on a log scale
+    assert got["C3"] == row_seconds("C3", 1.8e14, tmp_path)  # 78M: nearer 63M
+    assert got["base"] == row_seconds("base", 1.8e14, tmp_path)
     assert "time at the measured models' rates (base 1.8e+14, big 3e+14 FLOP/s) per device" in out
     note = next(x for x in out.splitlines() if x.startswith("rates by model"))
     assert "big (214.3M parameters) 3e+14 FLOP/s: rows big; nearest in parameters for C5" in note
@@ -91,7 +93,7 @@ def test_a_measured_models_trials_take_its_rate_and_the_nearest_model_takes_the_
 def test_a_model_measured_unlike_the_base_row_is_left_out_and_named(tmp_path, capsys, change, why):
     write(tmp_path, {"gpu/big": {**record("big", 3.0e14, 214_252_544, label="big"), **change}})
     out = run_plan(capsys, tmp_path)
-    assert lines(out)["big"] == row_seconds("big", 1.8e14) and "rates by model" not in out
+    assert lines(out)["big"] == row_seconds("big", 1.8e14, tmp_path) and "rates by model" not in out
     assert f"model measurements left out: big ({why}" in out
 
 
@@ -111,12 +113,12 @@ def test_the_newest_record_of_a_model_is_the_one_kept(tmp_path, capsys):
     estimate.store_model_measurement(tmp_path, "gpu", "base+P_drop=0.3", later)  # the same model, another label
     models = json.loads((tmp_path / "device-bench.json").read_text())["models"]
     assert set(models) == {"gpu/base+P_drop=0.3", "gpu-half/big"}  # the other profile's record is its own
-    assert lines(run_plan(capsys, tmp_path))["big"] == row_seconds("big", 3.3e14)
+    assert lines(run_plan(capsys, tmp_path))["big"] == row_seconds("big", 3.3e14, tmp_path)
     # two records of one model written by hand: the newer one's rate
     models["gpu/big"] = record("big", 2.0e14, 214e6, label="big", measured_at=9)
     body = json.loads((tmp_path / "device-bench.json").read_text())
     (tmp_path / "device-bench.json").write_text(json.dumps({**body, "models": models}))
-    assert lines(run_plan(capsys, tmp_path))["big"] == row_seconds("big", 2.0e14)
+    assert lines(run_plan(capsys, tmp_path))["big"] == row_seconds("big", 2.0e14, tmp_path)
 
 
 def test_a_budget_plan_rates_each_trial_by_its_model():
