@@ -175,6 +175,35 @@ def flex_available() -> bool:
     return _FLEX is not None
 
 
+def packing_limit(cfg, task: str = "translation") -> Optional[str]:
+    """Why a trial of this model and task trains padded batches on any device, or None."""
+    if task != "translation":
+        return f"the {task} task trains padded batches"
+    if cfg.positional == "alibi":
+        return "alibi's distance bias is not a segment mask"
+    return None
+
+
+def cuda_model_limit(cfg, backend: str, precision: str = "bf16") -> Optional[str]:
+    """Why a model cannot train packed batches on CUDA with ``backend`` (flex or varlen) at ``precision``, from the
+    model alone (its head sizes, attention dropout), or None where it can (what this torch offers aside)."""
+    if backend == "flex":
+        if cfg.attention_dropout > 0:
+            return "FlexAttention here has no dropout inside attention (attention_dropout > 0)"
+        if max(cfg.d_k, cfg.d_v) > MAX_FLASH_HEAD:
+            return f"head size {max(cfg.d_k, cfg.d_v)} is above FlexAttention's {MAX_FLASH_HEAD} here"
+        if min(cfg.d_k, cfg.d_v) < FLEX_MIN_HEAD:
+            return f"head size {min(cfg.d_k, cfg.d_v)} is below FlexAttention's {FLEX_MIN_HEAD}"
+        return None
+    if precision != "bf16":
+        return f"FlashAttention takes bf16 or fp16, not {precision}"
+    if cfg.attention_dropout > 0:
+        return "varlen attention has no dropout inside attention (attention_dropout > 0)"
+    if flash_head_size(cfg.d_k, cfg.d_v) > MAX_FLASH_HEAD:
+        return f"head size {max(cfg.d_k, cfg.d_v)} is above FlashAttention's {MAX_FLASH_HEAD}"
+    return None
+
+
 def packed_support(
     cfg, device: torch.device, task: str = "translation", precision: str = "bf16", attention: str = "auto",
     compile_mode: str = "off",
@@ -182,10 +211,9 @@ def packed_support(
     """(backend, why): the attention backend a packed step of this model runs on ``device``, or None and the
     reason it trains padded batches instead.  ``attention`` (the knob packed_attention): auto or varlen, or flex
     (CUDA, compiled: FlexAttention's kernels are made by torch.compile)."""
-    if task != "translation":
-        return None, f"the {task} task trains padded batches"
-    if cfg.positional == "alibi":
-        return None, "alibi's distance bias is not a segment mask"
+    why = packing_limit(cfg, task)
+    if why:
+        return None, why
     if device.type != "cuda":
         return "mask", "block-diagonal mask (no varlen kernel off CUDA)"
     if attention == "flex":
@@ -193,20 +221,12 @@ def packed_support(
             return None, f"torch {torch.__version__} has no torch.nn.attention.flex_attention"
         if compile_mode not in ("on", "graphs"):
             return None, f"FlexAttention runs compiled (compile=on or graphs), not compile={compile_mode}"
-        if cfg.attention_dropout > 0:
-            return None, "FlexAttention here has no dropout inside attention (attention_dropout > 0)"
-        if max(cfg.d_k, cfg.d_v) > MAX_FLASH_HEAD:
-            return None, f"head size {max(cfg.d_k, cfg.d_v)} is above FlexAttention's {MAX_FLASH_HEAD} here"
-        if min(cfg.d_k, cfg.d_v) < FLEX_MIN_HEAD:
-            return None, f"head size {min(cfg.d_k, cfg.d_v)} is below FlexAttention's {FLEX_MIN_HEAD}"
-        return "flex", f"FlexAttention with a block mask of {FLEX_BLOCK}-token blocks"
+        why = cuda_model_limit(cfg, "flex", precision)
+        return (None, why) if why else ("flex", f"FlexAttention with a block mask of {FLEX_BLOCK}-token blocks")
     if not varlen_available():
         return None, f"torch {torch.__version__} has no torch.nn.attention.varlen"
-    if precision != "bf16":
-        return None, f"FlashAttention takes bf16 or fp16, not {precision}"
-    if cfg.attention_dropout > 0:
-        return None, "varlen attention has no dropout inside attention (attention_dropout > 0)"
+    why = cuda_model_limit(cfg, "varlen", precision)
+    if why:
+        return None, why
     size = flash_head_size(cfg.d_k, cfg.d_v)
-    if size > MAX_FLASH_HEAD:
-        return None, f"head size {max(cfg.d_k, cfg.d_v)} is above FlashAttention's {MAX_FLASH_HEAD}"
     return "varlen", f"varlen FlashAttention at head size {size}"

@@ -465,6 +465,31 @@ def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> O
             f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
 
 
+def padded_rows_note(settings: dict, rows: dict) -> Optional[str]:
+    """Where the measured step packs its batches (``settings``: its step settings), the rows whose models train
+    padded batches on a GPU instead (``rows``: {row: RunConfig}), whose rate the measurement is not; None where
+    every row packs or nothing is packed."""
+    if not isinstance(settings, dict) or settings.get("packing") not in ("on", "fill", "blocks"):
+        return None
+    from transformer_core.segments import cuda_model_limit, packing_limit
+
+    backend = "flex" if settings.get("packed_attention") == "flex" else "varlen"
+    precision = "fp32" if settings.get("precision") == "fp32" else "bf16"
+    found: dict[str, list[str]] = {}
+    for row, cfg in rows.items():
+        why = packing_limit(cfg.model, cfg.data.task) or cuda_model_limit(cfg.model, backend, precision)
+        if why:
+            found.setdefault(why, []).append(row)
+    if not found:
+        return None
+    named = "; ".join(f"{', '.join(r)} ({why})" for why, r in found.items())
+    return (
+        f"at the measured step settings (packing {settings['packing']}, attention {backend}) rows {named} train "
+        "padded batches on a GPU: the measured "
+        "packed rate is not theirs (measure one with tsweep bench-device and its model knobs in --set)"
+    )
+
+
 def memory_note(
     resources: Resources, source: Optional[Throughput], row_params: dict[str, float], own: Optional[dict] = None
 ) -> Optional[str]:

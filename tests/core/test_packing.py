@@ -15,7 +15,7 @@ from transformer_core.data.packing import PackedStream, pack, packed_shape, plan
 from transformer_core.data.prepare import PAD
 from transformer_core.model import build_model
 from transformer_core.packed_step import PackedForwardLoss, packed_loss, resolve_packing
-from transformer_core.segments import flash_head_size, packed_support
+from transformer_core.segments import flash_head_size, flex_available, packed_support
 
 # Table 3's base and the rows the issue names, at a small width (fp32, dropout off: the two layouts' sums differ
 # only by the order of float additions)
@@ -247,6 +247,15 @@ def test_rows_packing_cannot_serve_are_routed_to_the_padded_step():
     assert packed_support(ModelConfig(**{**SMALL, "attention_dropout": 0.1}), cuda)[0] is None
     assert packed_support(base, cuda, precision="fp32")[0] is None  # FlashAttention: half precision only
     assert packed_support(base, cpu, precision="fp32")[0] == "mask"
+    flex = {"attention": "flex", "compile_mode": "graphs"}
+    if flex_available():  # the model's own limits, after what this torch offers
+        assert packed_support(big_head, cuda, **flex) == (None, "head size 512 is above FlexAttention's 256 here")
+        assert packed_support(base, cuda, **flex) == (None, "head size 8 is below FlexAttention's 16")
+        sixteen = ModelConfig(**{**SMALL, "d_k": 16, "d_v": 16})
+        assert packed_support(sixteen, cuda, precision="fp32", **flex)[0] == "flex"  # flex: any precision
+    assert packed_support(base, cuda, attention="flex")[1].startswith("FlexAttention runs compiled") or not (
+        flex_available()
+    )
     assert flash_head_size(16, 64) == 64 and flash_head_size(12, 12) == 16
     assert resolve_packing("off", base, cpu, "translation")[0] is None
     assert resolve_packing("auto", base, cpu, "translation")[0] is None

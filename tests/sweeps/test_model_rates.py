@@ -214,3 +214,17 @@ def test_shared_gpus_are_sized_by_each_measured_models_memory(tmp_path, capsys):
     assert "peaked at 12.5 GiB of GPU memory alone, 2 of it about 25.0 GiB; big (rows big) 30.0 GiB alone" in line
     assert "2 of it about 60.0 GiB" in line
     assert "rows with more parameters (C3, C5, C7) need more" in line  # big's memory was measured; theirs not
+
+
+@pytest.mark.parametrize("attention,named", [("flex", "A1 (head size 512 is above FlexAttention's 256 here)"),
+                                             ("auto", "A1 (head size 512 is above FlashAttention's 256)")])  # fmt: skip
+def test_rows_that_train_padded_batches_at_the_measured_packed_settings_are_named(tmp_path, capsys, attention, named):
+    settings = {**SETTINGS, "packing": "on", "packed_attention": attention}
+    body = {"measurements": {"gpu": {**record("base", 1.8e14, 63_082_496), "settings": settings}}}
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    out = run_plan(capsys, tmp_path)
+    line = next(x for x in out.splitlines() if x.startswith("at the measured step settings"))
+    assert f"rows {named} train padded batches on a GPU" in line and "B1" not in line
+    body["measurements"]["gpu"]["settings"] = {**settings, "packing": "off"}
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    assert "train padded batches on a GPU" not in run_plan(capsys, tmp_path)
