@@ -34,6 +34,13 @@ def _device_name(device) -> str:
     return f"{platform.processor() or platform.machine()} CPU, {torch.get_num_threads()} threads"
 
 
+def _device_memory_gb(device) -> float | None:
+    """The device's memory in GiB (CUDA), None elsewhere."""
+    import torch
+
+    return torch.cuda.get_device_properties(device).total_memory / 2**30 if device.type == "cuda" else None
+
+
 def timed_windows(
     tr, warmup: int, steps: int, windows: int = 1, ready=None
 ) -> tuple[float, list[tuple[float, float, int]]]:
@@ -108,6 +115,7 @@ def measure(
         "loss_kernel": tr.forward_loss.loss_kernel,
         "packing": tr.packing or "off",
         "peak_cuda_gb": torch.cuda.max_memory_allocated(tr.device) / 2**30 if tr.device.type == "cuda" else None,
+        "device_memory_gb": _device_memory_gb(tr.device),
         "fused_adam": config.train.fused_adam,
         "params": tr.params,
         "tokens_per_step": tokens / steps,

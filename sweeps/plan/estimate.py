@@ -70,6 +70,7 @@ class Throughput:
     models: tuple[ModelRate, ...] = ()
     # the other models' measurements left out of ``models``, each as its label and why
     left_out: tuple[str, ...] = ()
+    device_gb: Optional[float] = None  # the measured device's memory (GiB), where the source has it
 
 
 @dataclass(frozen=True)
@@ -345,6 +346,7 @@ def resolve_throughput(
                 finite_positive(m.get("peak_cuda_gb")),
                 finite_positive(m.get("params")),
                 *(measured_models(m, read_model_measurements(data_dir), profile) if same else ((), ())),
+                device_gb=finite_positive(m.get("device_memory_gb")),
             )
     from sweeps.spec.profiles import canonical_profile_name
 
@@ -509,9 +511,14 @@ def memory_note(
                      f"{k * gb:.1f} GiB" for m, gb in others)  # fmt: skip
     more = (f"; rows with more parameters ({', '.join(larger)}) need more and were not measured: size k by the "
             "largest row's peak_cuda_gb (in its result.json)") if larger else ""  # fmt: skip
+    device = source.device_gb or math.inf
+    over = [(label, gb) for label, gb in [("the base row", source.peak_gb), *((m.label, gb) for m, gb in others)]
+            if k * gb > device]  # fmt: skip
+    fits = "".join(f"; more than the device's {device:.0f} GiB for {label}: {int(device // gb)} of its trials fit "
+                   "at most" for label, gb in over)  # fmt: skip
     return (
         f"memory: the measured trial peaked at {source.peak_gb:.1f} GiB of GPU memory alone, {k} of it about "
-        f"{k * source.peak_gb:.1f} GiB{models}{more}"
+        f"{k * source.peak_gb:.1f} GiB{models}{fits}{more}"
     )
 
 

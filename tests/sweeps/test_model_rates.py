@@ -214,6 +214,13 @@ def test_shared_gpus_are_sized_by_each_measured_models_memory(tmp_path, capsys):
     assert "peaked at 12.5 GiB of GPU memory alone, 2 of it about 25.0 GiB; big (rows big) 30.0 GiB alone" in line
     assert "2 of it about 60.0 GiB" in line
     assert "rows with more parameters (C3, C5, C7) need more" in line  # big's memory was measured; theirs not
+    assert "more than the device" not in line  # the device's memory not recorded: nothing to compare with
+    body["measurements"]["gpu"]["device_memory_gb"] = 47.5  # a device too small for two of big's trials
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    assert tsweep(["plan", str(spec), "--profile", "gpu", "--data-dir", str(tmp_path)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("memory:"))
+    assert "60.0 GiB; more than the device's 48 GiB for big: 1 of its trials fit at most" in line
+    assert "for the base row" not in line  # 25 GiB of two base trials fit
 
 
 @pytest.mark.parametrize("attention,named", [("flex", "A1 (head size 512 is above FlexAttention's 256 here)"),
