@@ -20,6 +20,7 @@ from pathlib import Path
 def cmd_bench_device(args) -> int:
     from sweeps.plan.device_bench import measure, measure_sharing
     from sweeps.plan.estimate import store_measurement, store_model_measurement
+    from sweeps.spec.profiles import canonical_profile_name
     from transformer_core.data import default_data_dir
     from transformer_core.errors import ConfigError
 
@@ -34,6 +35,7 @@ def cmd_bench_device(args) -> int:
         raise ConfigError(f"--share {args.share} is invalid: allowed 1 to 8 trials sharing the device")
     data_dir = Path(args.data_dir or default_data_dir())
     overrides = set_values(args)
+    stored_as = canonical_profile_name(args.profile)  # an alias's measurement is its profile's
     label = model_label(args.profile, args.corpus, args.preset, overrides)
     if args.share > 1 and label != "base":
         raise ConfigError(
@@ -45,15 +47,15 @@ def cmd_bench_device(args) -> int:
     record = measure(**what)
     record["label"] = label
     if label != "base":
-        return _report_model(args, store_model_measurement(data_dir, args.profile, label, record), record)
+        return _report_model(args, store_model_measurement(data_dir, stored_as, label, record), record)
     if args.share > 1:
         from sweeps.plan.estimate import read_measurements
 
-        earlier = read_measurements(data_dir).get(args.profile, {})
+        earlier = read_measurements(data_dir).get(stored_as, {})
         same = earlier.get("device") == record["device"] and isinstance(earlier.get("sharing"), dict)
         shared = measure_sharing(args.share, what, record)
         record["sharing"] = {**(earlier["sharing"] if same else {}), str(args.share): shared}
-    path = store_measurement(data_dir, args.profile, record)
+    path = store_measurement(data_dir, stored_as, record)
     mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
     print(
         f"{record['device']} ({record['precision']}), base row at profile {args.profile!r}:"

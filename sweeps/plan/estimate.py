@@ -332,8 +332,11 @@ def resolve_throughput(
     if data_dir is not None:
         found = read_measurements(data_dir)
         if found:
-            same = profile in found
-            m = found[profile] if same else max(found.values(), key=lambda r: r.get("measured_at", 0))
+            from sweeps.spec.profiles import canonical_profile_name
+
+            key = next((k for k in (canonical_profile_name(profile), profile) if k in found), None)  # an alias's too
+            same = key is not None
+            m = found[key] if key else max(found.values(), key=lambda r: r.get("measured_at", 0))
             where = "" if same else f" at profile {m.get('profile')!r} (none stored for {profile!r})"
             when = time.strftime("%Y-%m-%d", time.localtime(m.get("measured_at", 0)))
             settings = m.get("settings")
@@ -345,7 +348,7 @@ def resolve_throughput(
                 settings if isinstance(settings, dict) else {},
                 finite_positive(m.get("peak_cuda_gb")),
                 finite_positive(m.get("params")),
-                *(measured_models(m, read_model_measurements(data_dir), profile) if same else ((), ())),
+                *(measured_models(m, read_model_measurements(data_dir), key) if key else ((), ())),
                 device_gb=finite_positive(m.get("device_memory_gb")),
             )
     from sweeps.spec.profiles import canonical_profile_name

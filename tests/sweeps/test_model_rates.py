@@ -235,3 +235,13 @@ def test_rows_that_train_padded_batches_at_the_measured_packed_settings_are_name
     body["measurements"]["gpu"]["settings"] = {**settings, "packing": "off"}
     (tmp_path / "device-bench.json").write_text(json.dumps(body))
     assert "train padded batches on a GPU" not in run_plan(capsys, tmp_path)
+
+
+def test_a_profiles_alias_finds_its_measurements(tmp_path):
+    base = {**record("base", 1.0e14, 20e6), "profile": "gpu-half"}
+    big = {**record("big", 2.0e14, 60e6, label="big"), "profile": "gpu-half"}
+    body = {"measurements": {"gpu-half": base, "gpu": record("base", 1.8e14, 63e6)}, "models": {"gpu-half/big": big}}
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    source = estimate.resolve_throughput("gpu-small", data_dir=tmp_path)  # gpu-small: an alias of gpu-half
+    assert source.flops_per_second == 1.0e14 and "none stored" not in source.source
+    assert [m.label for m in source.models] == ["base", "big"]
