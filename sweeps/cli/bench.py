@@ -49,9 +49,11 @@ def cmd_bench_device(args) -> int:
     if label != "base":
         return _report_model(args, store_model_measurement(data_dir, stored_as, label, record), record)
     if args.share > 1:
-        from sweeps.plan.estimate import read_measurements
+        from sweeps.plan.estimate import profile_key, read_measurements
 
-        earlier = read_measurements(data_dir).get(stored_as, {})
+        found = read_measurements(data_dir)
+        key = profile_key(found, stored_as)
+        earlier = found[key] if key else {}
         same = earlier.get("device") == record["device"] and isinstance(earlier.get("sharing"), dict)
         shared = measure_sharing(args.share, what, record)
         record["sharing"] = {**(earlier["sharing"] if same else {}), str(args.share): shared}

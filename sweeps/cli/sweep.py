@@ -120,7 +120,7 @@ def cmd_plan(args) -> int:
         note = estimate.settings_note(source.settings, [cfg.train for cfg in configs])
         if note:
             print(note)
-        note = estimate.padded_rows_note(source.settings, {t.row: cfg for t, cfg in zip(trials, configs)})
+        note = estimate.padded_rows_note(source, {t.row: cfg for t, cfg in zip(trials, configs)})
         if note:
             print(note)
         note = estimate.memory_note(spec.resources, source, row_params, rated[0])

@@ -71,6 +71,8 @@ class Throughput:
     # the other models' measurements left out of ``models``, each as its label and why
     left_out: tuple[str, ...] = ()
     device_gb: Optional[float] = None  # the measured device's memory (GiB), where the source has it
+    packing: Optional[str] = None  # the measured trial's packed attention (varlen or flex), None where it was not
+    precision: str = "bf16"  # the measured trial's precision, as resolved on its device
 
 
 @dataclass(frozen=True)
@@ -240,8 +242,11 @@ def _checked(records, section: str, required: tuple[str, ...]) -> dict[str, dict
 
 
 def store_measurement(data_dir, profile: str, record: dict) -> Path:
-    """Add (or replace) the measurement of ``profile``; written atomically."""
-    return _store(data_dir, "measurements", profile, record)
+    """Add (or replace) the measurement of ``profile`` (and drop one stored under another name of it, an alias);
+    written atomically."""
+    from sweeps.spec.profiles import same_profile
+
+    return _store(data_dir, "measurements", profile, record, lambda key, _: same_profile(key, profile))
 
 
 def _store(data_dir, section: str, key: str, record: dict, replaces=lambda key, record: False) -> Path:
@@ -279,8 +284,10 @@ def store_model_measurement(data_dir, profile: str, label: str, record: dict) ->
     """Add (or replace) the measurement of model ``label`` at ``profile``, and drop any other record of the same
     model at ``profile`` (stored under another label); written atomically."""
 
+    from sweeps.spec.profiles import same_profile
+
     def same_model(key: str, other: dict) -> bool:
-        return key.startswith(f"{profile}/") and other.get("model") == record.get("model")
+        return same_profile(_profile_of(key), profile) and other.get("model") == record.get("model")
 
     return _store(data_dir, MODELS, f"{profile}/{label}", record, same_model)
 
@@ -332,9 +339,7 @@ def resolve_throughput(
     if data_dir is not None:
         found = read_measurements(data_dir)
         if found:
-            from sweeps.spec.profiles import canonical_profile_name
-
-            key = next((k for k in (canonical_profile_name(profile), profile) if k in found), None)  # an alias's too
+            key = profile_key(found, profile)
             same = key is not None
             m = found[key] if key else max(found.values(), key=lambda r: r.get("measured_at", 0))
             where = "" if same else f" at profile {m.get('profile')!r} (none stored for {profile!r})"
@@ -350,12 +355,28 @@ def resolve_throughput(
                 finite_positive(m.get("params")),
                 *(measured_models(m, read_model_measurements(data_dir), key) if key else ((), ())),
                 device_gb=finite_positive(m.get("device_memory_gb")),
+                packing=m.get("packing") if m.get("packing") in ("varlen", "flex") else None,
+                precision="fp32" if m.get("precision") == "fp32" else "bf16",
             )
     from sweeps.spec.profiles import canonical_profile_name
 
     if canonical_profile_name(profile) in LAPTOP_PROFILES:
         return Throughput(LAPTOP_FLOPS, "this project's measurement on a 2-core laptop, one thread per trial")
     return None
+
+
+def profile_key(found: dict, profile: str) -> Optional[str]:
+    """The key of ``found`` (a file section's records by profile) holding ``profile``'s record: its own name's or
+    an alias's (a record stored before bench-device stored aliases under their profile's name), the newest."""
+    from sweeps.spec.profiles import same_profile
+
+    mine = [k for k in found if same_profile(k, profile)]
+    return max(mine, key=lambda k: found[k].get("measured_at", 0)) if mine else None
+
+
+def _profile_of(key: str) -> str:
+    """The profile part of a models section key ("gpu/big" -> "gpu")."""
+    return key.split("/", 1)[0]
 
 
 def measured_models(
@@ -367,12 +388,14 @@ def measured_models(
     params = finite_positive(base.get("params"))
     if params is None:
         return (), ()
+    from sweeps.spec.profiles import same_profile
+
     model = base.get("model") if isinstance(base.get("model"), dict) else _base_identity(profile, base.get("corpus"))
     keys = ("device", "precision", "settings")
     newest: dict[str, tuple[float, ModelRate]] = {}
     left_out = []
     for key, r in sorted(records.items()):
-        if not key.startswith(f"{profile}/"):
+        if "/" not in key or not same_profile(_profile_of(key), profile):
             continue
         label = str(r.get("label") or key.split("/", 1)[-1])
         differ = [k.replace("settings", "step settings") for k in keys if r.get(k) != base.get(k)]
@@ -470,28 +493,26 @@ def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> O
             f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
 
 
-def padded_rows_note(settings: dict, rows: dict) -> Optional[str]:
-    """Where the measured step packs its batches (``settings``: its step settings), the rows whose models train
-    padded batches on a GPU instead (``rows``: {row: RunConfig}), whose rate the measurement is not; None where
-    every row packs or nothing is packed."""
-    if not isinstance(settings, dict) or settings.get("packing") not in ("on", "fill", "blocks"):
+def padded_rows_note(source: Throughput, rows: dict) -> Optional[str]:
+    """Where the measured trial packed its batches on a GPU (``source.packing``: varlen or flex), the rows whose
+    models train padded batches there instead (``rows``: {row: RunConfig}), whose rate the measurement is not; None
+    where every row packs or the measured trial did not."""
+    if source.packing not in ("varlen", "flex"):
         return None
     from transformer_core.segments import cuda_model_limit, packing_limit
 
-    backend = "flex" if settings.get("packed_attention") == "flex" else "varlen"
-    precision = "fp32" if settings.get("precision") == "fp32" else "bf16"
     found: dict[str, list[str]] = {}
     for row, cfg in rows.items():
-        why = packing_limit(cfg.model, cfg.data.task) or cuda_model_limit(cfg.model, backend, precision)
+        why = packing_limit(cfg.model, cfg.data.task) or cuda_model_limit(cfg.model, source.packing, source.precision)
         if why:
             found.setdefault(why, []).append(row)
     if not found:
         return None
     named = "; ".join(f"{', '.join(r)} ({why})" for why, r in found.items())
     return (
-        f"at the measured step settings (packing {settings['packing']}, attention {backend}) rows {named} train "
-        "padded batches on a GPU: the measured "
-        "packed rate is not theirs (measure one with tsweep bench-device and its model knobs in --set)"
+        f"the measured trial packed its batches ({source.packing} attention, {source.precision}); rows {named} train "
+        "padded batches on a GPU: the measured packed rate is not theirs (measure one with tsweep bench-device and "
+        "its model knobs in --set)"
     )
 
 
@@ -517,7 +538,7 @@ def memory_note(
     device = source.device_gb or math.inf
     over = [(label, gb) for label, gb in [("the base row", source.peak_gb), *((m.label, gb) for m, gb in others)]
             if k * gb > device]  # fmt: skip
-    fits = "".join(f"; more than the device's {device:.0f} GiB for {label}: {int(device // gb)} of its trials fit "
+    fits = "".join(f"; more than the device's {device:.1f} GiB for {label}: {int(device // gb)} of its trials fit "
                    "at most" for label, gb in over)  # fmt: skip
     return (
         f"memory: the measured trial peaked at {source.peak_gb:.1f} GiB of GPU memory alone, {k} of it about "

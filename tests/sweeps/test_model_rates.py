@@ -219,22 +219,23 @@ def test_shared_gpus_are_sized_by_each_measured_models_memory(tmp_path, capsys):
     (tmp_path / "device-bench.json").write_text(json.dumps(body))
     assert tsweep(["plan", str(spec), "--profile", "gpu", "--data-dir", str(tmp_path)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("memory:"))
-    assert "60.0 GiB; more than the device's 48 GiB for big: 1 of its trials fit at most" in line
+    assert "60.0 GiB; more than the device's 47.5 GiB for big: 1 of its trials fit at most" in line
     assert "for the base row" not in line  # 25 GiB of two base trials fit
 
 
-@pytest.mark.parametrize("attention,named", [("flex", "A1 (head size 512 is above FlexAttention's 256 here)"),
-                                             ("auto", "A1 (head size 512 is above FlashAttention's 256)")])  # fmt: skip
-def test_rows_that_train_padded_batches_at_the_measured_packed_settings_are_named(tmp_path, capsys, attention, named):
-    settings = {**SETTINGS, "packing": "on", "packed_attention": attention}
-    body = {"measurements": {"gpu": {**record("base", 1.8e14, 63_082_496), "settings": settings}}}
+@pytest.mark.parametrize("packing,named", [("flex", "A1 (head size 512 is above FlexAttention's 256 here)"),
+                                           ("varlen", "A1 (head size 512 is above FlashAttention's 256)")])  # fmt: skip
+def test_rows_that_train_padded_batches_where_the_measured_trial_packed_are_named(tmp_path, capsys, packing, named):
+    settings = {**SETTINGS, "packing": "on", "packed_attention": packing}
+    body = {"measurements": {"gpu": {**record("base", 1.8e14, 63_082_496), "settings": settings, "packing": packing}}}
     (tmp_path / "device-bench.json").write_text(json.dumps(body))
     out = run_plan(capsys, tmp_path)
-    line = next(x for x in out.splitlines() if x.startswith("at the measured step settings"))
-    assert f"rows {named} train padded batches on a GPU" in line and "B1" not in line
-    body["measurements"]["gpu"]["settings"] = {**settings, "packing": "off"}
-    (tmp_path / "device-bench.json").write_text(json.dumps(body))
-    assert "train padded batches on a GPU" not in run_plan(capsys, tmp_path)
+    line = next(x for x in out.splitlines() if x.startswith("the measured trial packed its batches"))
+    assert f"({packing} attention, bf16); rows {named} train padded batches on a GPU" in line and "B1" not in line
+    for ran in ("mask", "off"):  # packed on a CPU (every row packs there), or not packed at all (compile off)
+        body["measurements"]["gpu"]["packing"] = ran
+        (tmp_path / "device-bench.json").write_text(json.dumps(body))
+        assert "train padded batches on a GPU" not in run_plan(capsys, tmp_path)
 
 
 def test_a_profiles_alias_finds_its_measurements(tmp_path):
@@ -245,3 +246,18 @@ def test_a_profiles_alias_finds_its_measurements(tmp_path):
     source = estimate.resolve_throughput("gpu-small", data_dir=tmp_path)  # gpu-small: an alias of gpu-half
     assert source.flops_per_second == 1.0e14 and "none stored" not in source.source
     assert [m.label for m in source.models] == ["base", "big"]
+
+
+def test_a_profiles_record_under_an_alias_and_under_its_name_the_newest_wins_and_models_join(tmp_path):
+    older = {**record("base", 1.0e14, 20e6), "profile": "gpu-half", "measured_at": 1}
+    newer = {**record("base", 2.0e14, 20e6), "profile": "gpu-small", "measured_at": 2}
+    big = {**record("big", 3.0e14, 60e6, label="big"), "profile": "gpu-half"}
+    body = {"measurements": {"gpu-half": older, "gpu-small": newer}, "models": {"gpu-half/big": big}}
+    (tmp_path / "device-bench.json").write_text(json.dumps(body))
+    for name in ("gpu-half", "gpu-small"):
+        source = estimate.resolve_throughput(name, data_dir=tmp_path)
+        assert source.flops_per_second == 2.0e14 and [m.label for m in source.models] == ["base", "big"]
+    estimate.store_measurement(tmp_path, "gpu-half", {**older, "measured_at": 3})  # the alias's copy goes
+    estimate.store_model_measurement(tmp_path, "gpu-small", "big", {**big, "flops_per_second": 3.5e14})
+    stored = json.loads((tmp_path / "device-bench.json").read_text())
+    assert set(stored["measurements"]) == {"gpu-half"} and set(stored["models"]) == {"gpu-small/big"}
