@@ -382,8 +382,8 @@ def _profile_of(key: str) -> str:
 def measured_models(
     base: dict, records: dict[str, dict], profile: str
 ) -> tuple[tuple[ModelRate, ...], tuple[str, ...]]:
-    """(the base record and the other models' records of ``profile`` measured like it, the same device, precision
-    and step settings, as ModelRates, the base first, the newest of any one model kept; the labels of the records
+    """(the base record and the other models' records of ``profile`` measured like it, the same device, precision,
+    corpus and step settings, as ModelRates, the base first, the newest of any one model kept; the labels of those
     left out and why).  No ModelRates where none besides the base qualifies."""
     params = finite_positive(base.get("params"))
     if params is None:
@@ -391,7 +391,7 @@ def measured_models(
     from sweeps.spec.profiles import same_profile
 
     model = base.get("model") if isinstance(base.get("model"), dict) else _base_identity(profile, base.get("corpus"))
-    keys = ("device", "precision", "settings")
+    keys = ("device", "precision", "settings", "corpus")  # what sets a rate beside the model
     newest: dict[str, tuple[float, ModelRate]] = {}
     left_out = []
     for key, r in sorted(records.items()):

@@ -27,7 +27,8 @@ def identity(preset: str, profile: str = "gpu") -> dict:
 
 def record(preset: str, flops: float, params: float, **extra) -> dict:
     return {"profile": "gpu", "device": "NVIDIA H200", "precision": "bf16", "flops_per_second": flops,
-            "params": params, "measured_at": 1, "settings": SETTINGS, "model": identity(preset), **extra}  # fmt: skip
+            "params": params, "measured_at": 1, "settings": SETTINGS, "model": identity(preset),
+            "corpus": "bible-en-de", **extra}  # fmt: skip
 
 
 def write(data_dir: Path, models: dict) -> None:
@@ -86,6 +87,7 @@ def test_a_measured_models_trials_take_its_rate_and_the_nearest_model_takes_the_
     "change,why",
     [({"settings": {**SETTINGS, "compile": "off"}}, "other step settings than the base row's measurement"),
      ({"device": "NVIDIA H100 80GB HBM3"}, "other device than"), ({"precision": "fp32"}, "other precision than"),
+     ({"corpus": "wmt14-en-de"}, "other corpus than"),
      ({"model": "not a mapping"}, "no model or parameters recorded"),
      ({"params": float("nan")}, "no model or parameters recorded"),
      ({"model": identity("base")}, "the base row's own model")],
@@ -98,7 +100,7 @@ def test_a_model_measured_unlike_the_base_row_is_left_out_and_named(tmp_path, ca
 
 
 def test_a_base_row_measured_before_records_kept_their_model_is_still_its_rows_own(tmp_path, capsys):
-    base = {k: v for k, v in record("base", 1.8e14, 63_082_496, corpus="bible-en-de").items() if k != "model"}
+    base = {k: v for k, v in record("base", 1.8e14, 63_082_496).items() if k != "model"}
     body = {"measurements": {"gpu": base}, "models": {"gpu/big": record("big", 3.0e14, 214_252_544, label="big")}}
     (tmp_path / "device-bench.json").write_text(json.dumps(body))
     out = run_plan(capsys, tmp_path)
