@@ -20,7 +20,9 @@
 #   run(command="TOTAL=470 CANDIDATES='padded 2x12.5k,packed graphs flex stack,anchor' \
 #       bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=500)
 #   run(command="GPU_TESTS=1 BENCH='<best_sets.txt of the first>' bash benchmarks/device/issue56.sh",
-#       carry=[".devdata/bible-en-de"], timeout_s=360)
+#       carry=[".devdata/bible-en-de"], timeout_s=400)
+# the second: the gpu tests, the stack beside the anchor compiled and eager in one run (ANCHOR_CANDIDATES= skips
+# it), then bench-device's base row alone and 2 sharing, and big
 #
 # What it does, in about 9 minutes (TOTAL seconds; the machine starts in about 40 s before it):
 # 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row with
@@ -107,6 +109,13 @@ if [ -n "${GPU_TESTS:-}" ]; then
   [ "$GPU_TESTS" = only ] && exit 0
 fi
 if [ -n "${BENCH:-}" ]; then
+  # the stack beside the anchor in one run (the first call's deadline may leave the anchor out; the stack's kernels
+  # are in inductor's cache by now), then what tsweep plan reads
+  if [ -n "${ANCHOR_CANDIDATES-packed graphs flex stack,anchor}" ]; then
+    timeout 150 "$PY" benchmarks/gpu_candidates.py --corpus bible-en-de --deadline 110 \
+      --only "${ANCHOR_CANDIDATES-packed graphs flex stack,anchor}" --out "$OUT/gpu_anchor_$name.txt" \
+      2>&1 | grep -v "Warning\|warn\|record_function"
+  fi
   bench_models
   exit 0
 fi
