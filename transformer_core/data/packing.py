@@ -140,13 +140,23 @@ def plan_packed(
 def _tails(used: tuple[int, int], shape: PackedShape, pairs: int) -> tuple[list[int], list[int]]:
     """The two tails cut into the same number of pieces, each at most ``span`` and at least one token long (the
     i-th target piece attends to the i-th source piece in cross-attention)."""
-    left = [shape.capacity - u for u in used]
-    pieces = -(-max(left) // shape.span)
-    if pieces > shape.tails or min(left) < pieces or pairs + pieces > shape.segments:
+    cut = _cut_tails(used, shape, pairs)
+    if cut is None:
         raise ValueError(
             f"{pairs} sentences of {used[0]} and {used[1]} tokens do not fit a packed buffer of {shape.capacity} "
             f"tokens and {shape.segments} segments"
         )
+    return cut
+
+
+def _cut_tails(used: tuple[int, int], shape: PackedShape, segments: int) -> tuple[list[int], list[int]] | None:
+    """``_tails``'s pieces after ``segments`` segments holding ``used`` tokens on each side, or None where they do
+    not fit the buffer (more pieces than its tails or its segment slots allow, or a side with fewer tokens left than
+    pieces)."""
+    left = [shape.capacity - u for u in used]
+    pieces = -(-max(left) // shape.span)
+    if pieces > shape.tails or min(left) < pieces or segments + pieces > shape.segments:
+        return None
     return tuple(np.diff(np.linspace(0, n, pieces + 1).round().astype(np.int64)).tolist() for n in left)  # type: ignore[return-value]
 
 
@@ -277,11 +287,9 @@ def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> Pa
     for side, lens in zip(sizes, (s_len, t_len)):
         side += lens[rest].tolist()
     real += rest.tolist()
-    used = (sum(sizes[0]), sum(sizes[1]))
-    pieces = -(-max(shape.capacity - u for u in used) // shape.span)
-    if not kept.any() or len(real) + pieces > shape.segments:
+    tail = _cut_tails((sum(sizes[0]), sum(sizes[1])), shape, len(real)) if kept.any() else None
+    if tail is None:
         return pack(split, index, shape)
-    tail = _tails(used, shape, len(real))
     for side, cut in zip(sizes, tail):
         side += cut
     real += [-1] * len(tail[0])
