@@ -63,6 +63,13 @@ def test_bf16_stream_is_bf16_both_ways_and_trains_to_rounding(norm):
     assert min(cos) > 0.97  # every parameter's gradient points the same way
 
 
+def test_the_knobs_values_are_the_streams_the_layers_keep():
+    from transformer_core.layers import RESIDUAL_DTYPES
+    from transformer_core.run_config import RESIDUAL_DTYPE
+
+    assert tuple(RESIDUAL_DTYPES) == RESIDUAL_DTYPE and RESIDUAL_DTYPES["fp32"] is None
+
+
 def test_outside_autocast_the_stream_stays_fp32():
     loss, outs, grads, _ = _step("bf16", autocast=False)  # an fp32 forward (a CPU decode, an export) still runs
     assert outs == {torch.float32} and grads == {torch.float32}
