@@ -111,9 +111,9 @@ def cmd_plan(args) -> int:
             " (evaluation included roughly)"
         )
         print(f"throughput source: {source.source}")
-        note = estimate.rates_note(source, *rated)
-        if note:
-            print(note)
+        for note in (estimate.rates_note(source, *rated), estimate.unmeasured_note(source, row_params)):
+            if note:
+                print(note)
         note = estimate.sharing_note(spec.resources, source.sharing)
         if note:
             print(note)

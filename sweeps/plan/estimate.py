@@ -104,6 +104,20 @@ def rate_for(source: Throughput, cfg, params: float) -> tuple[float, Optional[Mo
     return near.flops_per_second, near
 
 
+def unmeasured_note(source: Throughput, row_params: dict[str, float]) -> Optional[str]:
+    """Where one base-row measurement rates every row and some rows are more than twice its size: that they are
+    planned at the base row's rate, and how to measure their own (None otherwise)."""
+    if source.models or not source.params:
+        return None
+    larger = [f"{row} ({n / 1e6:.0f}M)" for row, n in row_params.items() if n > 2 * source.params]
+    if not larger:
+        return None
+    return (
+        f"rows {', '.join(larger)} are planned at the base row's measured rate ({source.params / 1e6:.0f}M parameters):"
+        " tsweep bench-device --preset big (or their model knobs in --set) measures their own"
+    )
+
+
 def rates_note(source: Throughput, used: dict[str, list[str]], nearest: dict[str, list[str]]) -> Optional[str]:
     """The line `tsweep plan` prints where more than one model was measured: each measured model's rate and the
     rows planned at it (``used``: label -> rows that are that model; ``nearest``: label -> rows of other models

@@ -263,3 +263,11 @@ def test_a_profiles_record_under_an_alias_and_under_its_name_the_newest_wins_and
     estimate.store_model_measurement(tmp_path, "gpu-small", "big", {**big, "flops_per_second": 3.5e14})
     stored = json.loads((tmp_path / "device-bench.json").read_text())
     assert set(stored["measurements"]) == {"gpu-half"} and set(stored["models"]) == {"gpu-small/big"}
+
+
+def test_rows_far_larger_than_the_one_measured_are_said_to_take_its_rate(tmp_path, capsys):
+    write(tmp_path, {})
+    out = run_plan(capsys, tmp_path)
+    assert "rows C5 (164M), big (214M) are planned at the base row's measured rate (63M parameters)" in out
+    write(tmp_path, {"gpu/big": record("big", 3.0e14, 214_252_544, label="big")})
+    assert "are planned at the base row's measured rate" not in run_plan(capsys, tmp_path)
