@@ -58,23 +58,15 @@ def cmd_bench_device(args) -> int:
         shared = measure_sharing(args.share, what, record)
         record["sharing"] = {**(earlier["sharing"] if same else {}), str(args.share): shared}
     path = store_measurement(data_dir, stored_as, record)
-    mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
-    print(
-        f"{record['device']} ({record['precision']}), base row at profile {args.profile!r}:"
-        f" {record['params']:,} parameters, {record['seconds_per_step'] * 1000:.0f} ms per step of"
-        f" {record['tokens_per_step']:,.0f} target tokens, {record['tokens_per_second']:,.0f} tokens/s"
-    )
+    print(_head_line(record, "base row", args.profile))
     compiled = f"; compile {record['compile_seconds']:.0f} s" if record["compile_seconds"] else ""
-    print(
-        f"windows of {record['steps']} steps: " + ", ".join(f"{w:,.0f}" for w in record["windows"])
-        + f" tokens/s (the median is the result); warm-up {record['warmup_seconds']:.1f} s{compiled}"
-    )  # fmt: skip
+    print(f"{_windows_line(record)}; warm-up {record['warmup_seconds']:.1f} s{compiled}")
     adam = "fused" if record.get("fused_adam", True) else "loop"
     step = record.get("settings") or {}
     shape = f"; {step['accumulate']} x {step['tokens_per_batch']:,} tokens a step" if step else ""
     print(f"kernels: compile {record.get('compile', 'off')}, loss {record.get('loss_kernel', 'plain')}, {adam} Adam, "
           f"{record['precision']}; packing {record.get('packing', 'off')}{shape}")  # fmt: skip
-    print(f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}")
+    print(_flops_line(record, path))
     if args.share > 1:
         shared = record["sharing"][str(args.share)]
         print(f"{args.share} trials sharing the device{' under MPS' if shared['mps'] else ''}: "
@@ -106,19 +98,32 @@ def model_label(profile: str, corpus: str, preset: str, overrides: dict) -> str:
 
 def _report_model(args, path, record: dict) -> int:
     """bench-device's lines for a model other than the base row."""
-    mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
+    print(_head_line(record, f"model {record['label']}", args.profile))
+    print(_windows_line(record))
     print(
-        f"{record['device']} ({record['precision']}), model {record['label']} at profile {args.profile!r}:"
+        f"{_flops_line(record, path)} for trials of this model; tsweep plan uses it where the base row's measurement "
+        "has the same device and step settings"
+    )
+    return 0
+
+
+def _head_line(record: dict, what: str, profile: str) -> str:
+    """A measurement's first line: the device and the rate of ``what`` (the base row, a model) at ``profile``."""
+    return (
+        f"{record['device']} ({record['precision']}), {what} at profile {profile!r}:"
         f" {record['params']:,} parameters, {record['seconds_per_step'] * 1000:.0f} ms per step of"
         f" {record['tokens_per_step']:,.0f} target tokens, {record['tokens_per_second']:,.0f} tokens/s"
     )
+
+
+def _windows_line(record: dict) -> str:
     windows = ", ".join(f"{w:,.0f}" for w in record["windows"])
-    print(f"windows of {record['steps']} steps: {windows} tokens/s (the median is the result)")
-    print(
-        f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path} for trials of this"
-        " model; tsweep plan uses it where the base row's measurement has the same device and step settings"
-    )
-    return 0
+    return f"windows of {record['steps']} steps: {windows} tokens/s (the median is the result)"
+
+
+def _flops_line(record: dict, path) -> str:
+    mfu = f", MFU {record['mfu']:.1%} of {record['peak_flops_per_second']:.3g}" if "mfu" in record else ""
+    return f"{record['flops_per_second']:.3g} FLOP/s (6 x params x tokens / s{mfu}); stored in {path}"
 
 
 def register(sub) -> None:

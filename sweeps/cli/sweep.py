@@ -100,10 +100,10 @@ def cmd_plan(args) -> int:
         print(estimate.no_source_message(args.profile))
     else:
         conc = min(spec.max_concurrent, len(trials))
+        rates = estimate.model_rates(source)
         rates = (
-            f"the measured models' rates ({', '.join(f'{m.label} {m.flops_per_second:.3g}' for m in source.models)}"
-            " FLOP/s) per device" if source.models else f"{source.flops_per_second:.3g} FLOP/s per device"
-        )  # fmt: skip
+            f"the measured models' rates ({rates} FLOP/s) per device" if source.models else f"{rates} FLOP/s per device"
+        )
         print(
             f"time at {rates}, {occupied:g} device(s) per trial: about"
             f" {estimate.duration(sum(seconds))} of trial time, {sum(seconds) * occupied / 3600:,.1f} device-hours,"

@@ -104,6 +104,11 @@ def rate_for(source: Throughput, cfg, params: float) -> tuple[float, Optional[Mo
     return near.flops_per_second, near
 
 
+def model_rates(source: Throughput) -> str:
+    """The measured models' rates in words ("base 1.8e+14, big 3e+14"), or the one rate where no model was."""
+    return ", ".join(f"{m.label} {m.flops_per_second:.3g}" for m in source.models) or f"{source.flops_per_second:.3g}"
+
+
 def unmeasured_note(source: Throughput, row_params: dict[str, float]) -> Optional[str]:
     """Where one base-row measurement rates every row and some rows are more than twice its size: that they are
     planned at the base row's rate, and how to measure their own (None otherwise)."""
@@ -297,7 +302,6 @@ def read_model_measurements(data_dir) -> dict[str, dict]:
 def store_model_measurement(data_dir, profile: str, label: str, record: dict) -> Path:
     """Add (or replace) the measurement of model ``label`` at ``profile``, and drop any other record of the same
     model at ``profile`` (stored under another label); written atomically."""
-
     from sweeps.spec.profiles import same_profile
 
     def same_model(key: str, other: dict) -> bool:

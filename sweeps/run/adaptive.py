@@ -33,6 +33,7 @@ from analysis.data.collect import collect
 from analysis.stats.adaptive_seeds import undecided_rows
 from analysis.stats.rule import sweep_rule
 from sweeps.plan.budget_plan import BudgetPlan, plan_for, run_throughput
+from sweeps.plan.estimate import model_rates
 from sweeps.spec.profiles import get_profile
 from sweeps.spec.sweep_spec import Spec, Trial, expand_row
 
@@ -156,10 +157,7 @@ def _budget_plan(ctx: SweepContext, left: float, echo: Optional[Callable[[str], 
     trials = ctx.planned()
     source = run_throughput(ctx.spec, ctx.profile_name, trials)
     if echo and source:
-        rates = (
-            ", ".join(f"{m.label} {m.flops_per_second:.3g}" for m in source.models) or f"{source.flops_per_second:.3g}"
-        )
-        echo(f"trial time estimates at {rates} FLOP/s per trial: {source.source}")
+        echo(f"trial time estimates at {model_rates(source)} FLOP/s per trial: {source.source}")
     return plan_for(ctx.spec, trials, _collect(ctx), source, left)
 
 
