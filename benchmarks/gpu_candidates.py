@@ -14,6 +14,7 @@ first, so that a run cut short by ``--deadline`` still has them):
                          (loss_kernel=lse): the step a CUDA default would be if each part pays
     anchor compiled/eager benchmarks/anchor_transformer.py: torch.nn.Transformer of the same sizes
     ... stack bf16       the stack with its residual stream kept in bf16 (residual_dtype=bf16)
+    packed graphs flex64 stack  the stack with FlexAttention at 64-token tiles (packed_attention=flex64)
     share k, MPS         k concurrent processes of the sharing candidate (--share, or the fastest graph row so
                          far) under an MPS daemon of this run's own (a private pipe directory, stopped after; k = 2, 3)
     share 2, time-sliced the same without MPS
@@ -95,6 +96,9 @@ CANDIDATES = {
     # the stack with the residual stream kept in bf16 (residual_dtype=bf16): the layer-norm, dropout and residual
     # kernels move it in 2 bytes an element, not 4 (layer norm and dropout backward: 6.5 of 42.4 ms on the H200)
     "packed graphs flex stack bf16": _c("on", "graphs", 1, "flex", "window", "lse", residual="bf16"),
+    # the stack with FlexAttention's tiles at 64 tokens (packed_attention=flex64): a query tile of ~28-token
+    # sentences visits about half the keys it does at 128 (attention: 9.1 of 42.4 ms of kernels on the H200)
+    "packed graphs flex64 stack": _c("on", "graphs", 1, "flex64", "window", "lse"),
     # opt-in streams (another batch composition): buffers filled to the budget in real tokens, in tiles where room
     "packed graphs flex fill": _c("fill", "graphs", 1, "flex"),
     "packed graphs flex stack fill": _c("fill", "graphs", 1, "flex", "window", "lse"),
@@ -121,6 +125,7 @@ TUNED_RESERVE = 180.0
 # the candidates a sharing row may run (without --share: the fastest of them measured)
 SHARING = (
     "packed graphs flex stack bf16",
+    "packed graphs flex64 stack",
     "packed graphs flex stack",
     "packed graphs flex stack fill",
     "packed graphs flex stack blocks",
@@ -146,7 +151,7 @@ def row_values(args, packing: str, compile_mode: str, micro: int, attention: str
         values["log_every"] = args.steps
     if args.dry_run:  # a CPU attends through a mask, where layout auto is end: lay out as FlexAttention would
         values.update(device="cpu", threads=1)
-        if attention == "flex" and layout == "auto":
+        if attention in ("flex", "flex64") and layout == "auto":
             values["packed_layout"] = "tiles"
         if residual == "bf16":  # a bf16 stream needs bf16 autocast, which a CPU runs too
             values["precision"] = "bf16"
@@ -427,6 +432,7 @@ def run_all(args) -> list[str]:
     for compiled in (True, False):
         record(f"anchor {'compiled' if compiled else 'eager'}", lambda c=compiled: anchor_row(c))
     single("packed graphs flex stack bf16", 60)  # after the anchor: the target's ratio first
+    single("packed graphs flex64 stack", 60)
     graphs = [n for n in SHARING if n in results]
     # without a graph row measured (the stack failed or was not asked for): the Flex graph step measured before
     share = args.share or max(graphs, key=lambda n: results[n]["tokens_per_second"], default="packed graphs flex end")

@@ -27,6 +27,7 @@ compiled anew, about a minute each on an H200.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import shutil
@@ -72,6 +73,62 @@ def isa_cache_tag() -> str:
     if isa not in tags:
         compiler_config.cache_key_tag = ",".join([*tags, isa])
     return compiler_config.cache_key_tag
+
+
+# the inductor choices that say which tiles FlexAttention's forward and backward kernels are compiled at
+_FLEX_HOOKS = ("get_flex_attention_fwd_configs", "get_flex_attention_bwd_configs")
+_FLEX_TILE: list[Optional[int]] = [None]  # the tile this process's FlexAttention kernels divide; None: inductor's
+
+
+def flex_tiles_why() -> Optional[str]:
+    """Why this torch cannot compile FlexAttention at block-mask tiles smaller than its own, or None."""
+    try:
+        from torch._inductor.choices import InductorChoices
+    except ImportError:
+        return f"torch {torch.__version__} has no inductor choices to set FlexAttention's kernel tiles with"
+    if not all(hasattr(InductorChoices, name) for name in _FLEX_HOOKS):
+        return f"torch {torch.__version__}'s inductor gives no way to set FlexAttention's kernel tiles"
+    return None
+
+
+def fit_tiles(configs: list, tile: int) -> list:
+    """FlexAttention kernel configurations (inductor's FlexConfig or FlexBwDConfig) whose tiles divide ``tile``:
+    a tile that does not is set to ``tile``, and the warps of a changed configuration to at most 4 (what inductor
+    itself runs on Hopper at 64-token backward tiles).  Inductor skips a backward configuration whose tiles do not
+    divide the block mask's, and Hopper's default for head sizes of 64-128 is (64, 128, 128, 64): without this, a
+    mask of 64-token blocks compiles to no backward kernel at all."""
+    out = []
+    for conf in configs:
+        names = [f.name for f in dataclasses.fields(conf)]
+        changes = {n: tile for n in names if n.startswith("block_") and tile % getattr(conf, n)}
+        if changes and "num_warps" in names:
+            changes["num_warps"] = min(conf.num_warps, 4)
+        fitted = dataclasses.replace(conf, **changes)
+        if fitted not in out:
+            out.append(fitted)
+    return out
+
+
+def flex_tiles(tile: Optional[int]) -> None:
+    """Compile this process's FlexAttention kernels from now on at tiles dividing ``tile`` (a block mask of
+    ``tile``-token blocks), or at inductor's own (None).  The choice is process-wide, as a trial's step is: the
+    backward is compiled on its first call, on autograd's thread, so a thread-local setting would miss it."""
+    _FLEX_TILE[0] = tile
+    if tile is None or flex_tiles_why():
+        return
+    from torch._inductor.choices import InductorChoices
+
+    for name in _FLEX_HOOKS:
+        original = getattr(InductorChoices, name)
+        if getattr(original, "fits_tiles", False):
+            continue
+
+        def fitted(self, *args, _original=original, **kwargs):
+            configs = _original(self, *args, **kwargs)
+            return configs if _FLEX_TILE[0] is None else fit_tiles(configs, _FLEX_TILE[0])
+
+        fitted.fits_tiles = True  # type: ignore[attr-defined]
+        setattr(InductorChoices, name, fitted)
 
 
 def resolve_compile(mode: str, device: torch.device) -> str:

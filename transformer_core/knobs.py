@@ -200,7 +200,7 @@ KNOBS: tuple[Knob, ...] = (
         "packed attention",
         "",
         "a packed step's attention on CUDA: auto (= varlen): varlen FlashAttention; flex: FlexAttention with a "
-        "block mask (compile on or graphs)",
+        "block mask of 128-token tiles (compile on or graphs); flex64: of 64-token tiles",
     ),
     _K(
         "loss_sync",

@@ -23,12 +23,12 @@ from typing import Optional
 import torch
 import torch.nn.functional as F
 
-from .compiling import isa_cache_tag
+from .compiling import flex_tiles, isa_cache_tag
 from .data.packing import PackedBatch, PackedShape
 from .device import autocast
 from .loss import smoothed_terms, smoothed_terms_lse
 from .model import PackedSegments
-from .segments import build_segments, packed_support
+from .segments import FLEX_BLOCK, FLEX_TILES, build_segments, packed_support
 
 PACKING = ("off", "on", "fill", "blocks", "auto")
 STREAMS = {
@@ -93,6 +93,8 @@ class PackedForwardLoss:
         self._fn = packed_loss
         if mode in ("on", "graphs"):
             isa_cache_tag()
+            tile = FLEX_TILES.get(backend, FLEX_BLOCK)
+            flex_tiles(tile if tile != FLEX_BLOCK else None)  # this trial's FlexAttention kernels: at its tiles
         if mode == "on":
             self._fn = torch.compile(packed_loss, dynamic=False)
         elif mode == "graphs":

@@ -32,7 +32,7 @@ LOSS_KERNELS = ("plain", "chunked", "lse")  # the output projection and loss: se
 COMPILE = ("off", "on", "graphs", "auto")  # torch.compile of the model and loss: see transformer_core/compiling.py
 PACKING = ("off", "on", "fill", "blocks", "auto")  # packed fixed-shape batches: see transformer_core/packed_step.py
 LOSS_SYNC = ("auto", "step", "window")  # when a one-device step's losses are read: see transformer_core/trainer.py
-PACKED_ATTENTION = ("auto", "varlen", "flex")  # a packed batch's attention on CUDA: see transformer_core/segments.py
+PACKED_ATTENTION = ("auto", "varlen", "flex", "flex64")  # a packed batch's attention on CUDA: see segments.py
 RESIDUAL_DTYPE = ("fp32", "bf16")  # the residual stream's dtype under bf16 autocast: see layers.set_residual_dtype
 PACKED_LAYOUT = ("auto", "end", "tiles")  # where a packed batch's sentences lie: see transformer_core/data/packing.py
 
@@ -75,7 +75,7 @@ class TrainConfig:
     fast_dropout: bool = False  # true: CPU dropout masks from int32 draws (dropout.py); false: torch's bernoulli_
     loss_kernel: str = "plain"  # plain: logits then log_softmax; chunked: by row chunks; lse: from the log-sum-exp
     packing: str = "off"  # off: padded buckets; on/fill/blocks: packed buffers of one shape (packed_step.py); auto
-    packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex: FlexAttention (compiled, CUDA)
+    packed_attention: str = "auto"  # auto/varlen: varlen FlashAttention; flex/flex64: FlexAttention (compiled, CUDA)
     loss_sync: str = "auto"  # auto/step: the step's losses read every step; window: at each logging window's end
     packed_layout: str = "auto"  # auto: tiles under FlexAttention, else end; end: end to end; tiles: in its blocks
     residual_dtype: str = "fp32"  # fp32: autocast's (the norms' fp32 outputs); bf16: the stream kept in bf16

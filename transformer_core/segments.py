@@ -11,7 +11,9 @@ Two ways compute it, both at one shape per trial:
   mask built straight from the segments' ids: a query block visits only the key blocks whose sentences it holds
   (sentences are contiguous and in order in the buffer), and the segment test runs inside the kernel.  Short
   sentences share one 128-row tile here, where varlen gives each sentence a tile of its own.  Chosen with the
-  run-only knob ``packed_attention``.
+  run-only knob ``packed_attention``: ``flex`` at FlexAttention's own tiles of 128 tokens, ``flex64`` at 64-token
+  tiles (a query tile of ~28-token sentences visits about half the keys; on CUDA the kernels' tile sizes are set
+  to divide 64 by ``compiling.flex_tiles``, since Hopper's default backward tiles of 128 would not).
 - ``mask``: ``scaled_dot_product_attention`` with a boolean (tokens x tokens) block-diagonal mask built from each
   token's segment: what a CPU computes, and the reference the equivalence tests hold varlen's layout to.
 
@@ -35,7 +37,7 @@ MAX_FLASH_HEAD = 256
 class Segments:
     """Which keys each query of a packed buffer may attend to."""
 
-    backend: str  # "varlen", "flex" or "mask"
+    backend: str  # "varlen", "flex", "flex64" or "mask"
     cu_q: torch.Tensor  # (segments + 1,) int32
     cu_k: torch.Tensor  # (segments + 1,) int32
     span: int  # the longest segment any batch of the trial can hold (a fixed int: one compiled shape)
@@ -45,6 +47,7 @@ class Segments:
 
 
 FLEX_BLOCK = 128  # FlexAttention's default tile: a query block and a key block of 128 tokens
+FLEX_TILES = {"flex": FLEX_BLOCK, "flex64": 64}  # a FlexAttention backend's block-mask tile
 FLEX_MIN_HEAD = 16  # its GPU kernels take head sizes of 16 and up
 
 
@@ -56,11 +59,13 @@ def _block_ranges(seg: torch.Tensor, block: int) -> tuple[torch.Tensor, torch.Te
     return seg[starts], seg[ends]
 
 
-def key_tiles(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """(first, count) per FLEX_BLOCK-token query tile: the run of key tiles holding a key of one of its segments
+def key_tiles(
+    seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool, block: int = FLEX_BLOCK
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(first, count) per ``block``-token query tile: the run of key tiles holding a key of one of its segments
     (causal: none after the query tile), which FlexAttention's kernels visit."""
-    q_lo, q_hi = _block_ranges(seg_q, FLEX_BLOCK)
-    k_lo, k_hi = _block_ranges(seg_k, FLEX_BLOCK)
+    q_lo, q_hi = _block_ranges(seg_q, block)
+    k_lo, k_hi = _block_ranges(seg_k, block)
     # key blocks that share a segment with query block i: a contiguous run, since ids never decrease
     first = torch.searchsorted(k_hi, q_lo)  # the first key block whose last id reaches the query block's first
     last = torch.searchsorted(k_lo, q_hi, right=True) - 1  # the last key block starting at or before its last id
@@ -69,10 +74,11 @@ def key_tiles(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool) -> tuple[t
     return first, torch.clamp(last - first + 1, min=0).to(torch.int32)
 
 
-def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool):
-    """The BlockMask of attention within segments, from the ids alone: static shapes, no (Cq x Ck) tensor."""
-    first, count = key_tiles(seg_q, seg_k, causal)
-    nk = -(-seg_k.shape[0] // FLEX_BLOCK)
+def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool, block: int = FLEX_BLOCK):
+    """The BlockMask of attention within segments at ``block``-token tiles, from the ids alone: static shapes, no
+    (Cq x Ck) tensor."""
+    first, count = key_tiles(seg_q, seg_k, causal, block)
+    nk = -(-seg_k.shape[0] // block)
     cols = torch.arange(nk, device=seg_q.device)
     indices = torch.clamp(first[:, None] + cols[None, :], max=nk - 1).to(torch.int32)
 
@@ -80,7 +86,7 @@ def flex_block_mask(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool):
         keep = seg_q[q] == seg_k[kv]
         return keep & (kv <= q) if causal else keep
 
-    return _FLEX.BlockMask.from_kv_blocks(count[None, None], indices[None, None], BLOCK_SIZE=FLEX_BLOCK,
+    return _FLEX.BlockMask.from_kv_blocks(count[None, None], indices[None, None], BLOCK_SIZE=block,
                                     mask_mod=same_segment, seq_lengths=(seg_q.shape[0], seg_k.shape[0]))  # fmt: skip
 
 
@@ -102,7 +108,7 @@ def build_segments(
             idx = torch.arange(n, device=seg_q.device)
             mask = mask & (idx[None, :] <= idx[:, None])
         mask = mask[None, None]
-    block_mask = flex_block_mask(seg_q, seg_k, causal) if backend == "flex" else None
+    block_mask = flex_block_mask(seg_q, seg_k, causal, FLEX_TILES[backend]) if backend in FLEX_TILES else None
     return Segments(backend, cu_q, cu_k, span, causal, mask, block_mask)
 
 
@@ -152,7 +158,7 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Se
     if seg.backend == "mask":
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=seg.mask, scale=scale)  # (1, h, Cq, d_v)
         return y.transpose(1, 2).flatten(2)
-    if seg.backend == "flex":
+    if seg.backend in FLEX_TILES:
         # contiguous (1, h, C, d) operands: inductor's flex template reads their layout as four dimensions
         q, k, v = (t.contiguous() for t in (q, k, v))
         attn = _FLEX.flex_attention  # type: ignore[union-attr]  # packed_support routes torches without it elsewhere
@@ -185,9 +191,10 @@ def packing_limit(cfg, task: str = "translation") -> Optional[str]:
 
 
 def cuda_model_limit(cfg, backend: str, precision: str = "bf16") -> Optional[str]:
-    """Why a model cannot train packed batches on CUDA with ``backend`` (flex or varlen) at ``precision``, from the
-    model alone (its head sizes, attention dropout), or None where it can (what this torch offers aside)."""
-    if backend == "flex":
+    """Why a model cannot train packed batches on CUDA with ``backend`` (flex, flex64 or varlen) at ``precision``,
+    from the model alone (its head sizes, attention dropout), or None where it can (what this torch offers
+    aside)."""
+    if backend in FLEX_TILES:
         if cfg.attention_dropout > 0:
             return "FlexAttention here has no dropout inside attention (attention_dropout > 0)"
         if max(cfg.d_k, cfg.d_v) > MAX_FLASH_HEAD:
@@ -210,19 +217,24 @@ def packed_support(
 ) -> tuple[Optional[str], str]:  # fmt: skip
     """(backend, why): the attention backend a packed step of this model runs on ``device``, or None and the
     reason it trains padded batches instead.  ``attention`` (the knob packed_attention): auto or varlen, or flex
-    (CUDA, compiled: FlexAttention's kernels are made by torch.compile)."""
+    or flex64 (CUDA, compiled: FlexAttention's kernels are made by torch.compile)."""
     why = packing_limit(cfg, task)
     if why:
         return None, why
     if device.type != "cuda":
         return "mask", "block-diagonal mask (no varlen kernel off CUDA)"
-    if attention == "flex":
+    if attention in FLEX_TILES:
         if not flex_available():
             return None, f"torch {torch.__version__} has no torch.nn.attention.flex_attention"
         if compile_mode not in ("on", "graphs"):
             return None, f"FlexAttention runs compiled (compile=on or graphs), not compile={compile_mode}"
         why = cuda_model_limit(cfg, "flex", precision)
-        return (None, why) if why else ("flex", f"FlexAttention with a block mask of {FLEX_BLOCK}-token blocks")
+        if not why and FLEX_TILES[attention] != FLEX_BLOCK:
+            from .compiling import flex_tiles_why
+
+            why = flex_tiles_why()
+        tiles = f"FlexAttention with a block mask of {FLEX_TILES[attention]}-token blocks"
+        return (None, why) if why else (attention, tiles)
     if not varlen_available():
         return None, f"torch {torch.__version__} has no torch.nn.attention.varlen"
     why = cuda_model_limit(cfg, "varlen", precision)

@@ -32,6 +32,7 @@ from .native_memory import gb, peak_bytes, reset_peak
 from .optim import learning_rate, make_adam
 from .packed_step import STREAMS, PackedForwardLoss, resolve_packing
 from .run_config import RunConfig, TrainConfig
+from .segments import FLEX_TILES
 from .task import Task
 from .tracking import Tracker
 from .translation_task import TranslationTask
@@ -460,7 +461,7 @@ def packed_layout(t, backend: str) -> str:
     else ``end``."""
     if t.packing == "blocks":
         return "blocks"
-    wanted = t.packed_layout == "tiles" or (t.packed_layout == "auto" and backend == "flex")
+    wanted = t.packed_layout == "tiles" or (t.packed_layout == "auto" and backend in FLEX_TILES)
     return "tiles" if wanted and backend != "varlen" else "end"
 
 

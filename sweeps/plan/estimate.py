@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from sweeps.spec.sweep_spec import Resources
 
 BENCH_FILE = "device-bench.json"
+# the attention a packed step runs on CUDA, as a bench-device record names it (segments.packed_support's backends)
+PACKED_BACKENDS = ("varlen", "flex", "flex64")
 DEFAULT_MFU = 0.35  # of peak dense bf16: what well-tuned Transformer training of this size commonly sustains
 LAPTOP_FLOPS = 3.0e10  # measured: one thread of the 2-core laptop this project is built on (cpu profile)
 LAPTOP_PROFILES = ("cpu", "cpu-large-batch", "smoke")  # one thread per trial, as measured
@@ -71,7 +73,7 @@ class Throughput:
     # the other models' measurements left out of ``models``, each as its label and why
     left_out: tuple[str, ...] = ()
     device_gb: Optional[float] = None  # the measured device's memory (GiB), where the source has it
-    packing: Optional[str] = None  # the measured trial's packed attention (varlen or flex), None where it was not
+    packing: Optional[str] = None  # the measured trial's packed attention (PACKED_BACKENDS), None where it was not
     precision: str = "bf16"  # the measured trial's precision, as resolved on its device
 
 
@@ -373,7 +375,7 @@ def resolve_throughput(
                 finite_positive(m.get("params")),
                 *(measured_models(m, read_model_measurements(data_dir), key) if key else ((), ())),
                 device_gb=finite_positive(m.get("device_memory_gb")),
-                packing=m.get("packing") if m.get("packing") in ("varlen", "flex") else None,
+                packing=m.get("packing") if m.get("packing") in PACKED_BACKENDS else None,
                 precision="fp32" if m.get("precision") == "fp32" else "bf16",
             )
     from sweeps.spec.profiles import canonical_profile_name
@@ -512,10 +514,10 @@ def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> O
 
 
 def padded_rows_note(source: Throughput, rows: dict) -> Optional[str]:
-    """Where the measured trial packed its batches on a GPU (``source.packing``: varlen or flex), the rows whose
+    """Where the measured trial packed its batches on a GPU (``source.packing``: varlen, flex or flex64), the rows whose
     models train padded batches there instead (``rows``: {row: RunConfig}), whose rate the measurement is not; None
     where every row packs or the measured trial did not."""
-    if source.packing not in ("varlen", "flex"):
+    if source.packing not in PACKED_BACKENDS:
         return None
     from transformer_core.segments import cuda_model_limit, packing_limit
 

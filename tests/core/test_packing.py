@@ -89,13 +89,14 @@ def test_flex_attention_gives_the_padded_step_loss_in_fp32(row, fixture_corpus):
         ref = padded(*padded.prepare((batch.src, batch.tgt_in), batch.tgt_out))[0]
         shape = packed_shape(1200, *_lengths(split))
         pb = pack(split, index, shape)
-        for backend in ("flex", "mask"):
+        for backend in ("flex", "flex64", "mask"):
             packed = PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "off", backend, shape)
             torch.testing.assert_close(packed(packed.prepare(pb))[0], ref, rtol=1e-5, atol=1e-4, msg=backend)
 
 
+@pytest.mark.parametrize("flex", ["flex", "flex64"])
 @pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow)])
-def test_the_flex_step_compiles_whole(backend, fixture_corpus):
+def test_the_flex_step_compiles_whole(backend, flex, fixture_corpus):
     """The flex step, block mask included, traces as one graph (fullgraph: no break, no host read); inductor's
     CPU kernels give the eager loss (forward: a CPU has no FlexAttention backward)."""
     import torch._dynamo as dynamo
@@ -109,27 +110,29 @@ def test_the_flex_step_compiles_whole(backend, fixture_corpus):
     compiled = torch.compile(packed_loss, dynamic=False, backend=backend, fullgraph=True)
     with torch.no_grad():
         want = packed_loss(model, tensors, shape.span, "mask", 0.1, "cpu", "fp32")[0]
-        got = compiled(model, tensors, shape.span, "flex", 0.1, "cpu", "fp32")[0]
+        got = compiled(model, tensors, shape.span, flex, 0.1, "cpu", "fp32")[0]
     dynamo.reset()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)
 
 
+@pytest.mark.parametrize("block", [128, 64])
 @pytest.mark.parametrize("causal", [False, True])
-def test_the_flex_block_mask_visits_every_key_block_a_query_block_needs_and_no_later_one(causal):
+def test_the_flex_block_mask_visits_every_key_block_a_query_block_needs_and_no_later_one(causal, block):
     """Segments of 1 to 300 tokens over a buffer of odd length: the blocks the mask visits are exactly those
-    holding a (query, key) pair of one segment (and, causal, no key after the query)."""
-    from transformer_core.segments import FLEX_BLOCK, flex_block_mask
+    holding a (query, key) pair of one segment (and, causal, no key after the query), at either tile."""
+    from transformer_core.segments import flex_block_mask
 
     rng = np.random.default_rng(3)
     lengths = rng.integers(1, 300, size=40)
     seg = torch.from_numpy(np.repeat(np.arange(40), lengths))
-    bm = flex_block_mask(seg, seg, causal)
+    bm = flex_block_mask(seg, seg, causal, block)
+    assert bm.BLOCK_SIZE == (block, block)
     dense = seg[:, None] == seg[None, :]
     if causal:
         dense &= torch.ones_like(dense).tril().bool()
-    n = -(-len(seg) // FLEX_BLOCK)
-    pad = n * FLEX_BLOCK - len(seg)
-    blocks = F.pad(dense, (0, pad, 0, pad)).view(n, FLEX_BLOCK, n, FLEX_BLOCK).any(3).any(1)
+    n = -(-len(seg) // block)
+    pad = n * block - len(seg)
+    blocks = F.pad(dense, (0, pad, 0, pad)).view(n, block, n, block).any(3).any(1)
     counts, indices = bm.kv_num_blocks[0, 0], bm.kv_indices[0, 0]
     visited = torch.zeros(n, n, dtype=torch.bool)
     for i in range(n):
@@ -253,6 +256,11 @@ def test_rows_packing_cannot_serve_are_routed_to_the_padded_step():
         assert packed_support(base, cuda, **flex) == (None, "head size 8 is below FlexAttention's 16")
         sixteen = ModelConfig(**{**SMALL, "d_k": 16, "d_v": 16})
         assert packed_support(sixteen, cuda, precision="fp32", **flex)[0] == "flex"  # flex: any precision
+        assert packed_support(sixteen, cuda, attention="flex64", compile_mode="graphs") == (
+            "flex64",
+            "FlexAttention with a block mask of 64-token blocks",
+        )
+        assert packed_support(big_head, cuda, attention="flex64", compile_mode="on")[1].startswith("head size 512")
     assert packed_support(base, cuda, attention="flex")[1].startswith("FlexAttention runs compiled") or not (
         flex_available()
     )
@@ -342,8 +350,9 @@ def test_the_device_script_runs_end_to_end_on_a_cpu(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     table = out.read_text()
     for name in ("padded 2x12.5k", "packed 2x12.5k", "packed graphs", "packed graphs flex stack", "stack tuned",
-                 "stack bf16", "flex blocks", "stack fill", "anchor eager", "anchor compiled", "padded compiled",
-                 "share 2 x", "share 3 x", "MPS", "packed compiled", "padded 1x25k", "packed 1x25k"):  # fmt: skip
+                 "stack bf16", "flex64 stack", "flex blocks", "stack fill", "anchor eager", "anchor compiled",
+                 "padded compiled", "share 2 x", "share 3 x", "MPS", "packed compiled", "padded 1x25k",
+                 "packed 1x25k"):  # fmt: skip
         assert name in table
     assert "failed" not in table and "commit" in table.splitlines()[0]
 
@@ -397,10 +406,13 @@ def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.parametrize("heads", [dict(d_k=16, d_v=16), dict(d_k=16, d_v=32)])
-def test_on_cuda_flex_attention_equals_the_padded_step_in_bf16(heads, fixture_corpus):
+@pytest.mark.parametrize(
+    "flex, heads", [("flex", dict(d_k=16, d_v=16)), ("flex", dict(d_k=16, d_v=32)), ("flex64", dict(d_k=64, d_v=64))]
+)
+def test_on_cuda_flex_attention_equals_the_padded_step_in_bf16(flex, heads, fixture_corpus):
     """FlexAttention compiled (its Triton kernels, forward and backward) against the padded step under bf16
-    autocast: the loss and every gradient to bf16's rounding (heads of 16 and more: flex's smallest)."""
+    autocast: the loss and every gradient to bf16's rounding (heads of 16 and more: flex's smallest; 64: the
+    paper's, whose backward tiles inductor picks at 128 on Hopper, so flex64 needs compiling.flex_tiles)."""
     split = fixture_corpus.split("train")
     device = torch.device("cuda")
     torch.manual_seed(0)
@@ -412,8 +424,8 @@ def test_on_cuda_flex_attention_equals_the_padded_step_in_bf16(heads, fixture_co
     inputs, idx, target = padded.prepare((batch.src, batch.tgt_in), batch.tgt_out)
     ref = _loss_and_grads(model, lambda: padded(inputs, idx, target))
     shape = packed_shape(1200, *_lengths(split))
-    assert packed_support(model.cfg, device, attention="flex", compile_mode="on")[0] == "flex"
-    packed = PackedForwardLoss(model, 0.1, device, "bf16", "on", "flex", shape)
+    assert packed_support(model.cfg, device, attention=flex, compile_mode="on")[0] == flex
+    packed = PackedForwardLoss(model, 0.1, device, "bf16", "on", flex, shape)
     got = _loss_and_grads(model, lambda: packed(packed.prepare(pack(split, index, shape))))
     torch.testing.assert_close(got[0], ref[0], rtol=2e-2, atol=1e-2)
     for name in ref[2]:  # each gradient within a few percent of the padded one's norm: bf16 products both ways
@@ -449,3 +461,41 @@ def test_on_cuda_varlen_equals_the_padded_step_in_bf16(row, fixture_corpus):
         loss.backward()
         assert torch.isfinite(loss.detach()) and torch.isfinite(nll)
     torch.testing.assert_close(loss.detach(), ref[0], rtol=2e-2, atol=1e-2)
+
+
+def test_flex64_kernels_take_tiles_that_divide_64_and_only_while_a_flex64_step_is_the_processs():
+    """Inductor's own FlexAttention configurations (its Hopper backward default has tiles of 128) fitted to a
+    64-token block mask; the fitting reaches inductor's choices (here its CPU ones, fitted to 8) and only while
+    asked for: a later step at FlexAttention's own tiles gets inductor's configurations back."""
+    from torch._inductor.choices import InductorChoices
+    from torch._inductor.template_heuristics.triton import FlexBwDConfig, FlexConfig
+
+    from transformer_core.compiling import fit_tiles, flex_tiles, flex_tiles_why
+
+    assert fit_tiles([FlexBwDConfig(64, 128, 128, 64, 3, 8)], 64) == [FlexBwDConfig(64, 64, 64, 64, 3, 4)]
+    assert fit_tiles([FlexConfig(128, 128, 3, 4), FlexConfig(64, 64, 3, 4)], 64) == [FlexConfig(64, 64, 3, 4)]
+    assert fit_tiles([FlexBwDConfig(32, 64, 64, 32, 1, 8)], 64) == [FlexBwDConfig(32, 64, 64, 32, 1, 8)]
+    assert flex_tiles_why() is None
+    own = InductorChoices().get_flex_attention_bwd_configs(64, torch.bfloat16, "cpu")
+    try:
+        flex_tiles(8)
+        fitted = InductorChoices().get_flex_attention_bwd_configs(64, torch.bfloat16, "cpu")
+        assert fitted and all(c.block_m1 <= 8 and c.block_n1 <= 8 and c.block_m2 <= 8 for c in fitted)
+        assert all(c.block_m <= 8 for c in InductorChoices().get_flex_attention_fwd_configs(64, torch.bfloat16, "cpu"))
+    finally:
+        flex_tiles(None)
+    assert InductorChoices().get_flex_attention_bwd_configs(64, torch.bfloat16, "cpu") == own != fitted
+
+
+def test_a_flex64_step_sets_the_tiles_and_a_flex_step_after_it_unsets_them():
+    from transformer_core import compiling
+
+    model = build_model(ModelConfig(**SMALL), 100)
+    shape = packed_shape(200, np.array([5, 9]), np.array([6, 8]))
+    try:
+        PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "on", "flex64", shape)
+        assert compiling._FLEX_TILE[0] == 64
+        PackedForwardLoss(model, 0.1, torch.device("cpu"), "fp32", "on", "flex", shape)
+        assert compiling._FLEX_TILE[0] is None
+    finally:
+        compiling.flex_tiles(None)

@@ -271,3 +271,11 @@ def test_rows_far_larger_than_the_one_measured_are_said_to_take_its_rate(tmp_pat
     assert "rows C5 (164M), big (214M) are planned at the base row's measured rate (63M parameters)" in out
     write(tmp_path, {"gpu/big": record("big", 3.0e14, 214_252_544, label="big")})
     assert "are planned at the base row's measured rate" not in run_plan(capsys, tmp_path)
+
+
+def test_the_packed_attention_knob_and_the_plans_backends_name_the_flex_tiles_segments_builds():
+    from sweeps.plan.estimate import PACKED_BACKENDS
+    from transformer_core.run_config import PACKED_ATTENTION
+    from transformer_core.segments import FLEX_TILES
+
+    assert PACKED_ATTENTION == ("auto", "varlen", *FLEX_TILES) and PACKED_BACKENDS == ("varlen", *FLEX_TILES)
