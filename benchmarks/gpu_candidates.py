@@ -158,6 +158,16 @@ def row_values(args, packing: str, compile_mode: str, micro: int, attention: str
     return values
 
 
+def wanted(only: str | None, name: str) -> bool:
+    """Whether ``--only`` asks for row ``name``: each item names a candidate exactly (``packed graphs flex stack``
+    is that row, not its bf16 or sharing variants), or, naming none, selects every row containing it (``anchor``,
+    ``share``, ``MPS``); no ``--only``: every row."""
+    if not only:
+        return True
+    items = [o.strip() for o in only.split(",") if o.strip()]
+    return any(o == name if o in CANDIDATES else o in name for o in items)
+
+
 def inductor_tuning(name: str):
     """The inductor settings candidate ``name`` compiles under: coordinate-descent tuning of the generated kernels
     for a ``tuned`` row, none for the rest."""
@@ -388,7 +398,7 @@ def run_all(args) -> list[str]:
         return args.deadline - (time.monotonic() - started)
 
     def record(name: str, fn, reserve: float = 20.0) -> None:
-        if args.only and not any(o in name for o in args.only.split(",")):
+        if not wanted(args.only, name):
             return
         if left() < reserve:
             lines.append(f"{name}: skipped (the {args.deadline:.0f} s deadline)")
@@ -440,7 +450,7 @@ def run_all(args) -> list[str]:
         work = Path(tmp)
         with MPS(work / "mps") as mps:  # MPS first: it measured 1.31x one trial alone, time-slicing 1.08x
             for k in (2, 3):
-                if args.only and not any(o in f"share {k} x {share}, MPS" for o in args.only.split(",")):
+                if not wanted(args.only, f"share {k} x {share}, MPS"):
                     continue
                 if mps.env is None:
                     lines.append(f"share {k} x {share}, MPS: not run ({mps.why})")
@@ -479,7 +489,8 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--deadline", type=float, default=480.0, help="seconds: later candidates are skipped past it")
-    ap.add_argument("--only", default=None, help="comma list: run only the rows whose names contain one of these")
+    ap.add_argument("--only", default=None, help="comma list: run only these rows; an item that names no candidate "
+                    "(e.g. anchor, share) selects every row whose name contains it")  # fmt: skip
     ap.add_argument("--share", default=None, help="the candidate the sharing rows run (default: the fastest graph row)")
     ap.add_argument("--out", default=None, help="write the table here (with device, torch, commit, command)")
     ap.add_argument("--json", default=None)

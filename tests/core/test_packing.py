@@ -499,3 +499,14 @@ def test_a_flex64_step_sets_the_tiles_and_a_flex_step_after_it_unsets_them():
         assert compiling._FLEX_TILE[0] is None
     finally:
         compiling.flex_tiles(None)
+
+
+def test_the_device_scripts_only_names_a_candidate_exactly_or_selects_by_a_part_of_names():
+    from benchmarks.gpu_candidates import CANDIDATES, wanted
+
+    stack = "packed graphs flex stack"
+    picked = [n for n in CANDIDATES if wanted(f"{stack},anchor", n)]
+    assert picked == [stack] and wanted("anchor", "anchor compiled") and wanted("anchor", "anchor eager")
+    assert not wanted(stack, f"share 2 x {stack}, MPS") and wanted("share", f"share 2 x {stack}, MPS")
+    assert wanted("stack bf16", "packed graphs flex stack bf16") and not wanted("stack bf16", stack)
+    assert all(wanted(None, n) for n in CANDIDATES) and wanted("", "anchor eager")
