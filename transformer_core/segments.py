@@ -12,8 +12,8 @@ Two ways compute it, both at one shape per trial:
   (sentences are contiguous and in order in the buffer), and the segment test runs inside the kernel.  Short
   sentences share one 128-row tile here, where varlen gives each sentence a tile of its own.  Chosen with the
   run-only knob ``packed_attention``: ``flex`` at FlexAttention's own tiles of 128 tokens, ``flex64`` at 64-token
-  tiles (a query tile of ~28-token sentences visits about half the keys; on CUDA the kernels' tile sizes are set
-  to divide 64 by ``compiling.flex_tiles``, since Hopper's default backward tiles of 128 would not).
+  tiles (fewer keys a query meets: benchmarks/packing_tiles.py; on CUDA the kernels' tile sizes are set to
+  divide 64 by ``compiling.flex_tiles``, since Hopper's default backward tiles of 128 would not).
 - ``mask``: ``scaled_dot_product_attention`` with a boolean (tokens x tokens) block-diagonal mask built from each
   token's segment: what a CPU computes, and the reference the equivalence tests hold varlen's layout to.
 
