@@ -96,8 +96,8 @@ CANDIDATES = {
     # the stack with the residual stream kept in bf16 (residual_dtype=bf16): the layer-norm, dropout and residual
     # kernels move it in 2 bytes an element, not 4 (layer norm and dropout backward: 6.5 of 42.4 ms on the H200)
     "packed graphs flex stack bf16": _c("on", "graphs", 1, "flex", "window", "lse", residual="bf16"),
-    # the stack with FlexAttention's tiles at 64 tokens (packed_attention=flex64): a query meets 0.60-0.71 of the
-    # keys it does at 128 (benchmarks/packing_tiles.py; attention: 9.1 of 42.4 ms of kernels on the H200)
+    # the stack with FlexAttention's tiles at 64 tokens, pairs in 64-token blocks (packed_attention=flex64): a
+    # query meets 0.56-0.61 of the keys it does at 128 (packing_tiles.py; attention: 9.1 of 42.4 ms on the H200)
     "packed graphs flex64 stack": _c("on", "graphs", 1, "flex64", "window", "lse"),
     # opt-in streams (another batch composition): buffers filled to the budget in real tokens, in tiles where room
     "packed graphs flex fill": _c("fill", "graphs", 1, "flex"),

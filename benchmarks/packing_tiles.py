@@ -9,7 +9,8 @@ default); ``blocks``: a seeded shuffle placed first-fit into 128-token blocks, e
 ``--batches`` batches of ``--tokens`` tokens: the buffer's capacity, real target tokens a step, the key tiles a
 query tile visits in the encoder's self-attention, the decoder's (causal) and across, at each tile of
 ``--blocks``, with the keys a query computes against (tiles x tile), the host's milliseconds to lay a batch out,
-and the seconds to plan an epoch.  The layouts place pairs in 128-token blocks whatever the tile.  Attention's
+and the seconds to plan an epoch.  The layouts place pairs in 128-token blocks whatever the tile, except the
+``tiles of 64`` (``packed_attention=flex64``'s own), in 64-token ones.  Attention's
 arithmetic and memory traffic grow with the keys computed against; what that is worth in a step's time is
 measured on a GPU (benchmarks/gpu_candidates.py).
 
@@ -34,8 +35,9 @@ from transformer_core.data import load_corpus  # noqa: E402
 from transformer_core.data.packing import PackedStream  # noqa: E402
 from transformer_core.segments import key_tiles  # noqa: E402
 
-LAYOUTS = {"on": dict(), "on, tiles": dict(layout="tiles"), "fill": dict(fill=True),
-           "fill, tiles": dict(fill=True, layout="tiles"), "blocks": dict(layout="blocks")}  # fmt: skip
+LAYOUTS = {"on": dict(), "on, tiles": dict(layout="tiles"), "on, tiles of 64": dict(layout="tiles", block=64),
+           "fill": dict(fill=True), "fill, tiles": dict(fill=True, layout="tiles"),
+           "fill, tiles of 64": dict(fill=True, layout="tiles", block=64), "blocks": dict(layout="blocks")}  # fmt: skip
 
 
 def tiles(seg_q: torch.Tensor, seg_k: torch.Tensor, causal: bool, block: int) -> float:

@@ -218,8 +218,8 @@ KNOBS: tuple[Knob, ...] = (
         "packed layout",
         "",
         "where a packed batch's sentences lie: auto (= tiles under FlexAttention, end otherwise); end: end to end; "
-        "tiles: as many as the buffer's room allows in 128-token blocks, one key tile per query tile (FlexAttention "
-        "or a CPU's mask; varlen keeps end)",
+        "tiles: as many as the buffer's room allows in 128-token blocks (64 under flex64), one key tile per query "
+        "tile (FlexAttention or a CPU's mask; varlen keeps end)",
     ),
     _K(
         "residual_dtype",

@@ -32,7 +32,7 @@ from .native_memory import gb, peak_bytes, reset_peak
 from .optim import learning_rate, make_adam
 from .packed_step import STREAMS, PackedForwardLoss, resolve_packing
 from .run_config import RunConfig, TrainConfig
-from .segments import FLEX_TILES
+from .segments import FLEX_BLOCK, FLEX_TILES
 from .task import Task
 from .tracking import Tracker
 from .translation_task import TranslationTask
@@ -209,8 +209,10 @@ class Trainer:
         self.stream: BatchStream
         self.forward_loss: ForwardLoss | PackedForwardLoss
         if self.packing:
+            # tiles at FlexAttention's own (flex64: 64 tokens; every other backend the 128 of the blocks layout)
             packed = PackedStream(*args, rank=self.rank, world_size=self.world, fill=t.packing == "fill",
-                                  layout=packed_layout(t, self.packing))  # fmt: skip
+                                  layout=packed_layout(t, self.packing),
+                                  block=FLEX_TILES.get(self.packing, FLEX_BLOCK))  # fmt: skip
             self.stream = packed
             self.forward_loss = PackedForwardLoss(
                 self.model,

@@ -175,30 +175,33 @@ def pack_batch(split: EncodedSplit, batch: Batch, shape: PackedShape) -> PackedB
     return pack(split, batch.index, shape)
 
 
-def blocks_shape(budget: int, src_len: np.ndarray, tgt_len: np.ndarray) -> PackedShape:
-    """The buffer of the blocks layout: whole blocks holding at least the budget and the longest pair (with its
-    gap); a segment (a pair's side, a gap, a piece of the tail) is at most ``span`` = the longest pair's blocks."""
+def blocks_shape(budget: int, src_len: np.ndarray, tgt_len: np.ndarray, block: int = BLOCK) -> PackedShape:
+    """The buffer of the blocks layout: whole ``block``-token blocks holding at least the budget and the longest
+    pair (with its gap); a segment (a pair's side, a gap, a piece of the tail) is at most ``span`` = the longest
+    pair's blocks."""
     longest = int(max(src_len.max(), tgt_len.max()))
-    k_max = -(-(longest + 1) // BLOCK)
-    blocks = max(-(-budget // BLOCK), k_max)
-    capacity, span = blocks * BLOCK, k_max * BLOCK
+    k_max = -(-(longest + 1) // block)
+    blocks = max(-(-budget // block), k_max)
+    capacity, span = blocks * block, k_max * block
     # the most pairs a block holds (each side keeps a token for the gap), the gaps, and a tail of whole blocks
-    per_block = min((BLOCK - 1) // max(1, int(lengths.min())) for lengths in (src_len, tgt_len))
+    per_block = min((block - 1) // max(1, int(lengths.min())) for lengths in (src_len, tgt_len))
     return PackedShape(capacity, blocks * per_block + 2 * blocks, span, blocks)
 
 
-def first_fit(src_len: np.ndarray, tgt_len: np.ndarray, blocks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Place pairs in order into ``blocks`` blocks: (each pair's first block, -1 from the first pair that fits
-    none; each opened block's count of blocks in its group: 1, k for a pair of k blocks, 0 for the blocks after
-    its first).  A pair whose longer side fits a block (with a token left for the gap) goes to the first block
-    with room on both sides; a longer one takes fresh blocks of its own."""
+def first_fit(
+    src_len: np.ndarray, tgt_len: np.ndarray, blocks: int, block: int = BLOCK
+) -> tuple[np.ndarray, np.ndarray]:
+    """Place pairs in order into ``blocks`` blocks of ``block`` tokens: (each pair's first block, -1 from the first
+    pair that fits none; each opened block's count of blocks in its group: 1, k for a pair of k blocks, 0 for the
+    blocks after its first).  A pair whose longer side fits a block (with a token left for the gap) goes to the
+    first block with room on both sides; a longer one takes fresh blocks of its own."""
     s_used, t_used = np.zeros(blocks, dtype=np.int64), np.zeros(blocks, dtype=np.int64)
     size = np.zeros(blocks, dtype=np.int64)
     where = np.full(len(src_len), -1, dtype=np.int64)
     opened = 0
     for i, (s, t) in enumerate(zip(src_len.tolist(), tgt_len.tolist())):
-        if max(s, t) < BLOCK:
-            room = np.flatnonzero((s_used[:opened] + s < BLOCK) & (t_used[:opened] + t < BLOCK))
+        if max(s, t) < block:
+            room = np.flatnonzero((s_used[:opened] + s < block) & (t_used[:opened] + t < block))
             if room.size:
                 b = int(room[0])
             elif opened < blocks:
@@ -209,12 +212,12 @@ def first_fit(src_len: np.ndarray, tgt_len: np.ndarray, blocks: int) -> tuple[np
             s_used[b] += s
             t_used[b] += t
         else:
-            k = -(-(max(s, t) + 1) // BLOCK)
+            k = -(-(max(s, t) + 1) // block)
             if opened + k > blocks:
                 break
             b, opened = opened, opened + k
             size[b] = k
-            s_used[b : b + k] = t_used[b : b + k] = BLOCK  # closed: nothing else goes there
+            s_used[b : b + k] = t_used[b : b + k] = block  # closed: nothing else goes there
         where[i] = b
     return where, size[:opened]
 
@@ -258,19 +261,21 @@ def pack_blocks(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> P
     return _batch(parts, sizes, real, shape, index)
 
 
-def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape) -> PackedBatch:
+def pack_tiles(split: EncodedSplit, index: np.ndarray, shape: PackedShape, block: int = BLOCK) -> PackedBatch:
     """The pairs ``index`` in a buffer of ``shape`` (``packed_shape``'s: the batch's own tokens and little room
-    besides), as many as that room allows in whole blocks: first_fit's groups, the most tightly filled first, each
-    closed by its gap as in pack_blocks; after them the other pairs end to end, then the tail as ``pack`` cuts it.
-    The same sentences and tokens as ``pack``; where the room holds no block's gap, ``pack``'s layout."""
+    besides), as many as that room allows in whole ``block``-token blocks: first_fit's groups, the most tightly
+    filled first, each closed by its gap as in pack_blocks; after them the other pairs end to end, then the tail as
+    ``pack`` cuts it.  The same sentences and tokens as ``pack``; where the room holds no block's gap, ``pack``'s
+    layout."""
     parts = _parts(split, index)
     s_len, t_len = (np.array([len(x) for x in parts[i]], dtype=np.int64) for i in (0, 2))
-    k_each = -(-(np.maximum(s_len, t_len) + 1) // BLOCK)
+    k_each = -(-(np.maximum(s_len, t_len) + 1) // block)
     order = np.argsort(-np.maximum(s_len, t_len), kind="stable")  # first fit decreasing: fuller blocks
-    placed, size = first_fit(s_len[order], t_len[order], int(k_each.sum()))  # room for every pair: each placed
+    # room for every pair: each placed
+    placed, size = first_fit(s_len[order], t_len[order], int(k_each.sum()), block)
     where = np.empty_like(placed)
     where[order] = placed
-    members, gaps = _groups(where, size, s_len, t_len)
+    members, gaps = _groups(where, size, s_len, t_len, block)
     blocks = size[np.flatnonzero(size)]  # each group's blocks
     # the room beside the pairs' tokens: what is left after the kept blocks' gaps must still cut into a tail of
     # as many pieces on both sides (each at least a token, at most span)
@@ -303,12 +308,14 @@ def _parts(split: EncodedSplit, index: np.ndarray) -> tuple[list, list, list]:
     return srcs, [np.concatenate([[BOS], t]) for t in tgts], [np.append(t, EOS) for t in tgts]
 
 
-def _groups(where: np.ndarray, size: np.ndarray, s_len: np.ndarray, t_len: np.ndarray) -> tuple[list, np.ndarray]:
+def _groups(
+    where: np.ndarray, size: np.ndarray, s_len: np.ndarray, t_len: np.ndarray, block: int = BLOCK
+) -> tuple[list, np.ndarray]:
     """first_fit's groups in block order: each one's pairs, and its gap on each side (groups, 2): the group's
     blocks less its tokens."""
     starts = np.flatnonzero(size)
     members = [np.flatnonzero(where == b) for b in starts]
-    gaps = [[int(size[b]) * BLOCK - int(lens[m].sum()) for lens in (s_len, t_len)] for b, m in zip(starts, members)]
+    gaps = [[int(size[b]) * block - int(lens[m].sum()) for lens in (s_len, t_len)] for b, m in zip(starts, members)]
     return members, np.array(gaps, dtype=np.int64).reshape(-1, 2)
 
 
@@ -374,13 +381,15 @@ class PackedStream(BatchStream):
         world_size: int = 1,
         fill: bool = False,
         layout: str = "end",
+        block: int = BLOCK,
     ):
         """``fill``: plan_packed's batches, else the padded stream's; laid out end to end (``layout="end"``,
-        ``pack``) or as many as the buffer's room allows in blocks (``"tiles"``, ``pack_tiles``); ``"blocks"``:
-        plan_blocks's batches, every pair in its block (``pack_blocks``)."""
+        ``pack``) or as many as the buffer's room allows in ``block``-token blocks (``"tiles"``, ``pack_tiles``:
+        FlexAttention's tile); ``"blocks"``: plan_blocks's batches, every pair in its 128-token block
+        (``pack_blocks``)."""
         if layout not in ("end", "tiles", "blocks"):
             raise ValueError(f"layout={layout!r} is invalid: allowed 'end', 'tiles' or 'blocks'")
-        self.fill, self.layout = fill, layout
+        self.fill, self.layout, self.block = fill, layout, block
         if fill:
             self.planner = plan_packed
         if layout == "blocks":
@@ -393,5 +402,5 @@ class PackedStream(BatchStream):
         if self.layout == "blocks":
             return pack_blocks(self.split, index, self.shape)
         if self.layout == "tiles":
-            return pack_tiles(self.split, index, self.shape)
+            return pack_tiles(self.split, index, self.shape, self.block)
         return pack(self.split, index, self.shape)
