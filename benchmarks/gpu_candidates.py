@@ -162,9 +162,9 @@ def wanted(only: str | None, name: str) -> bool:
     """Whether ``--only`` asks for row ``name``: each item names a candidate exactly (``packed graphs flex stack``
     is that row, not its bf16 or sharing variants), or, naming none, selects every row containing it (``anchor``,
     ``share``, ``MPS``); no ``--only``: every row."""
-    if not only:
+    items = [o.strip() for o in (only or "").split(",") if o.strip()]
+    if not items:
         return True
-    items = [o.strip() for o in only.split(",") if o.strip()]
     return any(o == name if o in CANDIDATES else o in name for o in items)
 
 

@@ -113,6 +113,8 @@ def flex_tiles(tile: Optional[int]) -> None:
     """Compile this process's FlexAttention kernels from now on at tiles dividing ``tile`` (a block mask of
     ``tile``-token blocks), or at inductor's own (None).  The choice is process-wide, as a trial's step is: the
     backward is compiled on its first call, on autograd's thread, so a thread-local setting would miss it."""
+    if tile is not None and (tile < 16 or tile & (tile - 1)):
+        raise ValueError(f"FlexAttention tile {tile} is invalid: allowed a power of two of 16 or more")
     _FLEX_TILE[0] = tile
     if tile is None or flex_tiles_why():
         return

@@ -5,37 +5,32 @@
 # add /.devdata/ to .git/info/exclude), carry only the prepared corpus, and check the script end to end on the CPU:
 #   TSWEEP_DATA_DIR=.devdata .venv/bin/tsweep data prepare bible-en-de --vocab 37000
 #   DRY=1 bash benchmarks/device/issue56.sh
-# 15 minutes of device time hold the machine's start (about 40 s) and two calls, each stopping its own parts by
-# TOTAL seconds (a part that would not fit says so and is skipped; what ran is in $OUT already):
-#   run(command="TOTAL=480 GPU_TESTS=1 bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"],
-#       timeout_s=520)
-#   run(command="TOTAL=<what is left, less 30> BENCH='<best_sets.txt of the first>' \
-#       bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=<TOTAL + 20>)
-# and afterwards, locally, from the device-bench.json the second brings back (copied into a data directory):
-#   tsweep plan sweeps/specs/table3.yaml --profile gpu
+# It runs PARTS in order, each within what is left of TOTAL seconds (a part that would not fit says so and is
+# skipped; what ran is in $OUT already).  15 minutes of device time hold the machine's start (about 40 s) and two
+# calls; the second must follow at once, while the machine is still warm (30 s), since it reads what the first
+# left in .devdata there (best_sets.txt, device-bench.json):
+#   run(command="TOTAL=560 bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=590)
+#   run(command="TOTAL=<device time left, less 60> PARTS=big,tests bash benchmarks/device/issue56.sh",
+#       carry=[".devdata/bible-en-de"], timeout_s=<TOTAL + 20>)
+# (a part the first skipped goes first in the second's PARTS).  Afterwards, locally, with the device-bench.json
+# that comes back copied into a data directory: tsweep plan sweeps/specs/table3.yaml --profile gpu
 #
-# The first call (no BENCH):
-# 1. the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base row with
-#    today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate default (the padded stream's very
-#    batches packed, packing=on, in FlexAttention's tiles where the buffer has room; compiled and replayed as a
-#    CUDA graph, 1 x 25,000; losses read once a logging window and computed from the log-sum-exp: the stack of
-#    the candidates below, so that its learning is what this pair measures), LEARN_STEPS steps, all six at once
-#    under an MPS daemon of the script's own (private pipe directory, stopped afterwards); each trial's line is
-#    kept as it finishes.  Greedy final decoding (beam=1, max_extra=0) for both sides: the comparison is dev
-#    cross-entropy.  SKIP_LEARN=1 leaves it out.
-# 2. with GPU_TESTS=1, the gpu-marked tests (about 100 s on an H200; they gate any CUDA default; GPU_TESTS=only:
-#    nothing else).
-# 3. benchmarks/gpu_candidates.py in what is left (often nothing, after the two above), CANDIDATES in its order:
-#    the padded eager baseline, the Flex graph step with tiles, loss_sync=window and loss_kernel=lse (the stack),
-#    the anchor compiled and eager, ... (CANDIDATES= (empty) runs every candidate; a row past the deadline says so).
-# The second call (BENCH = the --set arguments of the fastest single trial: the first call's best_sets.txt, or the
-# stack's: --set packing=on --set compile=graphs --set packed_attention=flex --set tokens_per_batch=25000
-# --set accumulate=1 --set loss_sync=window --set loss_kernel=lse):
-# 1. the baseline, the stack, the anchor compiled and eager, and the stack at FlexAttention's 64-token tiles in
-#    one run (ANCHOR_CANDIDATES; empty: none), within half the time left: the issue's first target as one run's
-#    ratio;
-# 2. tsweep bench-device at BENCH: the base row alone and 2 trials sharing under MPS, then big alone, each record
-#    copied to $OUT as it lands (what tsweep plan reads); with GPU_TESTS=1, the gpu tests in what is left.
+# The parts (PARTS, comma-separated; default learn,anchor,share):
+#   learn   the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base
+#           row with today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate default (the
+#           padded stream's very batches packed, packing=on, in FlexAttention's tiles where the buffer has room;
+#           compiled and replayed as a CUDA graph, 1 x 25,000; losses read once a logging window and computed from
+#           the log-sum-exp: the stack), LEARN_STEPS steps, all six at once under an MPS daemon of the script's own
+#           (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.  Greedy final
+#           decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
+#   anchor  benchmarks/gpu_candidates.py: the stack, the stack at FlexAttention's 64-token tiles (flex64) and the
+#           anchor compiled and eager in one run (ANCHOR_CANDIDATES): the issue's first target as one run's ratio;
+#           the fastest single trial's --set arguments go to .devdata/best_sets.txt.
+#   share   tsweep bench-device at BENCH (best: best_sets.txt, else the stack's): the base row alone, then 2
+#           trials sharing under MPS; the record is what tsweep plan reads.
+#   big     tsweep bench-device --preset big at BENCH, under MPS as share's single trial was.
+#   tests   the gpu-marked tests (about 100 s on an H200; they gate any CUDA default).
+#   candidates  gpu_candidates.py's CANDIDATES in what is left (CANDIDATES= (empty): every candidate).
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
 # reading.
 set -uo pipefail
@@ -43,18 +38,58 @@ export PYTHONPATH="$PWD" TSWEEP_DATA_DIR="${TSWEEP_DATA_DIR:-$PWD/.devdata}" PYT
 OUT="${OUT:-/tmp/issue56-out}"
 mkdir -p "$OUT"
 PY="${PY:-python3}"
-TOTAL="${TOTAL:-540}"
+TOTAL="${TOTAL:-560}"
+PARTS="${PARTS:-learn,anchor,share}"
 # six trials of 500 steps: about 200 s of the GPU at the step times measured on the H200 (83 ms padded, 47 ms
 # packed), with the compile and the final evaluation inside LEARN_TIMEOUT; a trial past it leaves no line
 LEARN_STEPS="${LEARN_STEPS:-500}"
 LEARN_TIMEOUT="${LEARN_TIMEOUT:-330}"
 CANDIDATES="${CANDIDATES-padded 2x12.5k,packed graphs flex stack,anchor}"
-ANCHOR_CANDIDATES="${ANCHOR_CANDIDATES-padded 2x12.5k,packed graphs flex stack,packed graphs flex64 stack,anchor}"
-CANDIDATE_SETS=(compile=graphs packed_attention=flex tokens_per_batch=25000 accumulate=1 loss_sync=window
-  loss_kernel=lse)
+ANCHOR_CANDIDATES="${ANCHOR_CANDIDATES-packed graphs flex stack,packed graphs flex64 stack,anchor}"
+BENCH="${BENCH:-best}"
+STACK_SETS="--set packing=on --set compile=graphs --set packed_attention=flex --set tokens_per_batch=25000
+  --set accumulate=1 --set loss_sync=window --set loss_kernel=lse --set packed_layout=tiles"
+# the learning pair's candidate default (the stack); a dry run keeps the smoke profile's batch size
+PACKED_SETS=(compile=graphs packed_attention=flex loss_sync=window loss_kernel=lse)
+GPU_ARGS=(--corpus bible-en-de)
+LEARN_ARGS=(--profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 --parallel 6)
+BENCH_PROFILE=gpu BENCH_STEPS=10
+if [ -n "${DRY:-}" ]; then
+  PY="${PY_DRY:-.venv/bin/python}"
+  name=dry
+  TOTAL="${DRY_TOTAL:-900}" PARTS="${DRY_PARTS:-learn,anchor,share,big,tests,candidates}"
+  export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
+  GPU_ARGS=(--dry-run)
+  LEARN_ARGS=(--dry-run --seeds 2 --parallel 2)
+  BENCH_PROFILE=smoke BENCH_STEPS=2 STACK_SETS="--set compile=off"
+  [ "$BENCH" = best ] && BENCH="--set compile=off"  # a CPU's smoke row: the plumbing, not a GPU step
+else
+  PACKED_SETS+=(tokens_per_batch=25000 accumulate=1)
+  name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
+fi
+for part in ${PARTS//,/ }; do  # every part known before any runs
+  case "$part" in
+    learn | anchor | share | big | tests | candidates) ;;
+    *)
+      echo "PARTS: unknown part '$part' (allowed: learn, anchor, share, big, tests, candidates)" >&2
+      exit 2
+      ;;
+  esac
+done
 start=$(date +%s)
 mps=""
 left() { echo $((TOTAL - ($(date +%s) - start))); }
+fits() {
+  # the seconds part $1 may take (what is left, less 10 s, at most $3), or a line saying it is skipped and 1
+  local t=$(($(left) - 10))
+  [ "$t" -gt "$3" ] && t=$3
+  if [ "$t" -lt "$2" ]; then
+    echo "$1: skipped ($(left) s left of TOTAL=$TOTAL; it needs $2)" >&2
+    return 1
+  fi
+  echo "$t"
+}
 mps_start() {
   # an MPS daemon of this script's own: a private pipe and log directory, no compute-mode change; none where the
   # machine has no MPS (mps stays empty and the processes share the GPU time-sliced)
@@ -74,104 +109,59 @@ mps_stop() {
   mps=""
 }
 trap mps_stop EXIT
-gpu_tests() {
-  # the gpu-marked tests, within $1 seconds
-  timeout "$1" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py \
+quiet() { grep --line-buffered -v "Warning\|warn\|record_function"; }
+part_learn() {
+  local t
+  t=$(fits "the learning pair" 120 "$LEARN_TIMEOUT") || return 0
+  mps_start
+  CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}" timeout "$t" "$PY" benchmarks/packing_learning.py "${LEARN_ARGS[@]}" \
+    --set beam=1 max_extra=0 --packed-set "${PACKED_SETS[@]}" --trial-timeout $((t - 10)) \
+    --out "$OUT/packing_learning_$name.txt" 2>&1 | tail -7
+  mps_stop
+}
+candidates() {
+  # gpu_candidates.py: part $1, the rows $2, table $3, within $4 seconds; the fastest single trial's settings kept
+  local t
+  t=$(fits "$1" 60 "$4") || return 0
+  timeout "$t" "$PY" benchmarks/gpu_candidates.py "${GPU_ARGS[@]}" --deadline $((t - 30)) ${2:+--only "$2"} \
+    --out "$OUT/$3_$name.txt" --json "$OUT/$3_$name.json" --best-sets "$TSWEEP_DATA_DIR/best_sets.txt" \
+    2>&1 | quiet
+  cp "$TSWEEP_DATA_DIR/best_sets.txt" "$OUT/best_sets.txt" 2> /dev/null
+}
+part_bench() {
+  # tsweep bench-device at BENCH with the arguments $2 (part $1, at most $3 seconds), under an MPS daemon of the
+  # script's own where the machine has one (so that share's single trial and big's compare); the stored record is
+  # copied to $OUT, the lines as they come
+  local t sets extra log="$OUT/bench_device_$name.txt" at="$BENCH"
+  t=$(fits "bench-device $2" 60 "$3") || return 0
+  [ "$at" = best ] && at=$(cat "$TSWEEP_DATA_DIR/best_sets.txt" 2> /dev/null)
+  read -r -a sets <<< "${at:-$STACK_SETS}"
+  read -r -a extra <<< "$2"
+  local bench=("$PY" -m sweeps.cli bench-device --profile "$BENCH_PROFILE" --corpus bible-en-de --steps
+    "$BENCH_STEPS" --windows 3 --warmup 5 "${extra[@]}" "${sets[@]}")
+  mps_start
+  echo "\$ tsweep ${bench[*]:3}  (MPS: ${mps:-none}; within $t s)" | tee -a "$log"
+  CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}" timeout "$t" "${bench[@]}" 2>&1 | quiet >> "$log"
+  mps_stop
+  cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_$name.json" 2> /dev/null
+  echo "$(grep -c "stored in" "$log") bench-device measurements stored in $TSWEEP_DATA_DIR (this call's and earlier)"
+}
+part_tests() {
+  local t
+  t=$(fits "the gpu tests" 110 240) || return 0
+  timeout "$t" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py \
     tests/core/test_packing_blocks.py tests/core/test_loss_sync.py tests/core/test_attention_backends.py \
-    tests/core/test_residual_dtype.py \
-    > "$OUT/gpu_tests_$name.txt" 2>&1
+    tests/core/test_residual_dtype.py > "$OUT/gpu_tests_$name.txt" 2>&1
   tail -1 "$OUT/gpu_tests_$name.txt"
 }
-bench_models() {
-  # tsweep bench-device at the settings $BENCH: the base row alone and 2 trials sharing, then big alone, all under
-  # one MPS daemon of this script's own where the machine has one (so that the two single-trial rates compare);
-  # each part within the time left; the stored record is copied to $OUT after each, the lines as they come
-  local sets profile="${BENCH_PROFILE:-gpu}" steps="${BENCH_STEPS:-10}" log="$OUT/bench_device_${name:-dry}.txt" t
-  read -r -a sets <<< "$BENCH"
-  local bench=("$PY" -m sweeps.cli bench-device --profile "$profile" --corpus bible-en-de --steps "$steps"
-    --windows 3 --warmup 5)
-  mps_start
-  export CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}"
-  {
-    for part in "--share 2" "--preset big"; do
-      t=$(($(left) - 10))
-      [ "$t" -gt 150 ] && t=150
-      if [ "$t" -lt 60 ]; then
-        echo "tsweep bench-device $part: skipped ($(left) s left of TOTAL=$TOTAL)"
-        continue
-      fi
-      echo "\$ tsweep ${bench[*]:3} $part ${sets[*]}  (MPS: ${mps:-none}; within $t s)"
-      # shellcheck disable=SC2086  # $part is two words
-      timeout "$t" "${bench[@]}" $part "${sets[@]}" 2>&1
-      cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_${name:-dry}.json" 2> /dev/null
-    done
-  } | grep --line-buffered -v "Warning\|warn" > "$log"
-  unset CUDA_MPS_PIPE_DIRECTORY
-  mps_stop
-  grep "skipped" "$log" || true
-  grep -c "stored in" "$log" | sed 's/$/ of 2 measurements stored/'
-}
-if [ -n "${DRY:-}" ]; then
-  PY="${PY_DRY:-.venv/bin/python}"
-  name=dry
-  export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
-  "$PY" benchmarks/packing_learning.py --dry-run --seeds 2 --parallel 2 --set beam=1 max_extra=0 \
-    --packed-set compile=graphs packed_attention=flex loss_sync=window loss_kernel=lse --trial-timeout 200 \
-    --out "$OUT/packing_learning_dry.txt" \
-    > /dev/null || exit $?
-  tail -1 "$OUT/packing_learning_dry.txt"
-  "$PY" benchmarks/gpu_candidates.py --dry-run --deadline 200 --only "$CANDIDATES,$ANCHOR_CANDIDATES" \
-    --out "$OUT/gpu_candidates_dry.txt" --best-sets "$OUT/best_sets.txt" > /dev/null 2>&1 || exit $?
-  tail -n +4 "$OUT/gpu_candidates_dry.txt"
-  TOTAL=$((TOTAL + $(date +%s) - start))  # the parts above are the dry run's own: bench_models keeps TOTAL
-  BENCH_PROFILE=smoke BENCH_STEPS=2 BENCH="${BENCH:---set compile=off}" PY="$PY" bench_models
-  exit 0
-fi
-name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
-nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
-if [ "${GPU_TESTS:-}" = only ]; then
-  gpu_tests $(($(left) - 10))
-  exit 0
-fi
-if [ -n "${BENCH:-}" ]; then
-  # the second call: the stack beside the anchor in one run (its kernels are in inductor's cache by now, unless the
-  # machine is fresh), then what tsweep plan reads, then the tests in what is left
-  if [ -n "$ANCHOR_CANDIDATES" ]; then
-    deadline=$(($(left) / 2))
-    [ "$deadline" -gt 150 ] && deadline=150
-    timeout $((deadline + 40)) "$PY" benchmarks/gpu_candidates.py --corpus bible-en-de --deadline "$deadline" \
-      --only "$ANCHOR_CANDIDATES" --out "$OUT/gpu_anchor_$name.txt" \
-      2>&1 | grep -v "Warning\|warn\|record_function"
-  fi
-  bench_models
-  if [ -n "${GPU_TESTS:-}" ]; then
-    if [ "$(left)" -gt 110 ]; then gpu_tests $(($(left) - 10)); else echo "gpu tests: skipped ($(left) s left)"; fi
-  fi
-  exit 0
-fi
-# 1. the learning pair, under an MPS daemon of this script's own
-if [ -z "${SKIP_LEARN:-}" ]; then
-  mps_start
-  CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}" timeout "$LEARN_TIMEOUT" \
-    "$PY" benchmarks/packing_learning.py --profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 \
-    --parallel 6 --set beam=1 max_extra=0 --packed-set "${CANDIDATE_SETS[@]}" \
-    --trial-timeout $((LEARN_TIMEOUT - 10)) --out "$OUT/packing_learning_$name.txt" | tail -7
-  mps_stop
-fi
-# 2. the gpu tests, where asked for (before the candidates: the second call runs the stack beside the anchor)
-if [ -n "${GPU_TESTS:-}" ]; then
-  t=$(($(left) - 10))
-  [ "$t" -gt 240 ] && t=240
-  if [ "$t" -gt 80 ]; then gpu_tests "$t"; else echo "gpu tests: skipped ($(left) s left)"; fi
-fi
-# 3. the candidates, in the time left
-rest=$(($(left) - 40))
-if [ "$rest" -gt 60 ]; then
-  timeout $((rest + 30)) "$PY" benchmarks/gpu_candidates.py --corpus bible-en-de --deadline "$rest" \
-    --only "$CANDIDATES" \
-    --out "$OUT/gpu_candidates_$name.txt" --json "$OUT/gpu_candidates_$name.json" --best-sets "$OUT/best_sets.txt" \
-    2>&1 | grep -v "Warning\|warn\|record_function"
-else
-  echo "no time left for the candidates ($rest s)"
-fi
+for part in ${PARTS//,/ }; do
+  case "$part" in
+    learn) part_learn ;;
+    anchor) candidates "the stack beside the anchor" "$ANCHOR_CANDIDATES" gpu_anchor 240 ;;
+    share) part_bench share "--share 2" 140 ;;
+    big) part_bench big "--preset big" 130 ;;
+    tests) part_tests ;;
+    candidates) candidates "the candidates" "$CANDIDATES" gpu_candidates 100000 ;;
+  esac
+done
 true

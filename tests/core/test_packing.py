@@ -357,6 +357,32 @@ def test_the_device_script_runs_end_to_end_on_a_cpu(tmp_path):
     assert "failed" not in table and "commit" in table.splitlines()[0]
 
 
+@pytest.mark.slow
+def test_the_prepared_device_script_runs_every_part_on_a_cpu_and_refuses_an_unknown_part(tmp_path):
+    """benchmarks/device/issue56.sh with DRY=1: each part (learning pair, anchor, share, big, tests, candidates)
+    leaves its file; an unknown part is refused before any part runs; a TOTAL too short skips every part."""
+    import os
+    import subprocess
+
+    from tests.helpers import ROOT
+
+    def run(out, **env):
+        return subprocess.run(["bash", "benchmarks/device/issue56.sh"], capture_output=True, text=True, timeout=900,
+                              cwd=ROOT, env={**os.environ, "DRY": "1", "OUT": str(out), **env})  # fmt: skip
+
+    r = run(tmp_path / "all")
+    assert r.returncode == 0, r.stderr[-2000:]
+    files = {p.name for p in (tmp_path / "all").iterdir()}
+    assert {"packing_learning_dry.txt", "gpu_anchor_dry.txt", "bench_device_dry.txt", "device-bench_dry.json",
+            "gpu_tests_dry.txt", "gpu_candidates_dry.txt", "best_sets.txt"} <= files  # fmt: skip
+    assert "flex64 stack" in (tmp_path / "all" / "gpu_anchor_dry.txt").read_text()
+    assert "2 bench-device measurements stored" in r.stdout and "skipped (" not in r.stdout + r.stderr
+    bad = run(tmp_path / "bad", DRY_PARTS="learn,bogus")
+    assert bad.returncode == 2 and "unknown part 'bogus'" in bad.stderr and "learning pair" not in bad.stdout
+    short = run(tmp_path / "short", DRY_TOTAL="30")
+    assert short.returncode == 0 and short.stderr.count("skipped (") == 6 and not any((tmp_path / "short").iterdir())
+
+
 def _reference_varlen(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
                       **_):  # fmt: skip
     """varlen_attn's contract on a CPU (torch 2.13's signature: causality as window_size (-1, 0)), segment by
@@ -476,15 +502,20 @@ def test_flex64_kernels_take_tiles_that_divide_64_and_only_while_a_flex64_step_i
     assert fit_tiles([FlexConfig(128, 128, 3, 4), FlexConfig(64, 64, 3, 4)], 64) == [FlexConfig(64, 64, 3, 4)]
     assert fit_tiles([FlexBwDConfig(32, 64, 64, 32, 1, 8)], 64) == [FlexBwDConfig(32, 64, 64, 32, 1, 8)]
     assert flex_tiles_why() is None
-    own = InductorChoices().get_flex_attention_bwd_configs(64, torch.bfloat16, "cpu")
+
+    def forward_configs():  # inductor's forward tiles for a CPU (128 by 64 in torch 2.13)
+        return InductorChoices().get_flex_attention_fwd_configs(64, torch.bfloat16, "cpu")
+
+    own = forward_configs()
+    with pytest.raises(ValueError, match="power of two"):
+        flex_tiles(48)
     try:
-        flex_tiles(8)
-        fitted = InductorChoices().get_flex_attention_bwd_configs(64, torch.bfloat16, "cpu")
-        assert fitted and all(c.block_m1 <= 8 and c.block_n1 <= 8 and c.block_m2 <= 8 for c in fitted)
-        assert all(c.block_m <= 8 for c in InductorChoices().get_flex_attention_fwd_configs(64, torch.bfloat16, "cpu"))
+        flex_tiles(16)
+        fitted = forward_configs()
+        assert fitted and all(c.block_m <= 16 and c.block_n <= 16 for c in fitted)
     finally:
         flex_tiles(None)
-    assert InductorChoices().get_flex_attention_bwd_configs(64, torch.bfloat16, "cpu") == own != fitted
+    assert forward_configs() == own != fitted
 
 
 def test_a_flex64_step_sets_the_tiles_and_a_flex_step_after_it_unsets_them():
@@ -509,4 +540,4 @@ def test_the_device_scripts_only_names_a_candidate_exactly_or_selects_by_a_part_
     assert picked == [stack] and wanted("anchor", "anchor compiled") and wanted("anchor", "anchor eager")
     assert not wanted(stack, f"share 2 x {stack}, MPS") and wanted("share", f"share 2 x {stack}, MPS")
     assert wanted("stack bf16", "packed graphs flex stack bf16") and not wanted("stack bf16", stack)
-    assert all(wanted(None, n) for n in CANDIDATES) and wanted("", "anchor eager")
+    assert all(wanted(None, n) for n in CANDIDATES) and wanted("", "anchor eager") and wanted(" , ", "anchor eager")
