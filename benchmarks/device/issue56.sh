@@ -10,9 +10,10 @@
 # calls; the second must follow at once, while the machine is still warm (30 s), since it reads what the first
 # left in .devdata there (best_sets.txt, device-bench.json):
 #   run(command="TOTAL=560 bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=590)
-#   run(command="TOTAL=<device time left, less 60> PARTS=big,tests bash benchmarks/device/issue56.sh",
-#       carry=[".devdata/bible-en-de"], timeout_s=<TOTAL + 20>)
-# (a part the first skipped goes first in the second's PARTS).  Afterwards, locally, with the device-bench.json
+#   run(command="TOTAL=<device time left, less 60> PARTS=tests,big bash benchmarks/device/issue56.sh",
+#       carry=[".devdata/bible-en-de"], timeout_s=<TOTAL + 30>)
+# (a part the first skipped goes first in the second's PARTS, e.g. PARTS=share,tests,big; on a machine started
+# afresh .devdata holds neither, and bench-device times the stack's settings).  Afterwards, locally, with the device-bench.json
 # that comes back copied into a data directory: tsweep plan sweeps/specs/table3.yaml --profile gpu
 #
 # The parts (PARTS, comma-separated; default learn,anchor,share):
@@ -24,8 +25,9 @@
 #           (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.  Greedy final
 #           decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
 #   anchor  benchmarks/gpu_candidates.py: the stack, the stack at FlexAttention's 64-token tiles (flex64) and the
-#           anchor compiled and eager in one run (ANCHOR_CANDIDATES): the issue's first target as one run's ratio;
-#           the fastest single trial's --set arguments go to .devdata/best_sets.txt.
+#           anchor compiled and eager in one run (ANCHOR_CANDIDATES; empty: the part is skipped): the issue's
+#           first target as one run's ratio; the fastest single trial's --set arguments go to
+#           .devdata/best_sets.txt.
 #   share   tsweep bench-device at BENCH (best: best_sets.txt, else the stack's): the base row alone, then 2
 #           trials sharing under MPS; the record is what tsweep plan reads.
 #   big     tsweep bench-device --preset big at BENCH, under MPS as share's single trial was.
@@ -47,26 +49,17 @@ LEARN_TIMEOUT="${LEARN_TIMEOUT:-330}"
 CANDIDATES="${CANDIDATES-padded 2x12.5k,packed graphs flex stack,anchor}"
 ANCHOR_CANDIDATES="${ANCHOR_CANDIDATES-packed graphs flex stack,packed graphs flex64 stack,anchor}"
 BENCH="${BENCH:-best}"
-STACK_SETS="--set packing=on --set compile=graphs --set packed_attention=flex --set tokens_per_batch=25000
-  --set accumulate=1 --set loss_sync=window --set loss_kernel=lse --set packed_layout=tiles"
+# one line: bench-device's arguments are read from it as words
+STACK_SETS="--set packing=on --set compile=graphs --set packed_attention=flex --set tokens_per_batch=25000"
+STACK_SETS+=" --set accumulate=1 --set loss_sync=window --set loss_kernel=lse --set packed_layout=tiles"
 # the learning pair's candidate default (the stack); a dry run keeps the smoke profile's batch size
 PACKED_SETS=(compile=graphs packed_attention=flex loss_sync=window loss_kernel=lse)
 GPU_ARGS=(--corpus bible-en-de)
 LEARN_ARGS=(--profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 --parallel 6)
 BENCH_PROFILE=gpu BENCH_STEPS=10
+start=$(date +%s)
 if [ -n "${DRY:-}" ]; then
-  PY="${PY_DRY:-.venv/bin/python}"
-  name=dry
-  TOTAL="${DRY_TOTAL:-900}" PARTS="${DRY_PARTS:-learn,anchor,share,big,tests,candidates}"
-  export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
-  GPU_ARGS=(--dry-run)
-  LEARN_ARGS=(--dry-run --seeds 2 --parallel 2)
-  BENCH_PROFILE=smoke BENCH_STEPS=2 STACK_SETS="--set compile=off"
-  [ "$BENCH" = best ] && BENCH="--set compile=off"  # a CPU's smoke row: the plumbing, not a GPU step
-else
-  PACKED_SETS+=(tokens_per_batch=25000 accumulate=1)
-  name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
-  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
+  PARTS="${DRY_PARTS:-learn,anchor,share,big,tests,candidates}"
 fi
 for part in ${PARTS//,/ }; do  # every part known before any runs
   case "$part" in
@@ -77,7 +70,20 @@ for part in ${PARTS//,/ }; do  # every part known before any runs
       ;;
   esac
 done
-start=$(date +%s)
+if [ -n "${DRY:-}" ]; then
+  PY="${PY_DRY:-.venv/bin/python}"
+  name=dry
+  TOTAL="${DRY_TOTAL:-900}"
+  export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
+  GPU_ARGS=(--dry-run)
+  LEARN_ARGS=(--dry-run --seeds 2 --parallel 2)
+  BENCH_PROFILE=smoke BENCH_STEPS=2 STACK_SETS="--set compile=off"
+  [ "$BENCH" = best ] && BENCH="--set compile=off"  # a CPU's smoke row: the plumbing, not a GPU step
+else
+  PACKED_SETS+=(tokens_per_batch=25000 accumulate=1)
+  name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
+  nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
+fi
 mps=""
 left() { echo $((TOTAL - ($(date +%s) - start))); }
 fits() {
@@ -109,12 +115,15 @@ mps_stop() {
   mps=""
 }
 trap mps_stop EXIT
+with_mps() {  # the command $@, a client of this script's MPS daemon where one runs
+  if [ -n "$mps" ]; then CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" "$@"; else "$@"; fi
+}
 quiet() { grep --line-buffered -v "Warning\|warn\|record_function"; }
 part_learn() {
   local t
   t=$(fits "the learning pair" 120 "$LEARN_TIMEOUT") || return 0
   mps_start
-  CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}" timeout "$t" "$PY" benchmarks/packing_learning.py "${LEARN_ARGS[@]}" \
+  with_mps timeout "$t" "$PY" benchmarks/packing_learning.py "${LEARN_ARGS[@]}" \
     --set beam=1 max_extra=0 --packed-set "${PACKED_SETS[@]}" --trial-timeout $((t - 10)) \
     --out "$OUT/packing_learning_$name.txt" 2>&1 | tail -7
   mps_stop
@@ -141,10 +150,10 @@ part_bench() {
     "$BENCH_STEPS" --windows 3 --warmup 5 "${extra[@]}" "${sets[@]}")
   mps_start
   echo "\$ tsweep ${bench[*]:3}  (MPS: ${mps:-none}; within $t s)" | tee -a "$log"
-  CUDA_MPS_PIPE_DIRECTORY="${mps:+$mps/pipe}" timeout "$t" "${bench[@]}" 2>&1 | quiet >> "$log"
+  with_mps timeout "$t" "${bench[@]}" 2>&1 | quiet >> "$log"
   mps_stop
   cp "$TSWEEP_DATA_DIR/device-bench.json" "$OUT/device-bench_$name.json" 2> /dev/null
-  echo "$(grep -c "stored in" "$log") bench-device measurements stored in $TSWEEP_DATA_DIR (this call's and earlier)"
+  echo "$(grep -c "stored in" "$log") bench-device measurements of this call stored in $TSWEEP_DATA_DIR"
 }
 part_tests() {
   local t
@@ -157,7 +166,13 @@ part_tests() {
 for part in ${PARTS//,/ }; do
   case "$part" in
     learn) part_learn ;;
-    anchor) candidates "the stack beside the anchor" "$ANCHOR_CANDIDATES" gpu_anchor 240 ;;
+    anchor)
+      if [ -n "$ANCHOR_CANDIDATES" ]; then
+        candidates "the stack beside the anchor" "$ANCHOR_CANDIDATES" gpu_anchor 190
+      else
+        echo "the stack beside the anchor: skipped (ANCHOR_CANDIDATES is empty)" >&2
+      fi
+      ;;
     share) part_bench share "--share 2" 140 ;;
     big) part_bench big "--preset big" 130 ;;
     tests) part_tests ;;

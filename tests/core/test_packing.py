@@ -376,7 +376,7 @@ def test_the_prepared_device_script_runs_every_part_on_a_cpu_and_refuses_an_unkn
     assert {"packing_learning_dry.txt", "gpu_anchor_dry.txt", "bench_device_dry.txt", "device-bench_dry.json",
             "gpu_tests_dry.txt", "gpu_candidates_dry.txt", "best_sets.txt"} <= files  # fmt: skip
     assert "flex64 stack" in (tmp_path / "all" / "gpu_anchor_dry.txt").read_text()
-    assert "2 bench-device measurements stored" in r.stdout and "skipped (" not in r.stdout + r.stderr
+    assert "2 bench-device measurements of this call stored" in r.stdout and "skipped (" not in r.stdout + r.stderr
     bad = run(tmp_path / "bad", DRY_PARTS="learn,bogus")
     assert bad.returncode == 2 and "unknown part 'bogus'" in bad.stderr and "learning pair" not in bad.stdout
     short = run(tmp_path / "short", DRY_TOTAL="30")
