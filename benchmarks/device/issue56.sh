@@ -12,9 +12,10 @@
 #   run(command="TOTAL=560 bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=590)
 #   run(command="TOTAL=<device time left, less 60> PARTS=tests,big bash benchmarks/device/issue56.sh",
 #       carry=[".devdata/bible-en-de"], timeout_s=<TOTAL + 30>)
-# (a part the first skipped goes first in the second's PARTS, e.g. PARTS=share,tests,big; on a machine started
-# afresh .devdata holds neither, and bench-device times the stack's settings).  Afterwards, locally, with the device-bench.json
-# that comes back copied into a data directory: tsweep plan sweeps/specs/table3.yaml --profile gpu
+# (about 200 s are left for the second; a part the first skipped goes first in its PARTS, e.g.
+# PARTS=share,tests,big; on a machine started afresh .devdata holds neither file, and bench-device times the
+# stack's settings).  Afterwards, locally, with the device-bench.json that comes back copied into a data
+# directory: tsweep plan sweeps/specs/table3.yaml --profile gpu
 #
 # The parts (PARTS, comma-separated; default learn,anchor,share):
 #   learn   the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base
