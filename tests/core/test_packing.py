@@ -433,7 +433,13 @@ def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize(
-    "flex, heads", [("flex", dict(d_k=16, d_v=16)), ("flex", dict(d_k=16, d_v=32)), ("flex64", dict(d_k=64, d_v=64))]
+    "flex, heads",
+    [
+        ("flex", dict(d_k=16, d_v=16)),
+        ("flex", dict(d_k=16, d_v=32)),
+        ("flex64", dict(d_k=64, d_v=64)),
+        ("flex64", dict(d_k=128, d_v=128)),  # Table 3's A rows' heads of 128: Hopper's backward default fitted too
+    ],
 )
 def test_on_cuda_flex_attention_equals_the_padded_step_in_bf16(flex, heads, fixture_corpus):
     """FlexAttention compiled (its Triton kernels, forward and backward) against the padded step under bf16
