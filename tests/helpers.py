@@ -104,3 +104,29 @@ def copy_sweep(src: Path, dst: Path, leave_out: tuple = ()) -> Path:
     db.close()
     assert left == 0 and moved > 0, f"{dst}: MLflow's artifact locations still point at {old} ({left} runs)"
     return dst
+
+
+# What the GPU machines this project measures on lack (users' GPU nodes may too): what runs there must not need them.
+GPU_MACHINE_MISSING = ("ray", "optuna", "mlflow", "optuna_dashboard")
+_REFUSER = f'''import sys
+
+
+class _Missing:
+    """Refuses the packages a GPU machine may not have."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {GPU_MACHINE_MISSING!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (this machine has none)")
+        return None
+
+
+sys.meta_path.insert(0, _Missing())
+'''
+
+
+def gpu_machine_site(folder: Path) -> Path:
+    """``folder`` made a PYTHONPATH entry whose sitecustomize refuses GPU_MACHINE_MISSING in any Python started
+    with it (child processes too, where they inherit PYTHONPATH)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(_REFUSER)
+    return folder
