@@ -10,10 +10,10 @@
 # calls; the second must follow at once, while the machine is still warm (30 s), since it reads what the first
 # left in .devdata there (best_sets.txt, device-bench.json):
 #   run(command="TOTAL=560 bash benchmarks/device/issue56.sh", carry=[".devdata/bible-en-de"], timeout_s=590)
-#   run(command="TOTAL=<device time left, less 60> PARTS=tests,big bash benchmarks/device/issue56.sh",
+#   run(command="TOTAL=<device time left, less 60> PARTS=tests,big,kernels bash benchmarks/device/issue56.sh",
 #       carry=[".devdata/bible-en-de"], timeout_s=<TOTAL + 30>)
 # (about 200 s are left for the second; a part the first skipped goes first in its PARTS, e.g.
-# PARTS=share,tests,big; on a machine started afresh .devdata holds neither file, and bench-device times the
+# PARTS=share,tests,big,kernels; on a machine started afresh .devdata holds neither file, and bench-device times the
 # stack's settings).  Afterwards, locally, with the device-bench.json that comes back copied into a data
 # directory: tsweep plan sweeps/specs/table3.yaml --profile gpu
 #
@@ -33,6 +33,8 @@
 #           trials sharing under MPS; the record is what tsweep plan reads.
 #   big     tsweep bench-device --preset big at BENCH, under MPS as share's single trial was.
 #   tests   the gpu-marked tests (about 100 s on an H200; they gate any CUDA default).
+#   kernels benchmarks/gpu_kernels.py at BENCH (compile=on in place of graphs: the kernels the CUDA graph replays):
+#           where the fastest single trial's GPU time goes, kernel by kernel, for the next lever.
 #   candidates  gpu_candidates.py's CANDIDATES in what is left (CANDIDATES= (empty): every candidate).
 # Tables go to $OUT (the device tool brings them back) and are copied into benchmarks/results/ by hand with the
 # reading.
@@ -56,17 +58,18 @@ STACK_SETS+=" --set accumulate=1 --set loss_sync=window --set loss_kernel=lse --
 # the learning pair's candidate default (the stack); a dry run keeps the smoke profile's batch size
 PACKED_SETS=(compile=graphs packed_attention=flex loss_sync=window loss_kernel=lse)
 GPU_ARGS=(--corpus bible-en-de)
+KERNEL_ARGS=(--corpus bible-en-de)
 LEARN_ARGS=(--profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 --parallel 6)
 BENCH_PROFILE=gpu BENCH_STEPS=10
 start=$(date +%s)
 if [ -n "${DRY:-}" ]; then
-  PARTS="${DRY_PARTS:-learn,anchor,share,big,tests,candidates}"
+  PARTS="${DRY_PARTS:-learn,anchor,share,big,tests,kernels,candidates}"
 fi
 for part in ${PARTS//,/ }; do  # every part known before any runs
   case "$part" in
-    learn | anchor | share | big | tests | candidates) ;;
+    learn | anchor | share | big | tests | kernels | candidates) ;;
     *)
-      echo "PARTS: unknown part '$part' (allowed: learn, anchor, share, big, tests, candidates)" >&2
+      echo "PARTS: unknown part '$part' (allowed: learn, anchor, share, big, tests, kernels, candidates)" >&2
       exit 2
       ;;
   esac
@@ -77,6 +80,7 @@ if [ -n "${DRY:-}" ]; then
   TOTAL="${DRY_TOTAL:-900}"
   export TSWEEP_DATA_DIR=$(mktemp -d) TSWEEP_BIBLE_DB="$PWD/tests/fixtures/bible-mini.db"
   GPU_ARGS=(--dry-run)
+  KERNEL_ARGS=(--dry-run)
   LEARN_ARGS=(--dry-run --seeds 2 --parallel 2)
   BENCH_PROFILE=smoke BENCH_STEPS=2 STACK_SETS="--set compile=off"
   [ "$BENCH" = best ] && BENCH="--set compile=off"  # a CPU's smoke row: the plumbing, not a GPU step
@@ -119,7 +123,7 @@ trap mps_stop EXIT
 with_mps() {  # the command $@, a client of this script's MPS daemon where one runs
   if [ -n "$mps" ]; then CUDA_MPS_PIPE_DIRECTORY="$mps/pipe" "$@"; else "$@"; fi
 }
-quiet() { grep --line-buffered -v "Warning\|warn\|record_function"; }
+quiet() { grep --line-buffered -v "Warning\|warn\|record_function\|USDT"; }
 part_learn() {
   local t
   t=$(fits "the learning pair" 120 "$LEARN_TIMEOUT") || return 0
@@ -164,6 +168,15 @@ part_tests() {
     tests/core/test_residual_dtype.py > "$OUT/gpu_tests_$name.txt" 2>&1
   tail -1 "$OUT/gpu_tests_$name.txt"
 }
+part_kernels() {
+  local t sets at="$BENCH"
+  t=$(fits "the kernels" 60 120) || return 0
+  [ "$at" = best ] && at=$(cat "$TSWEEP_DATA_DIR/best_sets.txt" 2> /dev/null)
+  read -r -a sets <<< "${at:-$STACK_SETS}"
+  sets=("${sets[@]/#compile=graphs/compile=on}")
+  timeout "$t" "$PY" benchmarks/gpu_kernels.py "${KERNEL_ARGS[@]}" "${sets[@]}" --no-anchor \
+    --out "$OUT/gpu_kernels_$name.txt" 2>&1 | quiet | head -4
+}
 for part in ${PARTS//,/ }; do
   case "$part" in
     learn) part_learn ;;
@@ -177,6 +190,7 @@ for part in ${PARTS//,/ }; do
     share) part_bench share "--share 2" 140 ;;
     big) part_bench big "--preset big" 130 ;;
     tests) part_tests ;;
+    kernels) part_kernels ;;
     candidates) candidates "the candidates" "$CANDIDATES" gpu_candidates 100000 ;;
   esac
 done

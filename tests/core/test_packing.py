@@ -359,9 +359,9 @@ def test_the_device_script_runs_end_to_end_on_a_cpu(tmp_path):
 
 @pytest.mark.slow
 def test_the_prepared_device_script_runs_every_part_on_a_cpu_and_refuses_an_unknown_part(tmp_path):
-    """benchmarks/device/issue56.sh with DRY=1: each part (learning pair, anchor, share, big, tests, candidates)
-    leaves its file, with ray, optuna and mlflow refused as on the device machine, which has none of them; an
-    unknown part is refused before any part runs; a TOTAL too short skips every part."""
+    """benchmarks/device/issue56.sh with DRY=1: each part (learning pair, anchor, share, big, tests, kernels,
+    candidates) leaves its file, with ray, optuna and mlflow refused as on the device machine, which has none of
+    them; an unknown part is refused before any part runs; a TOTAL too short skips every part."""
     import os
     import subprocess
 
@@ -375,13 +375,13 @@ def test_the_prepared_device_script_runs_every_part_on_a_cpu_and_refuses_an_unkn
     assert r.returncode == 0, r.stderr[-2000:]
     files = {p.name for p in (tmp_path / "all").iterdir()}
     assert {"packing_learning_dry.txt", "gpu_anchor_dry.txt", "bench_device_dry.txt", "device-bench_dry.json",
-            "gpu_tests_dry.txt", "gpu_candidates_dry.txt", "best_sets.txt"} <= files  # fmt: skip
+            "gpu_tests_dry.txt", "gpu_kernels_dry.txt", "gpu_candidates_dry.txt", "best_sets.txt"} <= files  # fmt: skip
     assert "flex64 stack" in (tmp_path / "all" / "gpu_anchor_dry.txt").read_text()
     assert "2 bench-device measurements of this call stored" in r.stdout and "skipped (" not in r.stdout + r.stderr
     bad = run(tmp_path / "bad", DRY_PARTS="learn,bogus")
     assert bad.returncode == 2 and "unknown part 'bogus'" in bad.stderr and "learning pair" not in bad.stdout
     short = run(tmp_path / "short", DRY_TOTAL="30")
-    assert short.returncode == 0 and short.stderr.count("skipped (") == 6 and not any((tmp_path / "short").iterdir())
+    assert short.returncode == 0 and short.stderr.count("skipped (") == 7 and not any((tmp_path / "short").iterdir())
 
 
 def _reference_varlen(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
