@@ -41,3 +41,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if E2E in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture(autouse=True)
+def _compiled_code_never_falls_back_silently(request):
+    """torch keeps up to ``recompile_limit`` (8) compiled versions of a function in a process, then runs it
+    uncompiled with a warning only: a test past that would pass without testing what it compiles.  Here reaching
+    the limit is an error, and a gpu-marked test starts from an empty compile cache, as a trial's own process does
+    (one pytest process runs many of them, each compiling the packed step anew)."""
+    import sys
+
+    if "torch" not in sys.modules and request.node.get_closest_marker("gpu") is None:
+        yield  # a test that never imported torch compiles nothing
+        return
+    import torch._dynamo
+
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    if request.node.get_closest_marker("gpu") is not None:
+        torch._dynamo.reset()
+    yield

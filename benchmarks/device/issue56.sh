@@ -175,14 +175,15 @@ part_kernels() {
   read -r -a sets <<< "${at:-$STACK_SETS}"
   sets=("${sets[@]/#compile=graphs/compile=on}")
   timeout "$t" "$PY" benchmarks/gpu_kernels.py "${KERNEL_ARGS[@]}" "${sets[@]}" --no-anchor \
-    --out "$OUT/gpu_kernels_$name.txt" 2>&1 | quiet | head -4
+    --out "$OUT/gpu_kernels_$name.txt" 2>&1 | quiet > "$OUT/gpu_kernels_log_$name.txt"
+  grep -m1 "^## project step" "$OUT/gpu_kernels_$name.txt" 2> /dev/null || tail -3 "$OUT/gpu_kernels_log_$name.txt"
 }
 for part in ${PARTS//,/ }; do
   case "$part" in
     learn) part_learn ;;
     anchor)
       if [ -n "$ANCHOR_CANDIDATES" ]; then
-        candidates "the stack beside the anchor" "$ANCHOR_CANDIDATES" gpu_anchor 190
+        candidates "the stack beside the anchor" "$ANCHOR_CANDIDATES" gpu_anchor 220
       else
         echo "the stack beside the anchor: skipped (ANCHOR_CANDIDATES is empty)" >&2
       fi
