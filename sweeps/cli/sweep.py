@@ -20,7 +20,7 @@ def cmd_plan(args) -> int:
     from analysis.report.reach import spec_lines
     from analysis.stats.scale import confound_line, param_confounds, sized_rows
     from sweeps.plan import estimate
-    from sweeps.spec.profiles import get_profile
+    from sweeps.spec.profiles import canonical_profile_name, get_profile
     from sweeps.spec.sweep_spec import load_spec, parse_budget, plan
     from transformer_core.data import default_data_dir
     from transformer_core.errors import UserError
@@ -40,7 +40,6 @@ def cmd_plan(args) -> int:
 
         source = budget_source(spec, args.profile, trials, data_dir, args.device_flops, args.gpu, args.mfu,
                                args.remeasure)  # fmt: skip
-    devices = estimate.devices_per_trial(spec.resources, source.sharing if source else None)  # speed per trial
     occupied = estimate.devices_per_trial(spec.resources)  # the devices a trial holds: what device-hours bill
     print(
         f"sweep {spec.name}: {len(trials)} trials at profile {args.profile!r}"
@@ -69,6 +68,7 @@ def cmd_plan(args) -> int:
     print(head)
     total_flops, seconds, row_params = 0.0, [], dict[str, float]()
     rated: tuple[dict[str, list[str]], dict[str, list[str]]] = ({}, {})  # measured model -> rows: its own, nearest
+    unshared: list[str] = []  # rows planned at 1/k of a GPU although a sharing factor was measured (another model)
     for t, cfg, values in zip(trials, configs, flat):
         tr = cfg.train
         params, flops = estimate.trial_flops(cfg)
@@ -79,6 +79,10 @@ def cmd_plan(args) -> int:
             if model is not None:
                 rows = rated[model.model != estimate.model_identity(cfg)].setdefault(model.label, [])
                 rows.extend([t.row] if t.row not in rows else [])
+            shares = estimate.sharing_holds(source, spec.resources, params)  # speed per trial: the factor, or 1/k
+            devices = estimate.devices_per_trial(spec.resources, source.sharing if shares else None)
+            if not shares and source.sharing.get(estimate.trials_per_device(spec.resources)) and t.row not in unshared:
+                unshared.append(t.row)
             est = estimate.trial_seconds(flops, tr, rate * devices, cfg.data, data_dir)
             seconds.append(est)
             shown = estimate.duration(est)
@@ -101,6 +105,8 @@ def cmd_plan(args) -> int:
     else:
         conc = min(spec.max_concurrent, len(trials))
         rates = estimate.model_rates(source)
+        on_cpu = canonical_profile_name(args.profile) in estimate.LAPTOP_PROFILES
+        eval_note = "" if on_cpu else ", at this project's CPU constants: unmeasured on a GPU"
         rates = (
             f"the measured models' rates ({rates} FLOP/s) per device" if source.models else f"{rates} FLOP/s per device"
         )
@@ -108,18 +114,28 @@ def cmd_plan(args) -> int:
             f"time at {rates}, {occupied:g} device(s) per trial: about"
             f" {estimate.duration(sum(seconds))} of trial time, {sum(seconds) * occupied / 3600:,.1f} device-hours,"
             f" {estimate.duration(estimate.makespan(seconds, conc))} wall at {conc} concurrent"
-            " (evaluation included roughly)"
+            f" (evaluation included roughly{eval_note})"
         )
+        if spec.adaptive and len(spec.seeds):  # the plan costs the first seeds; undecided claims add more
+            most = int(spec.adaptive["max"]) / len(spec.seeds)
+            print(f"at {spec.adaptive['max']} seeds a row (adaptive seeds' most, where every claim stays undecided): "
+                  f"about {estimate.duration(sum(seconds) * most)} of trial time, "
+                  f"{sum(seconds) * occupied * most / 3600:,.1f} device-hours")  # fmt: skip
         print(f"throughput source: {source.source}")
         for note in (estimate.rates_note(source, *rated), estimate.unmeasured_note(source, row_params)):
             if note:
                 print(note)
-        note = estimate.sharing_note(spec.resources, source.sharing)
+        k = estimate.trials_per_device(spec.resources)
+        over = bool(source.peak_gb and source.device_gb and k * source.peak_gb > source.device_gb)
+        why = (f"{k} of the base row's trials need more than the device's memory" if over
+               else "larger models than the measured one, whose sharing nothing measured")  # fmt: skip
+        note = estimate.sharing_note(spec.resources, source.sharing, None if source.params is None else unshared, why)
         if note:
             print(note)
-        note = estimate.settings_note(source.settings, [cfg.train for cfg in configs])
-        if note:
-            print(note)
+        for note in (estimate.settings_note(source.settings, [cfg.train for cfg in configs]),
+                     estimate.unknown_settings_note(source)):  # fmt: skip
+            if note:
+                print(note)
         note = estimate.padded_rows_note(source, {t.row: cfg for t, cfg in zip(trials, configs)})
         if note:
             print(note)

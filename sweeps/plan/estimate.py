@@ -75,6 +75,8 @@ class Throughput:
     device_gb: Optional[float] = None  # the measured device's memory (GiB), where the source has it
     packing: Optional[str] = None  # the measured trial's packed attention (PACKED_BACKENDS), None where it was not
     precision: str = "bf16"  # the measured trial's precision, as resolved on its device
+    # a bench-device record that keeps no step settings (stored before records kept them): unknown, not matched
+    settings_unknown: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,10 +119,14 @@ def unmeasured_note(source: Throughput, row_params: dict[str, float]) -> Optiona
     if source.models or not source.params:
         return None
     larger = [f"{row} ({n / 1e6:.0f}M)" for row, n in row_params.items() if n > 2 * source.params]
-    if not larger:
+    smaller = [f"{row} ({n / 1e6:.0f}M)" for row, n in row_params.items() if n < 0.5 * source.params]
+    if not larger and not smaller:
         return None
+    rows = ", ".join(larger + smaller)
+    less = (f" (a smaller model keeps a GPU busy with fewer FLOPs a token: the trials of {', '.join(smaller)} "
+            "likely take longer than planned)") if smaller else ""  # fmt: skip
     return (
-        f"rows {', '.join(larger)} are planned at the base row's measured rate ({source.params / 1e6:.0f}M parameters):"
+        f"rows {rows} are planned at the base row's measured rate ({source.params / 1e6:.0f}M parameters){less}:"
         " tsweep bench-device --preset big (or their model knobs in --set) measures their own"
     )
 
@@ -181,17 +187,56 @@ def settings_note(measured: dict, trains: list) -> Optional[str]:
     )
 
 
+SHARING_SLACK = 1.5  # a factor up to this times k is measurement noise around k (used as k); beyond, an error
+
+
+def unknown_settings_note(source: "Throughput") -> Optional[str]:
+    """The line `tsweep plan` prints where the measurement keeps no step settings: whether the trials train at its
+    speed cannot be checked (None where it keeps them or the source is not a bench-device record)."""
+    if not source.settings_unknown:
+        return None
+    return (
+        "the measurement keeps no step settings (stored before bench-device recorded them; of them only "
+        f"{', '.join(OLD_RECORD_SETTINGS)} are compared): whether this spec's trials train at its speed is not known; "
+        "run tsweep bench-device again with the spec's own train settings"
+    )
+
+
+def sharing_holds(source: "Throughput", resources: Resources, params: float) -> bool:
+    """Whether the measured sharing factor holds for a trial of ``params`` parameters.  k trials gain from
+    sharing a GPU the time each leaves it idle; bench-device --share measures the base row's model, and a model
+    no larger leaves the GPU at least as idle and needs no more memory, so its trials share at the factor; a
+    larger one's (busier, bigger) are planned at 1/k of a GPU, as are all where k of the measured trial exceed
+    the device's memory.  Where the record has no parameter count, every trial takes it."""
+    k = trials_per_device(resources)
+    if k == 1 or k not in source.sharing:
+        return False
+    if source.peak_gb and source.device_gb and k * source.peak_gb > source.device_gb:
+        return False
+    return source.params is None or params <= 1.05 * source.params
+
+
 def measured_sharing(record: dict) -> dict[int, float]:
-    """{k: sharing factor} of a bench-device record's ``sharing`` entries (none where the record has none)."""
+    """{k: sharing factor} of a bench-device record's ``sharing`` entries (none where the record has none).  k
+    trials cannot train more than k times one alone: a factor up to SHARING_SLACK x k is the noise of two separate
+    timings and is used as k; an entry that is not a count of 2 to 64 trials with a factor in (0, 1.5 k] is a
+    ValueError naming it (the caller names the file)."""
     found = record.get("sharing") if isinstance(record, dict) else None
+    if found is None:
+        return {}
+    if not isinstance(found, dict):
+        raise ValueError(f"sharing is {type(found).__name__}; allowed a mapping of k to {{'factor': number}}")
     out = {}
-    for k, entry in (found or {}).items() if isinstance(found, dict) else ():
-        try:
-            n, factor = int(k), float(entry["factor"])
-        except (TypeError, ValueError, KeyError, OverflowError):
-            continue
-        if n >= 2 and math.isfinite(factor) and factor > 0:
-            out[n] = factor
+    for k, entry in found.items():
+        n = int(k) if isinstance(k, str) and k.isdigit() and len(k) < 4 else 0
+        if not 2 <= n <= 64:
+            raise ValueError(f"sharing[{k!r}] is not a count of trials; allowed 2 to 64")
+        factor = entry.get("factor") if isinstance(entry, dict) else None
+        value = finite_positive(factor) if isinstance(factor, (int, float)) else None
+        if value is None or value > SHARING_SLACK * n:
+            raise ValueError(f"sharing[{k!r}].factor is {factor!r}; allowed a number above 0 and at most "
+                             f"{SHARING_SLACK * n:g} ({n} trials train at most {n} times one alone)")  # fmt: skip
+        out[n] = min(value, float(n))
     return out
 
 
@@ -259,6 +304,10 @@ def _checked(records, section: str, required: tuple[str, ...]) -> dict[str, dict
                 raise ValueError(f"{section}[{key!r}].{name} is {found}; allowed a number from {lo:g} to {hi:g}")
             if not lo <= value <= hi:  # nan and inf fail too
                 raise ValueError(f"{section}[{key!r}].{name} is {value!r}; allowed a number from {lo:g} to {hi:g}")
+        try:
+            measured_sharing(record)
+        except ValueError as exc:
+            raise ValueError(f"{section}[{key!r}].{exc}") from None
     return records
 
 
@@ -370,19 +419,29 @@ def resolve_throughput(
                 f"measured by tsweep bench-device on {m.get('device', '?')} {m.get('precision', '')}{where}, {when}"
                 f" ({bench_path(data_dir)})",
                 measured_sharing(m),
-                settings if isinstance(settings, dict) else {},
+                settings if isinstance(settings, dict) else _old_settings(m),
                 finite_positive(m.get("peak_cuda_gb")),
                 finite_positive(m.get("params")),
                 *(measured_models(m, read_model_measurements(data_dir), key) if key else ((), ())),
                 device_gb=finite_positive(m.get("device_memory_gb")),
                 packing=m.get("packing") if m.get("packing") in PACKED_BACKENDS else None,
                 precision="fp32" if m.get("precision") == "fp32" else "bf16",
+                settings_unknown=not isinstance(settings, dict),
             )
     from sweeps.spec.profiles import canonical_profile_name
 
     if canonical_profile_name(profile) in LAPTOP_PROFILES:
         return Throughput(LAPTOP_FLOPS, "this project's measurement on a 2-core laptop, one thread per trial")
     return None
+
+
+# what a record stored before records kept their step settings says of them at its top level, in knob values
+OLD_RECORD_SETTINGS = ("compile", "loss_kernel", "fused_adam")
+
+
+def _old_settings(record: dict) -> dict[str, object]:
+    """The step settings a record without ``settings`` still gives (OLD_RECORD_SETTINGS), for settings_note."""
+    return {n: record[n] for n in OLD_RECORD_SETTINGS if isinstance(record.get(n), (bool, str))}
 
 
 def profile_key(found: dict, profile: str) -> Optional[str]:
@@ -419,6 +478,8 @@ def measured_models(
             continue
         label = str(r.get("label") or key.split("/", 1)[-1])
         differ = [k.replace("settings", "step settings") for k in keys if r.get(k) != base.get(k)]
+        if not (isinstance(r.get("settings"), dict) and isinstance(base.get("settings"), dict)):
+            differ = [d for d in differ if d != "step settings"] + ["no recorded step settings"]
         p = finite_positive(r.get("params"))
         why = (
             f"other {' and '.join(differ)} than the base row's measurement" if differ
@@ -484,31 +545,35 @@ def trial_flops(cfg) -> tuple[int, float]:
 
 
 def trials_per_device(resources: Resources) -> int:
-    """How many trials share one GPU: k for ``gpus: 1/k`` (rounded), else 1."""
+    """How many trials share one GPU: as many as Ray places on it, the whole number of ``gpus`` that fit in one
+    (1/k: k; 0.34: 2, since three would ask for 1.02 GPUs), else 1."""
     gpus = float(resources.gpus or 0)
-    return max(1, round(1.0 / gpus)) if 0 < gpus < 1 else 1
+    return max(1, math.floor(1.0 / gpus + 1e-9)) if 0 < gpus < 1 else 1
 
 
 def devices_per_trial(resources: Resources, sharing: Optional[dict[int, float]] = None) -> float:
     """Devices' worth of speed one trial computes at: its workers, each with a whole GPU or a share of one.  A
     trial sharing a GPU with k - 1 others runs at the measured sharing factor over k (``sharing``: {k: what k
     trials train together over one alone}), or at 1/k of the GPU where no factor for k was measured."""
-    gpus = float(resources.gpus or 0)
-    share = gpus if 0 < gpus < 1 else 1.0
-    factor = (sharing or {}).get(trials_per_device(resources)) if share < 1 else None
+    k = trials_per_device(resources)
+    share = 1.0 / k  # a GPU's k trials each hold 1/k of it, whatever fraction under 1/(k - 1) each asks for
+    factor = (sharing or {}).get(k) if k > 1 else None
     return max(1, int(resources.workers or 1)) * share * (factor or 1.0)
 
 
-def sharing_note(resources: Resources, sharing: Optional[dict[int, float]]) -> Optional[str]:
-    """The line `tsweep plan` prints about trials sharing a GPU, or None where each trial has its own."""
+def sharing_note(resources: Resources, sharing: Optional[dict[int, float]], others: Optional[list[str]] = None,
+                 why: str = "larger models than the measured one") -> Optional[str]:  # fmt: skip
+    """The line `tsweep plan` prints about trials sharing a GPU, or None where each trial has its own.  ``others``:
+    the rows planned at 1/k of a GPU although a factor was measured (``why``); None: every trial took it."""
     k = trials_per_device(resources)
     if k == 1:
         return None
     factor = (sharing or {}).get(k)
     if factor:
+        rest = (f"; rows {', '.join(others)} ({why}) at 1/{k} of a GPU each" if others
+                else "" if others is not None else "; every model's trials planned at it")  # fmt: skip
         return (f"{k} trials share each GPU: together {factor:.2f}x one trial alone (measured by tsweep bench-device "
-                f"--share {k} on the base row; every model's trials planned at it), so each at {factor / k:.2f} of a "
-                "GPU")  # fmt: skip
+                f"--share {k} on the base row), so each of its trials at {factor / k:.2f} of a GPU{rest}")  # fmt: skip
     return (f"{k} trials share each GPU, each planned at 1/{k} of one: no sharing measured for {k} (tsweep "
             f"bench-device --share {k} on the GPU measures it)")  # fmt: skip
 

@@ -268,7 +268,8 @@ def test_a_profiles_record_under_an_alias_and_under_its_name_the_newest_wins_and
 def test_rows_far_larger_than_the_one_measured_are_said_to_take_its_rate(tmp_path, capsys):
     write(tmp_path, {})
     out = run_plan(capsys, tmp_path)
-    assert "rows C5 (164M), big (214M) are planned at the base row's measured rate (63M parameters)" in out
+    assert "rows C5 (164M), big (214M), C4 (27M) are planned at the base row's measured rate (63M parameters)" in out
+    assert "the trials of C4 (27M) likely take longer than planned" in out  # smaller: the GPU less busy
     write(tmp_path, {"gpu/big": record("big", 3.0e14, 214_252_544, label="big")})
     assert "are planned at the base row's measured rate" not in run_plan(capsys, tmp_path)
 

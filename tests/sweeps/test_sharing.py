@@ -63,9 +63,51 @@ def test_devices_per_trial_uses_the_factor_of_its_own_k_only():
     assert estimate.devices_per_trial(Resources(gpus=0.5), {2: 1.6}) == pytest.approx(0.8)
     assert estimate.devices_per_trial(Resources(gpus=1 / 3), {2: 1.6}) == pytest.approx(1 / 3)  # no factor for 3
     assert estimate.devices_per_trial(Resources(gpus=1), {2: 1.6}) == 1
-    assert estimate.trials_per_device(Resources(gpus=0.34)) == 3
-    bad = {"2": {"factor": "x"}, "3": {"factor": float("inf")}, "1": {"factor": 2.0}, "4": {"factor": 1.9}, "5": 7}
-    assert estimate.measured_sharing({"sharing": bad}) == {4: 1.9}
+    # as many as Ray places on one GPU: three trials of 0.34 would ask for 1.02 GPUs, two of 0.6 for 1.2
+    assert estimate.trials_per_device(Resources(gpus=0.34)) == 2
+    assert estimate.trials_per_device(Resources(gpus=1 / 3)) == 3
+    assert estimate.trials_per_device(Resources(gpus=0.6)) == 1
+    assert estimate.devices_per_trial(Resources(gpus=0.34), {2: 1.6}) == pytest.approx(0.8)  # each holds half
+    assert estimate.measured_sharing({"sharing": {"4": {"factor": 1.9}, "2": {"factor": 2.2}}}) == {4: 1.9, 2: 2.0}
+    bad_entries = [{"2": {"factor": "1e9"}}, {"3": {"factor": float("inf")}}, {"1": {"factor": 1.0}}, {"5": 7}]
+    bad_entries += [{"2": {"factor": 50}}, {"2": {"factor": -1}}, {"2": {"factor": True}}, {"x": {"factor": 1.2}}]
+    for bad in bad_entries:
+        with pytest.raises(ValueError, match=r"sharing\[.*allowed"):
+            estimate.measured_sharing({"sharing": bad})
+
+
+def test_a_sharing_factor_holds_only_for_models_no_larger_than_the_measured_one_and_only_where_they_fit(
+    tmp_path, capsys
+):
+    """bench-device --share measures the base row's model: its factor is planned for rows no larger (a GPU at
+    least as idle, no more memory) and not for larger ones, nor for any where k of the measured trial exceed the
+    device's memory; a factor beyond what k trials can train is one line naming the file."""
+    base = {"params": 63_082_496, "peak_cuda_gb": 12.5, "device_memory_gb": 79.1}
+    data = tmp_path / "data"
+    data.mkdir()
+    doc = yaml.safe_load(TABLE3.read_text())
+    doc.update(resources={"cpus": 1, "gpus": 0.5}, seeds=[1])
+    spec = tmp_path / "t3.yaml"
+    spec.write_text(yaml.safe_dump(doc))
+
+    def plan(**fields) -> tuple[int, str, str]:
+        record = {**_record({"2": {"factor": 1.6}}), **base, **fields}
+        (data / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": record}}))
+        code = tsweep(["plan", str(spec), "--profile", "gpu", "--data-dir", str(data)])
+        got = capsys.readouterr()
+        return code, got.out, got.err
+
+    code, out, _ = plan()
+    line = next(x for x in out.splitlines() if x.startswith("2 trials share each GPU"))
+    assert code == 0 and "rows C3, C5, C7, big (larger models than the measured one" in line, line
+    shared = _device_hours(out)
+    _, tight, _ = plan(device_memory_gb=20.0)  # two trials of 12.5 GiB need more than 20
+    assert "(2 of the base row's trials need more than the device's memory) at 1/2 of a GPU each" in tight
+    assert _device_hours(tight) == pytest.approx(_device_hours(_plan(capsys, tmp_path, 1)), rel=0.01)
+    assert shared < 0.9 * _device_hours(tight)  # the rows that fit share at the factor
+    for factor in (50, "1e9", float("nan")):
+        code, out, err = plan(sharing={"2": {"factor": factor}})
+        assert code == 2 and "device-bench.json" in err and "allowed" in err and len(err.strip().splitlines()) == 1
 
 
 def test_bench_device_share_measures_trials_side_by_side_and_keeps_other_ks(tmp_path, capsys, fixture_data_dir):
@@ -105,8 +147,19 @@ def test_plan_says_when_the_spec_trains_with_other_step_settings_than_were_measu
     train = {k: fast[k] for k in ("tokens_per_batch", "accumulate", "compile", "packing", "packed_attention")}
     same = _plan(capsys, tmp_path, 1, settings=fast, train=train)
     assert "the throughput was measured with" not in same
-    unrecorded = _plan(capsys, tmp_path, 1)  # a record from before settings were stored: nothing to compare
+    unrecorded = _plan(capsys, tmp_path, 1)  # a record from before settings were stored: said, not compared
     assert "the throughput was measured with" not in unrecorded
+    assert "the measurement keeps no step settings" in unrecorded
+    assert "the measurement keeps no step settings" not in other
+    # such a record's top-level compile is still compared (a CUDA-graph rate is not the eager trials' speed)
+    data = tmp_path / "old"
+    data.mkdir()
+    old = {**_record(), "compile": "graphs", "loss_kernel": "plain", "fused_adam": True, "packing": "flex"}
+    (data / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": old}}))
+    assert tsweep(["plan", str(TABLE3), "--profile", "gpu", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    assert "the throughput was measured with compile graphs; this spec's trials train with compile off" in out
+    assert "the measurement keeps no step settings" in out
     odd = _plan(capsys, tmp_path, 1, settings={"compile": ["x"], "packing": "on\x1b[2J", "accumulate": 1})
     assert "\x1b" not in odd and "the throughput was measured with accumulate 1;" in odd
     stream = _plan(capsys, tmp_path, 1, settings={**fast, "residual_dtype": "bf16"}, train=train)
@@ -135,4 +188,18 @@ def test_plan_sizes_shared_trials_by_the_measured_memory_and_names_the_larger_ro
     assert estimate.finite_positive("12") is None and estimate.finite_positive(-1) is None
     assert estimate.finite_positive(3) == 3.0
     assert estimate.finite_positive(10**400) is None and estimate.finite_positive(1e300) is None  # no overflow
-    assert estimate.measured_sharing({"sharing": {"2": {"factor": 10**400}}}) == {}
+    with pytest.raises(ValueError, match="allowed a number above 0"):
+        estimate.measured_sharing({"sharing": {"2": {"factor": 10**400}}})
+
+
+def test_a_plan_of_adaptive_seeds_gives_the_cost_at_their_most_beside_the_first_seeds(tmp_path, capsys):
+    """Table 3's spec runs two seeds a row and a third where a claim is undecided: the plan's figure is the two
+    seeds', and a line gives the three seeds' (the most such a sweep can cost)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "device-bench.json").write_text(json.dumps({"measurements": {"gpu": _record()}}))
+    assert tsweep(["plan", str(TABLE3), "--profile", "gpu", "--data-dir", str(data)]) == 0
+    out = capsys.readouterr().out
+    most = next(x for x in out.splitlines() if x.startswith("at 3 seeds a row (adaptive seeds' most"))
+    assert float(most.split(" device-hours")[0].rsplit(" ", 1)[-1]) == pytest.approx(1.5 * _device_hours(out), rel=0.01)
+    assert "(40 rows" not in out and "x 2 seeds" in out
