@@ -19,12 +19,16 @@
 #
 # The parts (PARTS, comma-separated; default learn,anchor,share):
 #   learn   the learning pair (item 4), first because it gates a CUDA default: 3 seeds of the gpu profile's base
-#           row with today's step (padded, eager, 2 x 12,500 tokens) against 3 with the candidate default (the
-#           padded stream's very batches packed, packing=on, in FlexAttention's tiles where the buffer has room;
-#           compiled and replayed as a CUDA graph, 1 x 25,000; losses read once a logging window and computed from
-#           the log-sum-exp: the stack), LEARN_STEPS steps, all six at once under an MPS daemon of the script's own
-#           (private pipe directory, stopped afterwards); each trial's line is kept as it finishes.  Greedy final
-#           decoding (beam=1, max_extra=0) for both sides: the comparison is dev cross-entropy.
+#           row with today's step (padded, eager) at one 25,000-token micro-batch (the same optimizer step as the
+#           profile's 2 x 12,500; its batches grouped at 25k) against 3 with the candidate default (those very
+#           batches packed, packing=on, in FlexAttention's tiles where the buffer has room; compiled and replayed
+#           as a CUDA graph; losses read once a logging window and computed from the log-sum-exp: the stack),
+#           LEARN_STEPS steps, all six at once under an MPS daemon of the script's own (private pipe directory,
+#           stopped afterwards).  A seed gives both sides the same weights and batches, so the sides pair by seed
+#           (packing_learning.py checks it from the trials' target tokens), judged on dev cross-entropy against a
+#           0.02-nat equivalence margin: equivalent, differs or inconclusive, or the candidate failed or was not
+#           measured.  Each trial's line is kept as it finishes, its result.json and metrics.jsonl under
+#           $OUT/packing_learning_<gpu>.txt.trials/.  Greedy final decoding (beam=1, max_extra=0) for both sides.
 #   anchor  benchmarks/gpu_candidates.py: the stack, the stack at FlexAttention's 64-token tiles (flex64) and the
 #           anchor compiled and eager in one run (ANCHOR_CANDIDATES; empty: the part is skipped): the issue's
 #           first target as one run's ratio; the fastest single trial's --set arguments go to
@@ -55,8 +59,10 @@ BENCH="${BENCH:-best}"
 # one line: bench-device's arguments are read from it as words
 STACK_SETS="--set packing=on --set compile=graphs --set packed_attention=flex --set tokens_per_batch=25000"
 STACK_SETS+=" --set accumulate=1 --set loss_sync=window --set loss_kernel=lse --set packed_layout=tiles"
-# the learning pair's candidate default (the stack); a dry run keeps the smoke profile's batch size
+# the learning pair's candidate default (the stack), and the padded side's batches made the same (on a GPU: one
+# 25k micro-batch a side); a dry run keeps the smoke profile's batch size on both sides
 PACKED_SETS=(compile=graphs packed_attention=flex loss_sync=window loss_kernel=lse)
+PADDED_SETS=()
 GPU_ARGS=(--corpus bible-en-de)
 KERNEL_ARGS=(--corpus bible-en-de)
 LEARN_ARGS=(--profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 --parallel 6)
@@ -86,6 +92,7 @@ if [ -n "${DRY:-}" ]; then
   [ "$BENCH" = best ] && BENCH="--set compile=off"  # a CPU's smoke row: the plumbing, not a GPU step
 else
   PACKED_SETS+=(tokens_per_batch=25000 accumulate=1)
+  PADDED_SETS+=(tokens_per_batch=25000 accumulate=1)
   name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
 fi
@@ -125,11 +132,12 @@ with_mps() {  # the command $@, a client of this script's MPS daemon where one r
 }
 quiet() { grep --line-buffered -v "Warning\|warn\|record_function\|USDT"; }
 part_learn() {
-  local t
+  local t padded=()
   t=$(fits "the learning pair" 120 "$LEARN_TIMEOUT") || return 0
+  [ "${#PADDED_SETS[@]}" -gt 0 ] && padded=(--padded-set "${PADDED_SETS[@]}")
   mps_start
   with_mps timeout "$t" "$PY" benchmarks/packing_learning.py "${LEARN_ARGS[@]}" \
-    --set beam=1 max_extra=0 --packed-set "${PACKED_SETS[@]}" --trial-timeout $((t - 10)) \
+    --set beam=1 max_extra=0 "${padded[@]}" --packed-set "${PACKED_SETS[@]}" --trial-timeout $((t - 10)) \
     --out "$OUT/packing_learning_$name.txt" 2>&1 | tail -7
   mps_stop
 }
