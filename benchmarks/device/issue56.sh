@@ -171,10 +171,12 @@ part_bench() {
 part_tests() {
   local t
   t=$(fits "the gpu tests" 110 240) || return 0
-  timeout "$t" "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/core/test_packing.py \
+  timeout "$t" "$PY" -m pytest -v -p no:cacheprovider -m gpu tests/core/test_packing.py \
     tests/core/test_packing_blocks.py tests/core/test_loss_sync.py tests/core/test_attention_backends.py \
     tests/core/test_residual_dtype.py > "$OUT/gpu_tests_$name.txt" 2>&1
-  tail -1 "$OUT/gpu_tests_$name.txt"
+  # -v: a run the timeout cuts still names each test that passed or failed before it
+  local f="$OUT/gpu_tests_$name.txt"
+  echo "gpu tests: $(grep -c " PASSED" "$f") passed, $(grep -c " FAILED" "$f") failed; $(tail -1 "$f")"
 }
 part_kernels() {
   local t sets at="$BENCH"
