@@ -441,7 +441,7 @@ def run_all(args) -> list[str]:
         return {**r, "warmup_seconds": 0.0}
 
     record("anchor compiled", lambda: anchor_row(True))
-    # flex64 before the eager anchor: in the device script's anchor part (a deadline of 160-190 s) the stack and
+    # flex64 before the eager anchor: in the device script's anchor part (a deadline of up to 190 s) the stack and
     # the compiled anchor take about 100 s, and the eager anchor (about 10 s) only prints beside the target's ratio
     single("packed graphs flex64 stack", 45)
     record("anchor eager", lambda: anchor_row(False))

@@ -250,6 +250,12 @@ def verdict(trials: list[dict], steps: int, margin: float, compile_asked: str | 
     fallback = [str(t["seed"]) for t in trials if t.get("source") == FROM_METRICS]
     if fallback:
         notes.append(f"seeds {', '.join(fallback)}: dev_ce {FROM_METRICS}")
+    unknown = [
+        str(t["seed"]) for t in by["packed"].values() if t.get("source") == FROM_METRICS and not t.get("packing")
+    ]
+    if unknown:  # the layout a trial trained is in its result.json only
+        notes.append(f"that the candidate's seeds {', '.join(unknown)} trained packed batches is not confirmed "
+                     "(no result.json)")  # fmt: skip
     note = "".join(f"; {n}" for n in notes)
     if failed["padded"]:
         also = f"; the candidate did not finish {_unfinished(failed['packed'])} either" if failed["packed"] else ""

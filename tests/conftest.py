@@ -47,16 +47,16 @@ def pytest_collection_modifyitems(config, items):
 def _compiled_code_never_falls_back_silently(request):
     """torch keeps up to ``recompile_limit`` (8) compiled versions of a function in a process, then runs it
     uncompiled with a warning only: a test past that would pass without testing what it compiles.  Here reaching
-    the limit is an error, and a gpu-marked test starts from an empty compile cache, as a trial's own process does
-    (one pytest process runs many of them, each compiling the packed step anew)."""
+    the limit is an error, and each test starts from an empty compile cache, as a trial's own process does (one
+    pytest process runs many tests that compile the same step at other shapes; which of them came first must not
+    decide whether a later one compiles)."""
     import sys
 
     if "torch" not in sys.modules and request.node.get_closest_marker("gpu") is None:
-        yield  # a test that never imported torch compiles nothing
+        yield  # a process that never imported torch has compiled nothing
         return
     import torch._dynamo
 
     torch._dynamo.config.fail_on_recompile_limit_hit = True
-    if request.node.get_closest_marker("gpu") is not None:
-        torch._dynamo.reset()
+    torch._dynamo.reset()
     yield

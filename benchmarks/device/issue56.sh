@@ -137,7 +137,7 @@ part_learn() {
   [ "${#PADDED_SETS[@]}" -gt 0 ] && padded=(--padded-set "${PADDED_SETS[@]}")
   mps_start
   with_mps timeout "$t" "$PY" benchmarks/packing_learning.py "${LEARN_ARGS[@]}" \
-    --set beam=1 max_extra=0 "${padded[@]}" --packed-set "${PACKED_SETS[@]}" --trial-timeout $((t - 10)) \
+    --set beam=1 max_extra=0 ${padded[@]+"${padded[@]}"} --packed-set "${PACKED_SETS[@]}" --trial-timeout $((t - 10)) \
     --out "$OUT/packing_learning_$name.txt" 2>&1 | tail -7
   mps_stop
 }

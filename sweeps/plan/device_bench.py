@@ -19,6 +19,10 @@ class DivergedError(UserError):
     """The measured training run diverged: its rate would count steps that trained nothing."""
 
 
+class MeasurementError(UserError):
+    """A measurement that cannot be what it claims (k trials sharing a device above k times one alone)."""
+
+
 def _sync(device) -> None:
     import torch
 
@@ -144,6 +148,22 @@ def _shared_worker(barrier, queue, what: dict) -> None:
         queue.put(f"{type(exc).__name__}: {exc}")
 
 
+def sharing_factor(k: int, together: float, alone: float) -> float:
+    """What k trials sharing a device trained together over one alone; a MeasurementError where it is more than
+    `tsweep plan` takes from k trials (estimate.SHARING_SLACK x k: a timing went wrong), so that nothing is stored
+    that would make the data file refused."""
+    from .estimate import SHARING_SLACK
+
+    factor = together / alone
+    if not factor <= SHARING_SLACK * k:
+        raise MeasurementError(
+            f"{k} trials sharing the device trained {factor:.2f}x one trial alone, more than {k} trials can: a "
+            f"timing went wrong (alone {alone:,.0f} tokens/s, together {together:,.0f}); nothing was stored: "
+            "measure again"
+        )
+    return factor
+
+
 def measure_sharing(k: int, what: dict, alone: dict) -> dict:
     """k processes of the same base-row measurement on this device at once, their timed windows started together:
     the tokens/s they train together, each one's, and the factor over ``alone`` (one trial's record)."""
@@ -163,7 +183,7 @@ def measure_sharing(k: int, what: dict, alone: dict) -> dict:
         raise RuntimeError(f"a trial sharing the device failed: {errors[0]}")
     together = sum(r["tokens_per_second"] for r in found)
     return {
-        "factor": together / alone["tokens_per_second"],
+        "factor": sharing_factor(k, together, alone["tokens_per_second"]),
         "tokens_per_second": together,
         "per_trial": [round(r["tokens_per_second"], 1) for r in found],
         "mps": bool(os.environ.get("CUDA_MPS_PIPE_DIRECTORY")),

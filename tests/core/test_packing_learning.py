@@ -200,6 +200,7 @@ def test_a_trial_cut_short_after_its_last_evaluation_keeps_its_figure(tmp_path):
     line = verdict(trials, 500, MARGIN)
     assert "unpaired (Welch): seed 3's packed trial reports no target_tokens" in line
     assert f"seeds 3: dev_ce {FROM_METRICS}" in line
+    assert "that the candidate's seeds 3 trained packed batches is not confirmed (no result.json)" in line
     # an evaluation before the last step is not the compared figure
     (tmp_path / "metrics.jsonl").write_text(json.dumps({**records[1], "step": 250}) + "\n")
     t = read_trial(tmp_path, 500, "timed out", "after 320 s")

@@ -203,3 +203,17 @@ def test_a_plan_of_adaptive_seeds_gives_the_cost_at_their_most_beside_the_first_
     most = next(x for x in out.splitlines() if x.startswith("at 3 seeds a row (adaptive seeds' most"))
     assert float(most.split(" device-hours")[0].rsplit(" ", 1)[-1]) == pytest.approx(1.5 * _device_hours(out), rel=0.01)
     assert "(40 rows" not in out and "x 2 seeds" in out
+
+
+def test_bench_device_refuses_to_store_a_sharing_factor_the_planner_would_refuse():
+    """A factor beyond 1.5 k would make device-bench.json refused by every later plan and bench-device: it is
+    refused before it is stored, in one line; one up to that is stored as measured (the planner uses it as k)."""
+    from sweeps.plan.device_bench import MeasurementError, sharing_factor
+
+    assert sharing_factor(2, 528_067.0, 474_988.0) == pytest.approx(1.1117, rel=1e-3)
+    assert sharing_factor(2, 290.0, 100.0) == pytest.approx(2.9)  # noise above k: kept, used as k
+    with pytest.raises(MeasurementError, match="more than 2 trials can.*nothing was stored"):
+        sharing_factor(2, 400.0, 100.0)
+    with pytest.raises(MeasurementError):
+        sharing_factor(3, float("nan"), 100.0)
+    assert estimate.measured_sharing({"sharing": {"2": {"factor": 2.9}}}) == {2: 2.0}
