@@ -436,7 +436,7 @@ def resolve_throughput(
 
 
 # what a record stored before records kept their step settings says of them at its top level, in knob values
-OLD_RECORD_SETTINGS = ("compile", "loss_kernel", "fused_adam")
+OLD_RECORD_SETTINGS = ("compile", "fused_adam")  # (its loss_kernel is the one that ran: plain when compiled)
 
 
 def _old_settings(record: dict) -> dict[str, object]:
@@ -546,8 +546,11 @@ def trial_flops(cfg) -> tuple[int, float]:
 
 def trials_per_device(resources: Resources) -> int:
     """How many trials share one GPU: as many as Ray places on it, the whole number of ``gpus`` that fit in one
-    (1/k: k; 0.34: 2, since three would ask for 1.02 GPUs), else 1."""
+    (1/k: k; 0.34: 2, since three would ask for 1.02 GPUs), else 1.  A data-parallel trial (workers > 1) gives each
+    of its workers a whole GPU (sweeps/run/tune_adapter.py), whatever fraction ``gpus`` says: 1."""
     gpus = float(resources.gpus or 0)
+    if int(resources.workers or 1) > 1:
+        return 1
     return max(1, math.floor(1.0 / gpus + 1e-9)) if 0 < gpus < 1 else 1
 
 

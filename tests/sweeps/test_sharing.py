@@ -67,6 +67,9 @@ def test_devices_per_trial_uses_the_factor_of_its_own_k_only():
     assert estimate.trials_per_device(Resources(gpus=0.34)) == 2
     assert estimate.trials_per_device(Resources(gpus=1 / 3)) == 3
     assert estimate.trials_per_device(Resources(gpus=0.6)) == 1
+    # a data-parallel trial's workers each hold a whole GPU (Ray Train's resources_per_worker), whatever gpus says
+    assert estimate.trials_per_device(Resources(gpus=0.5, workers=2)) == 1
+    assert estimate.devices_per_trial(Resources(gpus=0.5, workers=2), {2: 1.6}) == 2
     assert estimate.devices_per_trial(Resources(gpus=0.34), {2: 1.6}) == pytest.approx(0.8)  # each holds half
     assert estimate.measured_sharing({"sharing": {"4": {"factor": 1.9}, "2": {"factor": 2.2}}}) == {4: 1.9, 2: 2.0}
     bad_entries = [{"2": {"factor": "1e9"}}, {"3": {"factor": float("inf")}}, {"1": {"factor": 1.0}}, {"5": 7}]
