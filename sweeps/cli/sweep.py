@@ -69,6 +69,7 @@ def cmd_plan(args) -> int:
     total_flops, seconds, row_params = 0.0, [], dict[str, float]()
     rated: tuple[dict[str, list[str]], dict[str, list[str]]] = ({}, {})  # measured model -> rows: its own, nearest
     unshared: list[str] = []  # rows planned at 1/k of a GPU although a sharing factor was measured (another model)
+    k = estimate.trials_per_device(spec.resources)
     for t, cfg, values in zip(trials, configs, flat):
         tr = cfg.train
         params, flops = estimate.trial_flops(cfg)
@@ -81,7 +82,7 @@ def cmd_plan(args) -> int:
                 rows.extend([t.row] if t.row not in rows else [])
             shares = estimate.sharing_holds(source, spec.resources, params)  # speed per trial: the factor, or 1/k
             devices = estimate.devices_per_trial(spec.resources, source.sharing if shares else None)
-            if not shares and source.sharing.get(estimate.trials_per_device(spec.resources)) and t.row not in unshared:
+            if not shares and source.sharing.get(k) and t.row not in unshared:
                 unshared.append(t.row)
             est = estimate.trial_seconds(flops, tr, rate * devices, cfg.data, data_dir)
             seconds.append(est)
@@ -125,9 +126,7 @@ def cmd_plan(args) -> int:
         for note in (estimate.rates_note(source, *rated), estimate.unmeasured_note(source, row_params)):
             if note:
                 print(note)
-        k = estimate.trials_per_device(spec.resources)
-        over = bool(source.peak_gb and source.device_gb and k * source.peak_gb > source.device_gb)
-        why = (f"{k} of the base row's trials need more than the device's memory" if over
+        why = (f"{k} of the base row's trials need more than the device's memory" if estimate.over_memory(source, k)
                else "larger models than the measured one, whose sharing nothing measured")  # fmt: skip
         note = estimate.sharing_note(spec.resources, source.sharing, None if source.params is None else unshared, why)
         if note:

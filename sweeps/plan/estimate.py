@@ -209,11 +209,15 @@ def sharing_holds(source: "Throughput", resources: Resources, params: float) -> 
     larger one's (busier, bigger) are planned at 1/k of a GPU, as are all where k of the measured trial exceed
     the device's memory.  Where the record has no parameter count, every trial takes it."""
     k = trials_per_device(resources)
-    if k == 1 or k not in source.sharing:
-        return False
-    if source.peak_gb and source.device_gb and k * source.peak_gb > source.device_gb:
+    if k == 1 or k not in source.sharing or over_memory(source, k):
         return False
     return source.params is None or params <= 1.05 * source.params
+
+
+def over_memory(source: "Throughput", k: int) -> bool:
+    """Whether k of the measured trial need more than the measured device's memory (False where either is not
+    known)."""
+    return bool(source.peak_gb and source.device_gb and k * source.peak_gb > source.device_gb)
 
 
 def measured_sharing(record: dict) -> dict[int, float]:
