@@ -59,6 +59,7 @@ import numpy as np
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script: the project's packages (analysis reads a trial's metrics)
 SIDES = ("padded", "packed")
 KEPT = ("result.json", "metrics.jsonl", "config.json")  # a trial's evidence; never its checkpoints
 FROM_METRICS = "from metrics.jsonl, result.json not written"
@@ -72,20 +73,14 @@ def _read_json(path: Path) -> dict | None:
 
 
 def last_eval(metrics: Path) -> dict | None:
-    """The last {"kind": "eval"} record of a metrics.jsonl (a torn last line is skipped), or None."""
-    try:
-        text = metrics.read_text()
-    except OSError:
+    """The last {"kind": "eval"} record of a metrics.jsonl, read as the report reads it (a torn last line is
+    skipped), or None."""
+    from analysis.data.collect import metrics_lines, metrics_record
+
+    if not metrics.is_file():
         return None
-    last = None
-    for line in text.splitlines():
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and rec.get("kind") == "eval":
-            last = rec
-    return last
+    evals = [rec for rec in map(metrics_record, metrics_lines(metrics)) if rec and rec.get("kind") == "eval"]
+    return evals[-1] if evals else None
 
 
 def failure_reason(result: dict) -> str:
