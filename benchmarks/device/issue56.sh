@@ -150,14 +150,19 @@ candidates() {
     2>&1 | quiet
   cp "$TSWEEP_DATA_DIR/best_sets.txt" "$OUT/best_sets.txt" 2> /dev/null
 }
+bench_sets() {
+  # the --set words BENCH names: best, the fastest single trial's (best_sets.txt), else the stack's; or its own
+  local at="$BENCH"
+  [ "$at" = best ] && at=$(cat "$TSWEEP_DATA_DIR/best_sets.txt" 2> /dev/null)
+  echo "${at:-$STACK_SETS}"
+}
 part_bench() {
   # tsweep bench-device at BENCH with the arguments $2 (part $1, at most $3 seconds), under an MPS daemon of the
   # script's own where the machine has one (so that share's single trial and big's compare); the stored record is
   # copied to $OUT, the lines as they come
-  local t sets extra log="$OUT/bench_device_$name.txt" at="$BENCH"
+  local t sets extra log="$OUT/bench_device_$name.txt"
   t=$(fits "bench-device $2" 60 "$3") || return 0
-  [ "$at" = best ] && at=$(cat "$TSWEEP_DATA_DIR/best_sets.txt" 2> /dev/null)
-  read -r -a sets <<< "${at:-$STACK_SETS}"
+  read -r -a sets <<< "$(bench_sets)"
   read -r -a extra <<< "$2"
   local bench=("$PY" -m sweeps.cli bench-device --profile "$BENCH_PROFILE" --corpus bible-en-de --steps
     "$BENCH_STEPS" --windows 3 --warmup 5 "${extra[@]}" "${sets[@]}")
@@ -179,10 +184,9 @@ part_tests() {
   echo "gpu tests: $(grep -c " PASSED" "$f") passed, $(grep -c " FAILED" "$f") failed; $(tail -1 "$f")"
 }
 part_kernels() {
-  local t sets at="$BENCH"
+  local t sets
   t=$(fits "the kernels" 60 120) || return 0
-  [ "$at" = best ] && at=$(cat "$TSWEEP_DATA_DIR/best_sets.txt" 2> /dev/null)
-  read -r -a sets <<< "${at:-$STACK_SETS}"
+  read -r -a sets <<< "$(bench_sets)"
   sets=("${sets[@]/#compile=graphs/compile=on}")
   timeout "$t" "$PY" benchmarks/gpu_kernels.py "${KERNEL_ARGS[@]}" "${sets[@]}" --no-anchor \
     --out "$OUT/gpu_kernels_$name.txt" 2>&1 | quiet > "$OUT/gpu_kernels_log_$name.txt"
