@@ -206,14 +206,11 @@ def schedule_position(step: int, train: dict | None) -> str:
     """Where step ``step`` lies in a trial's learning-rate schedule (its config.json "train"), in words."""
     if not train or not train.get("warmup"):
         return f"at step {step} (warmup unknown: no config.json)"
-    warmup, schedule = int(train["warmup"]), train.get("schedule", "rsqrt")
-    if schedule == "rsqrt":  # the paper's: lr ~ min(step^-0.5, step warmup^-1.5), its peak at step = warmup
-        fraction = min(step / warmup, (warmup / step) ** 0.5)
-    else:  # linear or wsd: the trainer's own schedule (torch is imported only for them)
-        from transformer_core.optim import learning_rate, peak_lr
+    from transformer_core.optim import learning_rate, peak_lr  # the trainer's own schedule (rsqrt: the paper's)
 
-        steps, cooldown = int(train.get("steps") or step), float(train.get("cooldown", 0.2))
-        fraction = learning_rate(step, steps, 512, warmup, 1.0, schedule, cooldown) / peak_lr(512, warmup, 1.0)
+    warmup, schedule = int(train["warmup"]), train.get("schedule", "rsqrt")
+    steps, cooldown = int(train.get("steps") or step), float(train.get("cooldown", 0.2))
+    fraction = learning_rate(step, steps, 512, warmup, 1.0, schedule, cooldown) / peak_lr(512, warmup, 1.0)
     if step < warmup:
         return f"at step {step} of a {warmup}-step warmup (learning rate {fraction:.3g} of its peak)"
     if step == warmup:
