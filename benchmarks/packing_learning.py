@@ -354,11 +354,13 @@ def trial_line(r: dict) -> str:
         return f"{who}: {r.get('status')} ({r.get('why') or 'no reason given'})"
     if r.get("source") == FROM_METRICS:
         return f"{who}: dev cross-entropy {r['dev_ce']:.4f} at step {r['steps']} ({FROM_METRICS}: {r.get('ended')})"
+    # the GPU memory a trial's process allocated at most (result.json's peak_cuda_gb): what sizes --parallel
+    peak = f", peak GPU memory {r['peak_cuda_gb']:.1f} GiB" if r.get("peak_cuda_gb") else ""
     return (f"{who}: dev cross-entropy {r['dev_ce']:.4f} at step {r['steps']}, "
             f"{r['target_tokens'] / r['steps']:,.0f} target tokens a step; layout "
             f"{r.get('packing')} ({r.get('packing_reason')}); compile {r.get('compile', '?')}; {r['device']} "
             f"{r['precision']}; {r.get('tokens_per_second') or 0:,.0f} target tokens/s while the trials shared the "
-            f"device, compile {r.get('compile_seconds') or 0:.0f} s")  # fmt: skip
+            f"device, compile {r.get('compile_seconds') or 0:.0f} s{peak}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,8 +23,8 @@
 #           profile's 2 x 12,500; its batches grouped at 25k) against 3 with the candidate default (those very
 #           batches packed, packing=on, in FlexAttention's tiles where the buffer has room; compiled and replayed
 #           as a CUDA graph; losses read once a logging window and computed from the log-sum-exp: the stack),
-#           LEARN_STEPS steps, all six at once under an MPS daemon of the script's own (private pipe directory,
-#           stopped afterwards).  A seed gives both sides the same weights and batches, so the sides pair by seed
+#           LEARN_STEPS steps, as many at once as the GPU's memory holds (LEARN_PARALLEL: six on an H200, three on
+#           an 80 GB H100) under an MPS daemon of the script's own (private pipe directory, stopped afterwards).  A seed gives both sides the same weights and batches, so the sides pair by seed
 #           (packing_learning.py checks it from the trials' target tokens), judged on dev cross-entropy against a
 #           0.02-nat equivalence margin: equivalent, differs or inconclusive, or the candidate failed or was not
 #           measured.  Each trial's line is kept as it finishes, its result.json and metrics.jsonl under
@@ -65,9 +65,29 @@ PACKED_SETS=(compile=graphs packed_attention=flex loss_sync=window loss_kernel=l
 PADDED_SETS=()
 GPU_ARGS=(--corpus bible-en-de)
 KERNEL_ARGS=(--corpus bible-en-de)
-LEARN_ARGS=(--profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3 --parallel 6)
+# the learning pair's trials at once: as many as the GPU's memory holds at LEARN_TRIAL_GIB each, 4 GiB left for the
+# processes' CUDA contexts and the MPS daemon, at most the six.  The padded side's one 25k micro-batch is unmeasured:
+# at 2 x 12.5k it peaked at 9.0 GiB on the H200 (gpu_candidates_h200.txt), most of it the fp32 logits, their
+# log-probabilities and gradient, which double at 25k; the packed stack peaked at 12.6.  22 GiB each: 6 on an
+# H200 (140 GiB), 3 on an 80 GB H100, whose six at once would not fit (3 x ~18 + 3 x 12.6 GiB and the allocator's
+# cache); each trial's line gives its peak
+LEARN_TRIAL_GIB="${LEARN_TRIAL_GIB:-22}"
+LEARN_PARALLEL="${LEARN_PARALLEL:-}"
+LEARN_ARGS=(--profile gpu --corpus bible-en-de --steps "$LEARN_STEPS" --seeds 3)
 BENCH_PROFILE=gpu BENCH_STEPS=10
 start=$(date +%s)
+learn_parallel() {
+  # trials at once for a GPU of $1 MiB at $2 GiB a trial, 4 GiB kept: 1 to 6 (6 where the memory is not known)
+  local n
+  [ "${1:-0}" -gt 0 ] 2> /dev/null || {
+    echo 6
+    return
+  }
+  n=$((($1 / 1024 - 4) / $2))
+  [ "$n" -lt 1 ] && n=1
+  [ "$n" -gt 6 ] && n=6
+  echo "$n"
+}
 if [ -n "${DRY:-}" ]; then
   PARTS="${DRY_PARTS:-learn,anchor,share,big,tests,kernels,candidates}"
 fi
@@ -95,6 +115,11 @@ else
   PADDED_SETS+=(tokens_per_batch=25000 accumulate=1)
   name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
+  if [ -z "$LEARN_PARALLEL" ]; then
+    mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2> /dev/null | head -1)
+    LEARN_PARALLEL=$(learn_parallel "${mib:-0}" "$LEARN_TRIAL_GIB")
+  fi
+  LEARN_ARGS+=(--parallel "$LEARN_PARALLEL")
 fi
 mps=""
 left() { echo $((TOTAL - ($(date +%s) - start))); }

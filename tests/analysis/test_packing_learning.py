@@ -243,6 +243,8 @@ def test_a_trial_line_says_what_trained_or_why_nothing_did():
     line = trial_line(done)
     assert line.startswith("packed seed 2: dev cross-entropy 4.6963 at step 800, 22,581 target tokens a step")
     assert "layout flex (FlexAttention); compile graphs; cuda bf16; 265,000 target tokens/s" in line
+    assert "peak GPU memory" not in line  # a CPU trial's result.json has peak_cuda_gb null
+    assert trial_line({**done, "peak_cuda_gb": 12.61}).endswith("compile 44 s, peak GPU memory 12.6 GiB")
     assert trial_line({"side": "padded", "seed": 3, "status": "timed out", "why": "after 320 s"}) == (
         "padded seed 3: timed out (after 320 s)"
     )

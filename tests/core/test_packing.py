@@ -384,6 +384,35 @@ def test_the_prepared_device_script_runs_every_part_on_a_cpu_and_refuses_an_unkn
     assert short.returncode == 0 and short.stderr.count("skipped (") == 7 and not any((tmp_path / "short").iterdir())
 
 
+def test_the_device_script_runs_as_many_learning_trials_at_once_as_the_gpus_memory_holds():
+    """The learning pair's six trials at once fit an H200's 140 GiB, not an 80 GB H100's (about 3 x 18 GiB padded
+    at one 25k micro-batch and 3 x 12.6 packed): issue56.sh's learn_parallel gives 6 for the H200's memory, 3 for
+    the H100's, at least 1, at most 6, and 6 where nvidia-smi gave no number."""
+    import subprocess
+
+    from tests.helpers import ROOT
+
+    script = (ROOT / "benchmarks" / "device" / "issue56.sh").read_text()
+    body = script[script.index("learn_parallel() {") :]
+    body = body[: body.index("\n}\n") + 3]
+
+    import re
+
+    default = int(re.search(r'LEARN_TRIAL_GIB="\$\{LEARN_TRIAL_GIB:-(\d+)\}"', script).group(1))
+
+    def learn_parallel(mib: str, gib: int = default) -> str:
+        r = subprocess.run(["bash", "-c", f"{body}\nlearn_parallel '{mib}' {gib}"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return r.stdout.strip()
+
+    assert learn_parallel("143771") == "6"  # the H200 of the device tool (nvidia-smi's memory.total, MiB)
+    assert learn_parallel("81559") == "3"  # an H100 80GB HBM3
+    assert learn_parallel("40960") == "1" and learn_parallel("8192") == "1"
+    assert learn_parallel("1000000") == "6"
+    assert learn_parallel("") == "6" and learn_parallel("[N/A]") == "6"
+    assert learn_parallel("81559", 12) == "6"  # LEARN_TRIAL_GIB=12
+
+
 def _reference_varlen(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),
                       **_):  # fmt: skip
     """varlen_attn's contract on a CPU (torch 2.13's signature: causality as window_size (-1, 0)), segment by
