@@ -33,9 +33,11 @@ the peak rate, not converged models.
         [--packed-set compile=graphs packed_attention=flex tokens_per_batch=25000 accumulate=1] [--margin 0.02]
         [--trial-timeout 300] [--out benchmarks/results/packing_learning_h100.txt]
 
-Each trial's line is printed (and ``--out`` rewritten) as it finishes, so a call cut short keeps what finished;
-with ``--out`` each trial's result.json, metrics.jsonl and config.json (not its checkpoints) are kept under
-``<out>.trials/<side>-s<seed>/``.
+``--parallel``: trials at once, on a GPU no more than its memory holds (benchmarks/device/issue56.sh sizes it at
+22 GiB a trial at one 25,000-token micro-batch: six on an H200, three on an 80 GB H100); each trial's line gives
+its peak GPU memory.  Each trial's line is printed (and ``--out`` rewritten) as it finishes, so a call cut short
+keeps what finished; with ``--out`` each trial's result.json, metrics.jsonl and config.json (not its checkpoints)
+are kept under ``<out>.trials/<side>-s<seed>/``.
     python benchmarks/packing_learning.py --dry-run     # the smoke profile on the fixture corpus, on the CPU
 """
 
