@@ -31,7 +31,7 @@ the peak rate, not converged models.
     python benchmarks/packing_learning.py [--profile gpu] [--corpus bible-en-de] [--steps 1000] [--seeds 3]
         [--parallel 6] [--set beam=1] [--padded-set tokens_per_batch=25000 accumulate=1]
         [--packed-set compile=graphs packed_attention=flex tokens_per_batch=25000 accumulate=1] [--margin 0.02]
-        [--trial-timeout 300] [--out benchmarks/results/packing_learning_h100.txt]
+        [--trial-timeout 300] [--deadline 320] [--out benchmarks/results/packing_learning_h100.txt]
 
 ``--parallel``: trials at once, on a GPU no more than its memory holds (benchmarks/device/issue56.sh sizes it at
 22 GiB a trial at one 25,000-token micro-batch: six on an H200, three on an 80 GB H100); each trial's line gives
@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
@@ -65,6 +66,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: the project's packages (analys
 SIDES = ("padded", "packed")
 KEPT = ("result.json", "metrics.jsonl", "config.json")  # a trial's evidence; never its checkpoints
 FROM_METRICS = "from metrics.jsonl, result.json not written"
+START_SECONDS = 30.0  # a trial is not started with less than this left of --deadline (it could not finish)
 
 
 def _read_json(path: Path) -> dict | None:
@@ -137,21 +139,40 @@ def trial_sets(args, side: str, seed: int) -> list[str]:
             "eval_bleu=final", *args.set, *own]  # fmt: skip
 
 
+def trial_limit(args) -> tuple[float | None, str]:
+    """(seconds the trial starting now may run, how a trial stopped at them is said): --trial-timeout, cut to what is
+    left of --deadline (``args.ends_at``, a time.monotonic() value set when the run starts), so that a trial started
+    late ends before the whole run must and the verdict is still written."""
+    limit = args.trial_timeout
+    why = f"after {limit:g} s" if limit is not None else ""
+    ends = getattr(args, "ends_at", None)
+    if ends is not None:
+        left = max(0.0, ends - time.monotonic())
+        if limit is None or left < limit:
+            limit, why = left, f"after {left:.0f} s, at the run's {args.deadline:g} s deadline"
+    return limit, why
+
+
 def run_trial(args, side: str, seed: int, work: Path, keep: Path | None = None) -> dict:
-    """One `tsweep train` of the base row, read back by read_trial; its evidence copied under ``keep`` if given."""
+    """One `tsweep train` of the base row, read back by read_trial; its evidence copied under ``keep`` if given.
+    Not started where less than START_SECONDS are left of --deadline."""
     workdir = work / f"{side}-s{seed}"
+    limit, limit_why = trial_limit(args)
+    if limit is not None and limit < START_SECONDS and getattr(args, "ends_at", None) is not None:
+        why = f"{limit:.0f} s were left of the run's {args.deadline:g} s deadline"
+        return {"status": "not started", "why": why, "train": {}, "source": None, "side": side, "seed": seed}
     cmd = [sys.executable, "-m", "sweeps.cli", "train", "--profile", args.profile, "--corpus", args.corpus,
            "--workdir", str(workdir), "--quiet", "--set", *trial_sets(args, side, seed)]  # fmt: skip
     cmd += ["--data-dir", args.data_dir] if args.data_dir else []
     exit_status, exit_why = None, ""
     try:
         r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                           timeout=args.trial_timeout)  # fmt: skip
+                           timeout=limit)  # fmt: skip
         if r.returncode:
             lines = [ln for ln in (r.stderr or r.stdout).strip().splitlines() if ln.strip()]
             exit_status, exit_why = "failed", f"exit {r.returncode}: {lines[-1] if lines else 'no output'}"
     except subprocess.TimeoutExpired:
-        exit_status, exit_why = "timed out", f"after {args.trial_timeout:g} s"
+        exit_status, exit_why = "timed out", limit_why
     trial = {**read_trial(workdir, args.steps, exit_status, exit_why), "side": side, "seed": seed}
     if keep is not None:
         keep_evidence(workdir, keep / workdir.name)
@@ -303,11 +324,21 @@ def main() -> None:
         "--margin", type=float, default=0.02, help="equivalence margin in nats (default 0.02: a 2%% perplexity ratio)"
     )
     ap.add_argument("--trial-timeout", type=float, default=None, help="seconds: a trial past it is 'timed out'")
+    ap.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        help="seconds for the whole run: a trial ends by then ('timed out'), none starts with under 30 s left, and the "
+        "verdict is written",
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument("--dry-run", action="store_true", help="smoke profile, fixture corpus, CPU, 20 steps")
     args = ap.parse_args()
     if args.margin <= 0:
         ap.error("--margin must be a positive number of nats")
+    if args.deadline is not None and not args.deadline > 0:
+        ap.error("--deadline must be a positive number of seconds")
+    args.ends_at = time.monotonic() + args.deadline if args.deadline is not None else None
     if args.dry_run:
         args.profile, args.steps = "smoke", min(args.steps, 20)
         os.environ.setdefault("TSWEEP_BIBLE_DB", str(ROOT / "tests" / "fixtures" / "bible-mini.db"))

@@ -24,6 +24,7 @@ padded batches and says so in result.json).
 from __future__ import annotations
 
 import inspect
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -147,6 +148,10 @@ CAUSAL_ARG = (
 )  # fmt: skip
 
 
+# whether it takes ``scale`` (torch 2.11 on; 2.10's scales by 1 / sqrt(head size) only, so q is scaled instead)
+VARLEN_SCALE = _VARLEN is not None and "scale" in inspect.signature(_VARLEN.varlen_attn).parameters
+
+
 def _varlen_kwargs(causal: bool) -> dict:
     if CAUSAL_ARG == "is_causal":
         return {"is_causal": causal}
@@ -168,8 +173,13 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Se
     size = flash_head_size(q.shape[-1], d_v)
     # (1, h, C, d) -> (C, h, d): the layout the projections wrote, so no copy where no padding is needed
     q, k, v = (_padded_head(t.transpose(1, 2)[0], size) for t in (q, k, v))
+    kwargs = _varlen_kwargs(seg.causal)
+    if VARLEN_SCALE:
+        kwargs["scale"] = scale
+    else:  # its own scale is 1 / sqrt(size), the padded head's: q carries the rest
+        q = q * (scale * math.sqrt(size))
     attn = _VARLEN.varlen_attn  # type: ignore[union-attr]  # packed_support routes torches without it elsewhere
-    y = attn(q, k, v, seg.cu_q, seg.cu_k, seg.span, seg.span, scale=scale, **_varlen_kwargs(seg.causal))
+    y = attn(q, k, v, seg.cu_q, seg.cu_k, seg.span, seg.span, **kwargs)
     return y[None, :, :, :d_v].flatten(2)  # (1, Cq, h * d_v)
 
 

@@ -113,10 +113,14 @@ if [ -n "${DRY:-}" ]; then
 else
   PACKED_SETS+=(tokens_per_batch=25000 accumulate=1)
   PADDED_SETS+=(tokens_per_batch=25000 accumulate=1)
+  # the files are named by GPU and date (h100-20261129): benchmarks/results keeps earlier runs' h100 and h200 files
   name=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())" 2>/dev/null || echo gpu)
+  name="$name-$(date -u +%Y%m%d)"
   nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv > "$OUT/device_$name.txt" 2>&1
-  if [ -z "$LEARN_PARALLEL" ]; then
+  if [ -z "$LEARN_PARALLEL" ]; then  # the GPU's memory in MiB from nvidia-smi, else from torch
     mib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2> /dev/null | head -1)
+    [ "${mib:-0}" -gt 0 ] 2> /dev/null ||
+      mib=$("$PY" -c "import torch; print(torch.cuda.get_device_properties(0).total_memory // 2**20)" 2> /dev/null)
     LEARN_PARALLEL=$(learn_parallel "${mib:-0}" "$LEARN_TRIAL_GIB")
   fi
   LEARN_ARGS+=(--parallel "$LEARN_PARALLEL")
@@ -162,7 +166,7 @@ part_learn() {
   [ "${#PADDED_SETS[@]}" -gt 0 ] && padded=(--padded-set "${PADDED_SETS[@]}")
   mps_start
   with_mps timeout "$t" "$PY" benchmarks/packing_learning.py "${LEARN_ARGS[@]}" \
-    --set beam=1 max_extra=0 ${padded[@]+"${padded[@]}"} --packed-set "${PACKED_SETS[@]}" --trial-timeout $((t - 10)) \
+    --set beam=1 max_extra=0 ${padded[@]+"${padded[@]}"} --packed-set "${PACKED_SETS[@]}" --deadline $((t - 15)) \
     --out "$OUT/packing_learning_$name.txt" 2>&1 | tail -7
   mps_stop
 }

@@ -54,11 +54,12 @@ def cmd_bench_device(args) -> int:
         found = read_measurements(data_dir)
         key = profile_key(found, stored_as)
         earlier = found[key] if key else {}
-        same = earlier.get("device") == record["device"] and isinstance(earlier.get("sharing"), dict)
-        shared = measure_sharing(args.share, what, record)
-        record["sharing"] = {**(earlier["sharing"] if same else {}), str(args.share): shared}
+        if earlier.get("device") == record["device"] and isinstance(earlier.get("sharing"), dict):
+            record["sharing"] = dict(earlier["sharing"])
+    # the single trial is stored before k trials share the device: a run stopped while they do (a time limit on a
+    # rented GPU) keeps what tsweep plan needs most
     path = store_measurement(data_dir, stored_as, record)
-    print(_head_line(record, "base row", args.profile))
+    print(_head_line(record, "base row", args.profile), flush=True)
     compiled = f"; compile {record['compile_seconds']:.0f} s" if record["compile_seconds"] else ""
     print(f"{_windows_line(record)}; warm-up {record['warmup_seconds']:.1f} s{compiled}")
     adam = "fused" if record.get("fused_adam", True) else "loop"
@@ -66,9 +67,11 @@ def cmd_bench_device(args) -> int:
     shape = f"; {step['accumulate']} x {step['tokens_per_batch']:,} tokens a step" if step else ""
     print(f"kernels: compile {record.get('compile', 'off')}, loss {record.get('loss_kernel', 'plain')}, {adam} Adam, "
           f"{record['precision']}; packing {record.get('packing', 'off')}{shape}")  # fmt: skip
-    print(_flops_line(record, path))
+    print(_flops_line(record, path), flush=True)
     if args.share > 1:
-        shared = record["sharing"][str(args.share)]
+        shared = measure_sharing(args.share, what, record)
+        record["sharing"] = {**record.get("sharing", {}), str(args.share): shared}
+        path = store_measurement(data_dir, stored_as, record)
         print(f"{args.share} trials sharing the device{' under MPS' if shared['mps'] else ''}: "
               f"{shared['tokens_per_second']:,.0f} tokens/s together (each: "
               + ", ".join(f"{x:,.0f}" for x in shared["per_trial"])

@@ -150,7 +150,7 @@ def _shared_worker(barrier, queue, what: dict) -> None:
 
 def sharing_factor(k: int, together: float, alone: float) -> float:
     """What k trials sharing a device trained together over one alone; a MeasurementError where it is more than
-    `tsweep plan` takes from k trials (estimate.SHARING_SLACK x k: a timing went wrong), so that nothing is stored
+    `tsweep plan` takes from k trials (estimate.SHARING_SLACK x k: a timing went wrong), so that no factor is stored
     that would make the data file refused."""
     from .estimate import SHARING_SLACK
 
@@ -158,8 +158,8 @@ def sharing_factor(k: int, together: float, alone: float) -> float:
     if not factor <= SHARING_SLACK * k:
         raise MeasurementError(
             f"{k} trials sharing the device trained {factor:.2f}x one trial alone, more than {k} trials can: a "
-            f"timing went wrong (alone {alone:,.0f} tokens/s, together {together:,.0f}); nothing was stored: "
-            "measure again"
+            f"timing went wrong (alone {alone:,.0f} tokens/s, together {together:,.0f}); no sharing factor was stored "
+            "(the single trial's measurement was): measure again"
         )
     return factor
 

@@ -248,3 +248,49 @@ def test_a_trial_line_says_what_trained_or_why_nothing_did():
     assert trial_line({"side": "padded", "seed": 3, "status": "timed out", "why": "after 320 s"}) == (
         "padded seed 3: timed out (after 320 s)"
     )
+
+
+def _args(tmp_path, trial_timeout=None, deadline=None, left=None):
+    import time
+    from types import SimpleNamespace
+
+    ends = time.monotonic() + left if left is not None else None
+    return SimpleNamespace(profile="gpu", corpus="bible-en-de", steps=500, packing="on", set=[], padded_set=[],
+                           packed_set=[], data_dir=str(tmp_path), trial_timeout=trial_timeout, deadline=deadline,
+                           ends_at=ends)  # fmt: skip
+
+
+def test_a_trial_runs_no_longer_than_the_runs_deadline_leaves(tmp_path):
+    """--deadline: each trial's limit is --trial-timeout cut to what is left of the run's deadline, so that a trial
+    started late (the second of two waves, where the GPU's memory holds half the trials at once) is stopped before
+    the device script's own timeout would kill the run and its verdict line."""
+    from benchmarks.packing_learning import trial_limit
+
+    assert trial_limit(_args(tmp_path, 300)) == (300, "after 300 s")
+    assert trial_limit(_args(tmp_path)) == (None, "")
+    limit, why = trial_limit(_args(tmp_path, 300, 320, left=120))
+    assert 115 < limit <= 120 and why.endswith("at the run's 320 s deadline")
+    assert trial_limit(_args(tmp_path, 60, 320, left=120)) == (60, "after 60 s")
+    limit, _ = trial_limit(_args(tmp_path, None, 320, left=200))
+    assert 195 < limit <= 200
+
+
+def test_a_trial_past_the_deadline_is_timed_out_and_one_too_late_is_not_started(tmp_path, monkeypatch):
+    import subprocess
+
+    import benchmarks.packing_learning as pl
+
+    given = []
+
+    def train(cmd, timeout=None, **_):  # the child `tsweep train`, stopped at its limit as subprocess.run stops it
+        given.append(timeout)
+        raise subprocess.TimeoutExpired(cmd, timeout)
+
+    monkeypatch.setattr(pl.subprocess, "run", train)
+    t = pl.run_trial(_args(tmp_path, 300, 320, left=100), "packed", 2, tmp_path)
+    assert 95 < given[0] <= 100 and t["status"] == "timed out"
+    assert t["why"].startswith("after ") and "at the run's 320 s deadline; no result.json, no evaluation" in t["why"]
+    late = pl.run_trial(_args(tmp_path, 300, 320, left=pl.START_SECONDS - 1), "packed", 3, tmp_path)
+    assert len(given) == 1 and late["status"] == "not started" and "of the run's 320 s deadline" in late["why"]
+    trials = [x for x in table() if (x["side"], x["seed"]) != ("packed", 3)] + [late]
+    assert verdict(trials, 500, MARGIN).startswith("verdict: candidate failed: seed 3 not started (")

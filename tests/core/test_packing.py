@@ -423,8 +423,14 @@ def _reference_varlen(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, sc
 
 def _reference_varlen_is_causal(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, is_causal=False,
                                 scale=None, **_):  # fmt: skip
-    """The same with torch 2.10-2.11's signature (``is_causal``)."""
+    """The same with torch 2.11's signature (``is_causal`` and ``scale``)."""
     return _reference(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, scale, is_causal)
+
+
+def _reference_varlen_unscaled(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, is_causal=False,
+                               return_aux=None):  # fmt: skip
+    """The same with torch 2.10's signature: ``is_causal``, no ``scale`` (1 / sqrt(head size) always)."""
+    return _reference(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, None, is_causal)
 
 
 def _reference(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, scale, causal):
@@ -440,7 +446,7 @@ def _reference(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, scale, causa
     return out
 
 
-@pytest.mark.parametrize("signature", [_reference_varlen, _reference_varlen_is_causal])
+@pytest.mark.parametrize("signature", [_reference_varlen, _reference_varlen_is_causal, _reference_varlen_unscaled])
 @pytest.mark.parametrize("row", sorted(ROWS))
 def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus, monkeypatch):
     """The CUDA path's plumbing (heads as (tokens, h, d), d_k and d_v padded to one size, the tails' pieces
@@ -452,8 +458,9 @@ def test_the_varlen_layout_equals_the_padded_step(row, signature, fixture_corpus
 
     monkeypatch.setattr(varlen, "varlen_attn", signature)
     monkeypatch.setattr(segments, "_VARLEN", varlen)
-    arg = "is_causal" if signature is _reference_varlen_is_causal else "window_size"
+    arg = "window_size" if signature is _reference_varlen else "is_causal"
     monkeypatch.setattr(segments, "CAUSAL_ARG", arg)
+    monkeypatch.setattr(segments, "VARLEN_SCALE", signature is not _reference_varlen_unscaled)
     ref, got, *_ = _padded_and_packed(row, fixture_corpus, "varlen", seed=2)
     torch.testing.assert_close(got[0], ref[0], rtol=1e-5, atol=1e-4)
     for name in ref[2]:

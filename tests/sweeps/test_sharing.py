@@ -215,8 +215,37 @@ def test_bench_device_refuses_to_store_a_sharing_factor_the_planner_would_refuse
 
     assert sharing_factor(2, 528_067.0, 474_988.0) == pytest.approx(1.1117, rel=1e-3)
     assert sharing_factor(2, 290.0, 100.0) == pytest.approx(2.9)  # noise above k: kept, used as k
-    with pytest.raises(MeasurementError, match="more than 2 trials can.*nothing was stored"):
+    with pytest.raises(MeasurementError, match="more than 2 trials can.*no sharing factor was stored"):
         sharing_factor(2, 400.0, 100.0)
     with pytest.raises(MeasurementError):
         sharing_factor(3, float("nan"), 100.0)
     assert estimate.measured_sharing({"sharing": {"2": {"factor": 2.9}}}) == {2: 2.0}
+
+
+def test_bench_device_stores_the_single_trial_before_trials_share_the_device(tmp_path, capsys, monkeypatch):
+    """A measurement stopped while k trials share the device (the device script's time limit, a factor refused)
+    keeps the single trial's record, what tsweep plan needs first; earlier sharing factors of the same device stay
+    with it."""
+    from sweeps.plan import device_bench
+
+    data = tmp_path / "data"
+    argv = ["bench-device", "--profile", "smoke", "--steps", "2", "--warmup", "1", "--windows", "1",
+            "--data-dir", str(data), "--set", "compile=off"]  # fmt: skip
+
+    def stopped(k, what, alone):
+        raise device_bench.MeasurementError(f"{k} trials sharing the device: stopped (a test)")
+
+    monkeypatch.setattr(device_bench, "measure_sharing", stopped)
+    assert tsweep([*argv, "--share", "2"]) != 0
+    captured = capsys.readouterr()
+    assert "base row at profile 'smoke'" in captured.out and "stopped (a test)" in captured.err
+    m = json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
+    assert m["tokens_per_second"] > 0 and "sharing" not in m
+    body = json.loads((data / "device-bench.json").read_text())
+    body["measurements"]["smoke"]["sharing"] = {"3": {"factor": 1.2, "mps": True, "per_trial": [1.0, 1.0, 1.0],
+                                                      "tokens_per_second": 3.0}}  # fmt: skip
+    (data / "device-bench.json").write_text(json.dumps(body))
+    assert tsweep([*argv, "--share", "2"]) != 0
+    capsys.readouterr()
+    kept = json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
+    assert kept["sharing"]["3"]["factor"] == 1.2
