@@ -66,7 +66,10 @@ sys.path.insert(0, str(ROOT))  # run as a script: the project's packages (analys
 SIDES = ("padded", "packed")
 KEPT = ("result.json", "metrics.jsonl", "config.json")  # a trial's evidence; never its checkpoints
 FROM_METRICS = "from metrics.jsonl, result.json not written"
-START_SECONDS = 30.0  # a trial is not started with less than this left of --deadline (it could not finish)
+NOT_STARTED = "not started"  # too little of --deadline was left for the trial: the run's time, not the candidate
+# a trial is not started with less than this left of --deadline, nor with less than its side's quickest finished
+# trial took so far (it could not finish, and under MPS it would take GPU time from the trials still running)
+START_SECONDS = 30.0
 
 
 def _read_json(path: Path) -> dict | None:
@@ -153,14 +156,25 @@ def trial_limit(args) -> tuple[float | None, str]:
     return limit, why
 
 
+def start_seconds(args, side: str) -> float:
+    """The least time left of --deadline a trial of ``side`` starts with: START_SECONDS, or the quickest finished
+    trial of that side so far (``args.took``: side -> wall seconds of its finished trials) where longer."""
+    took = getattr(args, "took", {}).get(side) or []
+    return max(START_SECONDS, min(took)) if took else START_SECONDS
+
+
 def run_trial(args, side: str, seed: int, work: Path, keep: Path | None = None) -> dict:
     """One `tsweep train` of the base row, read back by read_trial; its evidence copied under ``keep`` if given.
-    Not started where less than START_SECONDS are left of --deadline."""
+    Not started where less than start_seconds are left of --deadline."""
     workdir = work / f"{side}-s{seed}"
     limit, limit_why = trial_limit(args)
-    if limit is not None and limit < START_SECONDS and getattr(args, "ends_at", None) is not None:
-        why = f"{limit:.0f} s were left of the run's {args.deadline:g} s deadline"
-        return {"status": "not started", "why": why, "train": {}, "source": None, "side": side, "seed": seed}
+    ends = getattr(args, "ends_at", None)
+    if ends is not None:
+        left, least = max(0.0, ends - time.monotonic()), start_seconds(args, side)
+        if left < least:
+            why = f"{left:.0f} s were left of the run's {args.deadline:g} s deadline (a trial needs {least:.0f} s)"
+            return {"status": NOT_STARTED, "why": why, "train": {}, "source": None, "side": side, "seed": seed}
+    began = time.monotonic()
     cmd = [sys.executable, "-m", "sweeps.cli", "train", "--profile", args.profile, "--corpus", args.corpus,
            "--workdir", str(workdir), "--quiet", "--set", *trial_sets(args, side, seed)]  # fmt: skip
     cmd += ["--data-dir", args.data_dir] if args.data_dir else []
@@ -174,6 +188,8 @@ def run_trial(args, side: str, seed: int, work: Path, keep: Path | None = None) 
     except subprocess.TimeoutExpired:
         exit_status, exit_why = "timed out", limit_why
     trial = {**read_trial(workdir, args.steps, exit_status, exit_why), "side": side, "seed": seed}
+    if trial["status"] == "finished" and exit_status is None:
+        args.took.setdefault(side, []).append(time.monotonic() - began)  # one append: safe across the pool's threads
     if keep is not None:
         keep_evidence(workdir, keep / workdir.name)
     return trial
@@ -256,7 +272,9 @@ def verdict(trials: list[dict], steps: int, margin: float, compile_asked: str | 
             f"seed {t['seed']} trained padded batches ({t.get('packing_reason') or 'no reason given'})"
             for t in fell_back
         )
-    failed = {side: [get(side, s) for s in seeds if get(side, s)["status"] != "finished"] for side in SIDES}
+    failed = {side: [get(side, s) for s in seeds if get(side, s)["status"] not in ("finished", NOT_STARTED)]
+              for side in SIDES}  # fmt: skip
+    late = [t for t in trials if t.get("status") == NOT_STARTED]
     notes = []
     ran = sorted({t["compile"] for t in by["packed"].values() if t.get("compile")} - {compile_asked})
     if compile_asked and ran:
@@ -277,6 +295,9 @@ def verdict(trials: list[dict], steps: int, margin: float, compile_asked: str | 
         return f"verdict: no verdict: today's step did not finish {_unfinished(failed['padded'])}{also}{note}"
     if failed["packed"]:
         return f"verdict: candidate failed: {_unfinished(failed['packed'])}{note}"
+    if late:
+        which = "; ".join(f"{t['side']} seed {t['seed']} ({t.get('why')})" for t in late)
+        return f"verdict: no verdict: out of time, not started: {which}{note}"
     if len(seeds) < 2:
         return f"verdict: no verdict: {len(seeds)} seed a side, 2 needed{note}"
     paired, why = pairing(by["padded"], by["packed"])
@@ -339,6 +360,7 @@ def main() -> None:
     if args.deadline is not None and not args.deadline > 0:
         ap.error("--deadline must be a positive number of seconds")
     args.ends_at = time.monotonic() + args.deadline if args.deadline is not None else None
+    args.took = {}
     if args.dry_run:
         args.profile, args.steps = "smoke", min(args.steps, 20)
         os.environ.setdefault("TSWEEP_BIBLE_DB", str(ROOT / "tests" / "fixtures" / "bible-mini.db"))

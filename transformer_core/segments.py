@@ -176,7 +176,7 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Se
     kwargs = _varlen_kwargs(seg.causal)
     if VARLEN_SCALE:
         kwargs["scale"] = scale
-    else:  # its own scale is 1 / sqrt(size), the padded head's: q carries the rest
+    elif not math.isclose(scale * math.sqrt(size), 1.0):  # its own scale is 1 / sqrt(size): q carries the rest
         q = q * (scale * math.sqrt(size))
     attn = _VARLEN.varlen_attn  # type: ignore[union-attr]  # packed_support routes torches without it elsewhere
     y = attn(q, k, v, seg.cu_q, seg.cu_k, seg.span, seg.span, **kwargs)

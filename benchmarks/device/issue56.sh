@@ -91,6 +91,12 @@ learn_parallel() {
 if [ -n "${DRY:-}" ]; then
   PARTS="${DRY_PARTS:-learn,anchor,share,big,tests,kernels,candidates}"
 fi
+for v in LEARN_TRIAL_GIB LEARN_PARALLEL; do  # whole numbers where given, before any part runs
+  if [ -n "${!v}" ] && ! [ "${!v}" -gt 0 ] 2> /dev/null; then
+    echo "$v: '${!v}' is not allowed (a whole number above 0)" >&2
+    exit 2
+  fi
+done
 for part in ${PARTS//,/ }; do  # every part known before any runs
   case "$part" in
     learn | anchor | share | big | tests | kernels | candidates) ;;

@@ -54,7 +54,9 @@ def cmd_bench_device(args) -> int:
         found = read_measurements(data_dir)
         key = profile_key(found, stored_as)
         earlier = found[key] if key else {}
-        if earlier.get("device") == record["device"] and isinstance(earlier.get("sharing"), dict):
+        # factors measured on this device with the same step (its settings and precision) stay with the new record
+        same = all(earlier.get(k) == record.get(k) for k in ("device", "precision", "settings"))
+        if same and isinstance(earlier.get("sharing"), dict):
             record["sharing"] = dict(earlier["sharing"])
     # the single trial is stored before k trials share the device: a run stopped while they do (a time limit on a
     # rented GPU) keeps what tsweep plan needs most

@@ -257,7 +257,7 @@ def _args(tmp_path, trial_timeout=None, deadline=None, left=None):
     ends = time.monotonic() + left if left is not None else None
     return SimpleNamespace(profile="gpu", corpus="bible-en-de", steps=500, packing="on", set=[], padded_set=[],
                            packed_set=[], data_dir=str(tmp_path), trial_timeout=trial_timeout, deadline=deadline,
-                           ends_at=ends)  # fmt: skip
+                           ends_at=ends, took={})  # fmt: skip
 
 
 def test_a_trial_runs_no_longer_than_the_runs_deadline_leaves(tmp_path):
@@ -292,5 +292,37 @@ def test_a_trial_past_the_deadline_is_timed_out_and_one_too_late_is_not_started(
     assert t["why"].startswith("after ") and "at the run's 320 s deadline; no result.json, no evaluation" in t["why"]
     late = pl.run_trial(_args(tmp_path, 300, 320, left=pl.START_SECONDS - 1), "packed", 3, tmp_path)
     assert len(given) == 1 and late["status"] == "not started" and "of the run's 320 s deadline" in late["why"]
-    trials = [x for x in table() if (x["side"], x["seed"]) != ("packed", 3)] + [late]
-    assert verdict(trials, 500, MARGIN).startswith("verdict: candidate failed: seed 3 not started (")
+    # a run out of time is no verdict on either side, not a failed candidate
+    for side in ("packed", "padded"):
+        trials = [x for x in table() if (x["side"], x["seed"]) != (side, 3)] + [{**late, "side": side}]
+        line = verdict(trials, 500, MARGIN)
+        assert line.startswith(f"verdict: no verdict: out of time, not started: {side} seed 3 (")
+    # ... but a trial that really failed still says so first
+    broken = {"side": "packed", "seed": 2, "status": "failed", "why": "exit 1: CUDA out of memory"}
+    trials = [x for x in table() if x["seed"] not in (2, 3) or x["side"] == "padded"] + [broken, late]
+    assert verdict(trials, 500, MARGIN).startswith("verdict: candidate failed: seed 2 failed (exit 1: CUDA out of")
+    # a short --trial-timeout with a far deadline still starts the trial
+    pl.run_trial(_args(tmp_path, 20, 320, left=300), "packed", 1, tmp_path)
+    assert given[-1] == 20 and len(given) == 2
+
+
+def test_a_trial_is_not_started_with_less_left_than_its_sides_quickest_trial_took(tmp_path, monkeypatch):
+    """Under a deadline, a trial that cannot finish is not started (under MPS it would slow the trials still
+    running): the least time left is its side's quickest finished trial so far, or START_SECONDS before one."""
+    import subprocess
+
+    import benchmarks.packing_learning as pl
+
+    args = _args(tmp_path, None, 320, left=100)
+    assert pl.start_seconds(args, "packed") == pl.START_SECONDS
+    args.took = {"packed": [140.0, 95.0], "padded": [10.0]}
+    assert pl.start_seconds(args, "packed") == 95.0 and pl.start_seconds(args, "padded") == pl.START_SECONDS
+    args.took["packed"] = [120.0]
+    started = []
+    monkeypatch.setattr(
+        pl.subprocess, "run", lambda cmd, **kw: started.append(cmd) or subprocess.CompletedProcess(cmd, 0)
+    )
+    late = pl.run_trial(args, "packed", 3, tmp_path)
+    assert not started and late["status"] == "not started" and "(a trial needs 120 s)" in late["why"]
+    pl.run_trial(args, "padded", 3, tmp_path)  # the padded side's quickest took 10 s: it starts
+    assert len(started) == 1

@@ -384,7 +384,7 @@ def test_the_prepared_device_script_runs_every_part_on_a_cpu_and_refuses_an_unkn
     assert short.returncode == 0 and short.stderr.count("skipped (") == 7 and not any((tmp_path / "short").iterdir())
 
 
-def test_the_device_script_runs_as_many_learning_trials_at_once_as_the_gpus_memory_holds():
+def test_the_device_script_runs_as_many_learning_trials_at_once_as_the_gpus_memory_holds(tmp_path):
     """The learning pair's six trials at once fit an H200's 140 GiB, not an 80 GB H100's (about 3 x 18 GiB padded
     at one 25k micro-batch and 3 x 12.6 packed): issue56.sh's learn_parallel gives 6 for the H200's memory, 3 for
     the H100's, at least 1, at most 6, and 6 where nvidia-smi gave no number."""
@@ -411,6 +411,12 @@ def test_the_device_script_runs_as_many_learning_trials_at_once_as_the_gpus_memo
     assert learn_parallel("1000000") == "6"
     assert learn_parallel("") == "6" and learn_parallel("[N/A]") == "6"
     assert learn_parallel("81559", 12) == "6"  # LEARN_TRIAL_GIB=12
+    for bad in ("LEARN_TRIAL_GIB=18.5", "LEARN_TRIAL_GIB=0", "LEARN_PARALLEL=six"):  # refused before any part runs
+        name, value = bad.split("=")
+        env = {"PATH": "/usr/bin:/bin", "DRY": "1", "OUT": str(tmp_path / "out"), name: value}
+        r = subprocess.run(["bash", "benchmarks/device/issue56.sh"], capture_output=True, text=True, cwd=ROOT, env=env)
+        assert r.returncode == 2 and r.stderr.strip() == f"{name}: '{value}' is not allowed (a whole number above 0)"
+        assert r.stdout == ""
 
 
 def _reference_varlen(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, scale=None, window_size=(-1, -1),

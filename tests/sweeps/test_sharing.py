@@ -249,3 +249,10 @@ def test_bench_device_stores_the_single_trial_before_trials_share_the_device(tmp
     capsys.readouterr()
     kept = json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
     assert kept["sharing"]["3"]["factor"] == 1.2
+    # a factor measured with another step (settings or precision) is not carried to the new record
+    body = json.loads((data / "device-bench.json").read_text())
+    body["measurements"]["smoke"]["settings"] = {**kept["settings"], "tokens_per_batch": 999}
+    (data / "device-bench.json").write_text(json.dumps(body))
+    assert tsweep([*argv, "--share", "2"]) != 0
+    capsys.readouterr()
+    assert "sharing" not in json.loads((data / "device-bench.json").read_text())["measurements"]["smoke"]
