@@ -23,10 +23,11 @@ packed minus padded dev cross-entropy:
 Before any of these, every seed must finish on both sides ("candidate failed: seed N ...", or "no verdict: today's
 step did not finish seed N ...", with result.json's status and reason), and every packed trial must have trained
 packed batches ("candidate not measured" where result.json says packing off); a compile mode other than the one
-asked (graphs run as on) is named in the line.  A trial cut short after its last evaluation counts, with that
-evaluation's dev_ce from its metrics.jsonl.  The line names the compared step and where it lies in the
-learning-rate schedule: 500 steps of the gpu profile's 4000-step warmup compare early training, at an eighth of
-the peak rate, not converged models.
+asked (graphs run as on) is named in the line.  Under ``--deadline`` (seconds for the whole run) a trial ends by
+then ("timed out") and none starts with less left than its side's quickest trial took: "no verdict: out of time".
+A trial cut short after its last evaluation counts, with that evaluation's dev_ce from its metrics.jsonl.  The line
+names the compared step and where it lies in the learning-rate schedule: 500 steps of the gpu profile's 4000-step
+warmup compare early training, at an eighth of the peak rate, not converged models.
 
     python benchmarks/packing_learning.py [--profile gpu] [--corpus bible-en-de] [--steps 1000] [--seeds 3]
         [--parallel 6] [--set beam=1] [--padded-set tokens_per_batch=25000 accumulate=1]
