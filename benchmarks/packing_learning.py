@@ -143,24 +143,27 @@ def trial_sets(args, side: str, seed: int) -> list[str]:
             "eval_bleu=final", *args.set, *own]  # fmt: skip
 
 
-def trial_limit(args) -> tuple[float | None, str]:
+def time_left(args) -> float | None:
+    """Seconds left of --deadline (``args.ends_at``, a time.monotonic() value set when the run starts), or None
+    without one."""
+    return None if args.ends_at is None else max(0.0, args.ends_at - time.monotonic())
+
+
+def trial_limit(args, left: float | None) -> tuple[float | None, str]:
     """(seconds the trial starting now may run, how a trial stopped at them is said): --trial-timeout, cut to what is
-    left of --deadline (``args.ends_at``, a time.monotonic() value set when the run starts), so that a trial started
-    late ends before the whole run must and the verdict is still written."""
+    ``left`` of --deadline (time_left), so that a trial started late ends before the whole run must and the verdict
+    is still written."""
     limit = args.trial_timeout
     why = f"after {limit:g} s" if limit is not None else ""
-    ends = getattr(args, "ends_at", None)
-    if ends is not None:
-        left = max(0.0, ends - time.monotonic())
-        if limit is None or left < limit:
-            limit, why = left, f"after {left:.0f} s, at the run's {args.deadline:g} s deadline"
+    if left is not None and (limit is None or left < limit):
+        limit, why = left, f"after {left:.0f} s, at the run's {args.deadline:g} s deadline"
     return limit, why
 
 
 def start_seconds(args, side: str) -> float:
     """The least time left of --deadline a trial of ``side`` starts with: START_SECONDS, or the quickest finished
     trial of that side so far (``args.took``: side -> wall seconds of its finished trials) where longer."""
-    took = getattr(args, "took", {}).get(side) or []
+    took = args.took.get(side)
     return max(START_SECONDS, min(took)) if took else START_SECONDS
 
 
@@ -168,13 +171,11 @@ def run_trial(args, side: str, seed: int, work: Path, keep: Path | None = None) 
     """One `tsweep train` of the base row, read back by read_trial; its evidence copied under ``keep`` if given.
     Not started where less than start_seconds are left of --deadline."""
     workdir = work / f"{side}-s{seed}"
-    limit, limit_why = trial_limit(args)
-    ends = getattr(args, "ends_at", None)
-    if ends is not None:
-        left, least = max(0.0, ends - time.monotonic()), start_seconds(args, side)
-        if left < least:
-            why = f"{left:.0f} s were left of the run's {args.deadline:g} s deadline (a trial needs {least:.0f} s)"
-            return {"status": NOT_STARTED, "why": why, "train": {}, "source": None, "side": side, "seed": seed}
+    left = time_left(args)
+    if left is not None and left < (least := start_seconds(args, side)):
+        why = f"{left:.0f} s were left of the run's {args.deadline:g} s deadline (a trial needs {least:.0f} s)"
+        return {"status": NOT_STARTED, "why": why, "train": {}, "source": None, "side": side, "seed": seed}
+    limit, limit_why = trial_limit(args, left)
     began = time.monotonic()
     cmd = [sys.executable, "-m", "sweeps.cli", "train", "--profile", args.profile, "--corpus", args.corpus,
            "--workdir", str(workdir), "--quiet", "--set", *trial_sets(args, side, seed)]  # fmt: skip
@@ -350,8 +351,8 @@ def main() -> None:
         "--deadline",
         type=float,
         default=None,
-        help="seconds for the whole run: a trial ends by then ('timed out'), none starts with under 30 s left, and the "
-        "verdict is written",
+        help="seconds for the whole run: a trial ends by then ('timed out'), none starts with less left than its "
+        "side's quickest trial took (30 s before one finished), and the verdict is written",
     )
     ap.add_argument("--out", default=None)
     ap.add_argument("--dry-run", action="store_true", help="smoke profile, fixture corpus, CPU, 20 steps")

@@ -24,7 +24,8 @@
 #           batches packed, packing=on, in FlexAttention's tiles where the buffer has room; compiled and replayed
 #           as a CUDA graph; losses read once a logging window and computed from the log-sum-exp: the stack),
 #           LEARN_STEPS steps, as many at once as the GPU's memory holds (LEARN_PARALLEL: six on an H200, three on
-#           an 80 GB H100) under an MPS daemon of the script's own (private pipe directory, stopped afterwards).  A seed gives both sides the same weights and batches, so the sides pair by seed
+#           an 80 GB H100) under an MPS daemon of the script's own (private pipe directory, stopped afterwards).
+#           A seed gives both sides the same weights and batches, so the sides pair by seed
 #           (packing_learning.py checks it from the trials' target tokens), judged on dev cross-entropy against a
 #           0.02-nat equivalence margin: equivalent, differs or inconclusive, or the candidate failed or was not
 #           measured.  Each trial's line is kept as it finishes, its result.json and metrics.jsonl under

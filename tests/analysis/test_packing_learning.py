@@ -264,14 +264,17 @@ def test_a_trial_runs_no_longer_than_the_runs_deadline_leaves(tmp_path):
     """--deadline: each trial's limit is --trial-timeout cut to what is left of the run's deadline, so that a trial
     started late (the second of two waves, where the GPU's memory holds half the trials at once) is stopped before
     the device script's own timeout would kill the run and its verdict line."""
-    from benchmarks.packing_learning import trial_limit
+    from benchmarks.packing_learning import time_left, trial_limit
 
-    assert trial_limit(_args(tmp_path, 300)) == (300, "after 300 s")
-    assert trial_limit(_args(tmp_path)) == (None, "")
-    limit, why = trial_limit(_args(tmp_path, 300, 320, left=120))
+    def limit_of(args):
+        return trial_limit(args, time_left(args))
+
+    assert limit_of(_args(tmp_path, 300)) == (300, "after 300 s")
+    assert limit_of(_args(tmp_path)) == (None, "")
+    limit, why = limit_of(_args(tmp_path, 300, 320, left=120))
     assert 115 < limit <= 120 and why.endswith("at the run's 320 s deadline")
-    assert trial_limit(_args(tmp_path, 60, 320, left=120)) == (60, "after 60 s")
-    limit, _ = trial_limit(_args(tmp_path, None, 320, left=200))
+    assert limit_of(_args(tmp_path, 60, 320, left=120)) == (60, "after 60 s")
+    limit, _ = limit_of(_args(tmp_path, None, 320, left=200))
     assert 195 < limit <= 200
 
 
