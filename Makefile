@@ -7,7 +7,7 @@ TORCH_SPEC ?= torch==2.13.0
 export RAY_AUTH_MODE ?= disabled
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER ?= 0
 export RAY_USAGE_STATS_ENABLED ?= 0
-export MLFLOW_ENABLE_TELEMETRY ?= false
+export MLFLOW_DISABLE_TELEMETRY ?= true
 export DO_NOT_TRACK ?= 1
 
 .PHONY: venv demo test test-unit test-slow test-browser bench results clean lint format

@@ -40,7 +40,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "benchmarks" / "specs" / "asha-grid.yaml"
 TARGET = 0.40  # ASHA's trial-steps as a share of the full run's
-ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_ENABLE_TELEMETRY": "false",
+ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "MLFLOW_DISABLE_TELEMETRY": "true",
        "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}  # fmt: skip
 
 

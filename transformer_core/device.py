@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import platform
 import time
 from contextlib import nullcontext
+from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -14,6 +17,7 @@ from .errors import ConfigError
 log = logging.getLogger(__name__)
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("auto", "fp32", "bf16")
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})  # x86 instructions that compute in bf16 (Linux's names)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -54,6 +58,20 @@ def cpu_bf16_speedup(size: int = 512, rounds: int = 7) -> float:
     return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
 
 
+@functools.lru_cache(maxsize=None)
+def cpu_flags() -> Optional[frozenset[str]]:
+    """This x86 CPU's feature flags as Linux lists them (/proc/cpuinfo), or None where there is no such list (other
+    systems, other architectures)."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return None
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    line = next((x for x in text.splitlines() if x.startswith("flags")), None)
+    return frozenset(line.split(":", 1)[1].split()) if line else None
+
+
 def resolve_precision(name: str, device: torch.device) -> str:
     if name not in PRECISIONS:
         raise ConfigError(f"precision={name!r} is invalid: allowed {', '.join(PRECISIONS)}")
@@ -62,6 +80,10 @@ def resolve_precision(name: str, device: torch.device) -> str:
     if device.type == "cuda":
         return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
     if device.type == "cpu":
+        flags = cpu_flags()
+        if flags is not None and not flags & BF16_FLAGS:  # bf16 emulated in fp32 instructions: slower, not measured
+            log.debug("no bf16 instructions on this CPU (%s): fp32", ", ".join(sorted(BF16_FLAGS)))
+            return "fp32"
         speedup = cpu_bf16_speedup()
         log.debug("bf16/fp32 matmul speed on this CPU: %.2fx", speedup)
         return "bf16" if speedup > 1.1 else "fp32"

@@ -26,9 +26,10 @@ import torch.nn.functional as F
 from .compiling import flex_tiles, isa_cache_tag
 from .data.packing import PackedBatch, PackedShape
 from .device import autocast
+from .errors import ConfigError
 from .loss import smoothed_terms, smoothed_terms_lse
 from .model import PackedSegments
-from .segments import FLEX_BLOCK, FLEX_TILES, build_segments, packed_support
+from .segments import FLEX_BLOCK, FLEX_TILES, build_segments, packed_support, varlen_available
 
 PACKING = ("off", "on", "fill", "blocks", "auto")
 STREAMS = {
@@ -91,6 +92,8 @@ class PackedForwardLoss:
         # lse: the loss from the log-sum-exp; chunked is the padded eager step's (its rows are gathered first)
         self.loss_kernel = "lse" if loss_kernel == "lse" else "plain"
         self._fn = packed_loss
+        if backend == "varlen" and not varlen_available():  # also reads varlen_attn's arguments, before any step
+            raise ConfigError(f"torch {torch.__version__} has no torch.nn.attention.varlen")
         if mode in ("on", "graphs"):
             isa_cache_tag()
             tile = FLEX_TILES.get(backend, FLEX_BLOCK)

@@ -138,18 +138,16 @@ def _flex_module():
     return flex
 
 
-_VARLEN = _varlen_module()  # torch.nn.attention.varlen, or None in a torch without it
+_UNREAD = object()
+# torch.nn.attention.varlen, or None in a torch without it: read by varlen_available(), not at import (importing it
+# loads torch._dynamo, two seconds of every trial's start where no step packs for varlen, as on a CPU)
+_VARLEN: object = _UNREAD
 _FLEX = _flex_module()  # torch.nn.attention.flex_attention, or None in a torch without it
-# how this torch's varlen_attn takes causality, read once here rather than inside a compiled step:
+# how this torch's varlen_attn takes causality, read with the module rather than inside a compiled step:
 # ``is_causal`` (torch 2.10-2.11) or ``window_size`` (-1, 0)
-CAUSAL_ARG = (
-    "is_causal" if _VARLEN is not None and "is_causal" in inspect.signature(_VARLEN.varlen_attn).parameters
-    else "window_size"
-)  # fmt: skip
-
-
+CAUSAL_ARG = "window_size"
 # whether it takes ``scale`` (torch 2.11 on; 2.10's scales by 1 / sqrt(head size) only, so q is scaled instead)
-VARLEN_SCALE = _VARLEN is not None and "scale" in inspect.signature(_VARLEN.varlen_attn).parameters
+VARLEN_SCALE = True
 
 
 def _varlen_kwargs(causal: bool) -> dict:
@@ -184,6 +182,15 @@ def segment_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seg: Se
 
 
 def varlen_available() -> bool:
+    """Whether this torch has varlen attention; the first call imports it and reads how varlen_attn takes causality
+    and scale.  A packed step uses varlen only after this said yes (packed_support, PackedForwardLoss)."""
+    global _VARLEN, CAUSAL_ARG, VARLEN_SCALE
+    if _VARLEN is _UNREAD:
+        varlen = _varlen_module()
+        params = inspect.signature(varlen.varlen_attn).parameters if varlen is not None else {}
+        CAUSAL_ARG = "is_causal" if "is_causal" in params else "window_size"
+        VARLEN_SCALE = "scale" in params
+        _VARLEN = varlen
     return _VARLEN is not None
 
 

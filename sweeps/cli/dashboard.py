@@ -100,7 +100,7 @@ def servers(sweep_dir: str) -> list[Server]:
                                 artifacts.as_uri(), "--artifacts-destination", artifacts.as_uri(), "--host", HOST,
                                 "--port", str(port), "--workers", "1"],
                   f"http://{HOST}:{port}", f"{db}, artifacts in {artifacts}",
-                  {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_ENABLE_TELEMETRY": "false"})]  # fmt: skip
+                  {"MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true"})]  # fmt: skip
     if is_search_sweep(root):
         study = root / DB
         if not study.is_file():

@@ -20,7 +20,10 @@ from urllib.parse import unquote, urlparse
 from transformer_core.errors import UserError
 
 log = logging.getLogger(__name__)
-os.environ.setdefault("MLFLOW_ENABLE_TELEMETRY", "false")
+# MLflow 3 sends usage telemetry to a host on the internet unless MLFLOW_DISABLE_TELEMETRY (or DO_NOT_TRACK) is
+# "true"; it reads the variable when it would send, so setting it here, before any MLflow client, keeps this
+# process and everything it starts (Ray workers, the dashboard's server) on loopback.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
 
 DEFAULT_DB = "mlflow.db"

@@ -2,6 +2,7 @@ import errno
 import json
 import logging
 import math
+import os
 import random
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from tests.helpers import TINY_RUN, tiny_run_config
+from tests.helpers import ROOT, TINY_RUN, tiny_run_config
 from transformer_core import rundir, train_and_evaluate, trainer
 from transformer_core import train as train_module
 from transformer_core.device import cpu_bf16_speedup, resolve_precision
@@ -164,6 +165,35 @@ def test_precision_auto_follows_the_hardware(fixture_corpus, fixture_data_dir, t
     assert result["precision"] == "fp32" and result["device"] == "cpu"
 
 
+def test_precision_auto_measures_bf16_only_where_the_cpu_has_bf16_instructions(monkeypatch):
+    """A CPU whose flags list neither avx512_bf16 nor amx_bf16 emulates bf16 (two orders of magnitude slower on
+    the AVX2 EPYC): auto takes fp32 there without the 2-second probe; with either flag, or with no flags to read
+    (another system), the probe decides as before."""
+    from transformer_core import device
+
+    cpu, calls = torch.device("cpu"), []
+
+    def probe(speedup: float):
+        def measured():
+            calls.append(speedup)
+            return speedup
+
+        return measured
+
+    monkeypatch.setattr(device, "cpu_bf16_speedup", probe(2.0))
+    monkeypatch.setattr(device, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    assert device.resolve_precision("auto", cpu) == "fp32" and calls == []
+    for flags in (frozenset({"avx2", "avx512_bf16"}), frozenset({"amx_bf16"}), None):
+        monkeypatch.setattr(device, "cpu_flags", lambda flags=flags: flags)
+        assert device.resolve_precision("auto", cpu) == "bf16"
+    assert calls == [2.0] * 3
+    monkeypatch.setattr(device, "cpu_bf16_speedup", probe(0.5))
+    assert device.resolve_precision("auto", cpu) == "fp32" and calls[-1] == 0.5
+    monkeypatch.undo()
+    flags = device.cpu_flags()  # this machine's own list, where it is x86 Linux
+    assert flags is None or {"sse2"} <= flags
+
+
 def test_cli_rejects_unknown_keys_and_bad_values(tmp_path):
     def run(*args):
         return subprocess.run(
@@ -309,3 +339,22 @@ def test_schedule_drives_the_logged_rate(fixture_corpus, fixture_data_dir, tmp_p
     rates = {r["step"]: r["lr"] for r in _records(tmp_path, "train")}
     assert rates == {5: pytest.approx(learning_rate(5, 10, 48, 4, 1.0, "linear")), 10: 0.0}
     assert result["status"] == "finished" and result["schedule"] == "linear"
+
+
+def test_translating_with_a_trained_model_does_not_import_torch_dynamo(fixture_data_dir, tmp_path):
+    """`tsweep translate` and an evaluation's workers load a trained model and decode: no optimizer, so nothing
+    needs torch._dynamo, whose import (torch.nn.attention.varlen pulls it in) is about 2 s on a 2-core machine.
+    varlen is read when a CUDA packed step asks for it (segments.varlen_available)."""
+    run = tmp_path / "run"
+    assert train_and_evaluate(tiny_run_config(fixture_data_dir, steps=2, eval_every=2), run)["status"] == "finished"
+    code = (
+        "import json, sys\n"
+        "from transformer_core.inference import load_trained\n"
+        f"model = load_trained({str(run)!r}, data_dir={str(fixture_data_dir)!r})\n"
+        "out = model.translate(['In the beginning God created the heaven and the earth.'])\n"
+        "print(json.dumps({'lines': len(out), 'dynamo': 'torch._dynamo' in sys.modules}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"lines": 1, "dynamo": False}
