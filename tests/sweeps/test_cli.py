@@ -8,7 +8,7 @@ import pytest
 
 from sweeps import cli
 from sweeps.cli.args import set_values
-from tests.helpers import ROOT
+from tests.helpers import ROOT, refused
 from transformer_core.config import model_config
 from transformer_core.params import closed_form_parameters
 
@@ -165,3 +165,12 @@ def test_params_command_counts_variants(capsys):
     assert main(["params", "--set", "positional=rope", "--set", "d_k=7"]) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "d_k=7" in err and "rope" in err
+
+
+def test_train_rejects_unknown_keys_and_bad_values_in_one_line(tmp_path, capsys):
+    train = ["train", "--workdir", tmp_path / "w"]
+    refused([*train, "--set", "warmpu=10"], capsys, "did you mean 'warmup'", "valid keys are")
+    refused([*train, "--set", "P_drop=2"], capsys, "P_drop=2.0 is invalid")
+    refused([*train, "--set", "steps=ten"], capsys, "an integer")
+    refused([*train, "--profile", "laptop"], capsys, "unknown profile 'laptop'")
+    assert not (tmp_path / "w").exists()

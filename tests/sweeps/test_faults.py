@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sweeps.state.lock import SweepLock
-from tests.helpers import SMOKE, dead_pid, one_line, tsweep, write_spec
+from tests.helpers import SMOKE, dead_pid, one_line, refused, tsweep, write_spec
 from transformer_core.errors import UserError
 
 ALLOWED = "allowed letters, digits, '_', '.', '-' (not starting with '.')"
@@ -42,7 +42,7 @@ def test_labels_and_names_that_would_leave_the_sweep_are_refused(tmp_path, doc, 
     assert tree(tmp_path) == ["s.yaml"] and not list(Path("/tmp").glob("abs-s1-*"))
 
 
-def test_out_must_be_new_empty_or_a_sweep_of_this_spec(tmp_path):
+def test_out_must_be_new_empty_or_a_sweep_of_this_spec(tmp_path, capsys):
     (tmp_path / "file").write_text("x")
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("mine")
@@ -57,8 +57,7 @@ def test_out_must_be_new_empty_or_a_sweep_of_this_spec(tmp_path):
         str(tmp_path / "file" / "sub"): "cannot create the sweep directory",
     }
     for out, message in cases.items():
-        r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", out)
-        assert message in one_line(r), (out, r.stderr)
+        refused(["run", SMOKE, "--profile", "smoke", "--out", out], capsys, message)
     assert tree(tmp_path) == before and sorted(os.listdir("/")) == root_before
 
 

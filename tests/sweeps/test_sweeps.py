@@ -1,7 +1,7 @@
 import pytest
 
 from sweeps.spec.sweep_spec import load_spec, plan
-from tests.helpers import ROOT, SMOKE, tsweep, write_spec
+from tests.helpers import ROOT, SMOKE, refused, tsweep, write_spec
 
 
 def test_table3_spec_has_every_row_in_paper_units():
@@ -90,20 +90,18 @@ def test_malformed_specs_give_one_line_and_exit_2(tmp_path, doc, message, capsys
     assert main(["run", str(spec), "--profile", "smoke", "--out", str(out)]) == 2 and not out.exists()
 
 
-def test_bad_yaml_file_and_profile_and_address(tmp_path):
+def test_bad_yaml_file_and_profile_and_address(tmp_path, capsys):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: [unclosed\n")
-    r = tsweep("plan", str(bad))
-    assert r.returncode == 2 and "not valid YAML at line" in r.stderr
-    r = tsweep("plan", str(tmp_path / "missing.yaml"))
-    assert r.returncode == 2 and "does not exist" in r.stderr
-    r = tsweep("plan", str(SMOKE), "--profile", "laptop")
-    assert r.returncode == 2 and "unknown profile 'laptop': allowed paper, gpu, cpu, smoke" in r.stderr
-    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--address", "http://10.0.0.1", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and "--address 'http://10.0.0.1' is invalid" in r.stderr and not (tmp_path / "o").exists()
-    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", "nosuchfs://bucket/x")
-    assert r.returncode == 2 and "'nosuchfs://bucket/x' cannot be opened" in r.stderr and "allowed" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    refused(["plan", bad], capsys, "not valid YAML at line")
+    refused(["plan", tmp_path / "missing.yaml"], capsys, "does not exist")
+    refused(["plan", SMOKE, "--profile", "laptop"], capsys, "unknown profile 'laptop': allowed paper, gpu, cpu, smoke")
+    refused(["run", SMOKE, "--profile", "smoke", "--address", "http://10.0.0.1", "--out", tmp_path / "o"], capsys,
+            "--address 'http://10.0.0.1' is invalid")  # fmt: skip
+    assert not (tmp_path / "o").exists()
+    refused(["run", SMOKE, "--profile", "smoke", "--out", "nosuchfs://bucket/x"], capsys,
+            "'nosuchfs://bucket/x' cannot be opened", "allowed")  # fmt: skip
     uri = (tmp_path / "u").as_uri()  # a URI on a cluster with the default (driver-local) SQLite tracking
-    r = tsweep("run", str(SMOKE), "--profile", "smoke", "--out", uri, "--address", "127.0.0.1:1")
-    assert r.returncode == 2 and "needs an MLflow server" in r.stderr and not (tmp_path / "u").exists()
+    refused(["run", SMOKE, "--profile", "smoke", "--out", uri, "--address", "127.0.0.1:1"], capsys,
+            "needs an MLflow server")  # fmt: skip
+    assert not (tmp_path / "u").exists()
