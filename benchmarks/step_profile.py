@@ -217,9 +217,12 @@ def run_workers(argv_sets: list[list[str]]) -> list[dict]:
 
 
 def machine_precisions() -> list[str]:
-    from transformer_core.device import cpu_bf16_speedup
+    """fp32, and bf16 where a trial's precision=auto takes it on this CPU."""
+    import torch
 
-    return ["fp32", "bf16"] if cpu_bf16_speedup() > 1.1 else ["fp32"]
+    from transformer_core.device import resolve_precision
+
+    return ["fp32", "bf16"] if resolve_precision("auto", torch.device("cpu")) == "bf16" else ["fp32"]
 
 
 def cpu_flags() -> str:

@@ -9,6 +9,7 @@ E2E = Path(__file__).resolve().parent / "e2e"
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")  # test modules import MLflow before sweeps.run.tracking
 
 
 @pytest.fixture(scope="session")

@@ -61,7 +61,8 @@ def cpu_bf16_speedup(size: int = 512, rounds: int = 7) -> float:
 @functools.lru_cache(maxsize=None)
 def cpu_flags() -> Optional[frozenset[str]]:
     """This x86 CPU's feature flags as Linux lists them (/proc/cpuinfo), or None where there is no such list (other
-    systems, other architectures)."""
+    systems, other architectures).  Linux names avx512_bf16 from 5.2 on: an older kernel on such a CPU gets fp32
+    from precision=auto without the probe (bf16 stays a knob away)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return None
     try:

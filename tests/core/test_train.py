@@ -13,7 +13,7 @@ import torch
 from tests.helpers import ROOT, TINY_RUN, tiny_run_config
 from transformer_core import rundir, train_and_evaluate, trainer
 from transformer_core import train as train_module
-from transformer_core.device import cpu_bf16_speedup, resolve_precision
+from transformer_core.device import BF16_FLAGS, cpu_bf16_speedup, cpu_flags, resolve_precision
 from transformer_core.errors import ConfigError, UserError
 from transformer_core.optim import learning_rate
 from transformer_core.run_config import make_run_config
@@ -158,7 +158,8 @@ def test_precision_auto_follows_the_hardware(fixture_corpus, fixture_data_dir, t
     cpu = torch.device("cpu")
     assert resolve_precision("fp32", cpu) == "fp32"
     assert resolve_precision("bf16", cpu) == "bf16"
-    assert resolve_precision("auto", cpu) == ("bf16" if cpu_bf16_speedup() > 1.1 else "fp32")
+    native = cpu_flags() is None or bool(cpu_flags() & BF16_FLAGS)
+    assert resolve_precision("auto", cpu) == ("bf16" if native and cpu_bf16_speedup() > 1.1 else "fp32")
     with pytest.raises(ConfigError, match="precision='fp16'"):
         resolve_precision("fp16", cpu)
     result = train_and_evaluate(tiny_run_config(fixture_data_dir, steps=2, eval_every=2, precision="fp32"), tmp_path)
