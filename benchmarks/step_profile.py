@@ -226,9 +226,10 @@ def machine_precisions() -> list[str]:
 
 
 def cpu_flags() -> str:
-    try:
-        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
-    except (OSError, StopIteration):
+    from transformer_core.device import cpu_flags as flags_of_this_cpu  # what precision=auto reads
+
+    flags = flags_of_this_cpu()
+    if flags is None:
         return "unknown"
     wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile")
     return " ".join(f for f in wanted if f in flags) or "none of avx2/avx512"
