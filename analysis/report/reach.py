@@ -21,11 +21,12 @@ from collections.abc import Sequence
 from functools import cache
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize
 
 from analysis.data.claims import Claim, as_claims, claim_rows, claims_for
 from analysis.data.metrics import for_task
 from analysis.stats.comparisons import own_error
+from analysis.stats.dist import norm_cdf, norm_sf, t_ppf
 from analysis.stats.evalues import critical_t
 from analysis.stats.rule import ALPHA
 from analysis.stats.seed_noise import pooled_noise, standard_error
@@ -72,7 +73,7 @@ def smallest_effect(evidence: str, seeds: int, family: int, rejections: int = 1,
         return math.inf
 
     def short(delta: float) -> float:
-        hit = stats.norm.sf((need - delta) / sd) + stats.norm.cdf((-need - delta) / sd)
+        hit = norm_sf((need - delta) / sd) + norm_cdf((-need - delta) / sd)
         return float(np.mean(np.where(np.isfinite(need), hit, 0.0))) - power
 
     hi = 1.0
@@ -90,7 +91,7 @@ def _needed(evidence: str, seeds: int, rows: int, level: float) -> np.ndarray:
     the larger of that and the guard's on its own error and df (rounded down to half a df: fewer df need more)."""
     se, dof, own_se, own_dof = _draws(seeds, rows)
     if evidence == "p":
-        return stats.t.ppf(1 - level / 2, dof) * se
+        return t_ppf(1 - level / 2, dof) * se
     n_eff = seeds / 2
 
     def crit(df: np.ndarray) -> np.ndarray:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import math
 
 import pandas as pd
-from scipy import stats
 
 from analysis.data.claims import MARGINED, Claim, as_claims
 from analysis.data.metrics import get_reading
+from analysis.stats.dist import t_ppf
 
 from .comparisons import (
     Comparison,
@@ -74,12 +74,12 @@ def _could_decide(c: Comparison, noise: Noise, now: tuple[int, int], then: tuple
     level = raw_level(c)  # the family's threshold over best-of candidates x looks, as the verdict
     if c.relation == "~":
         assert c.margin is not None  # a '~' comparison is made with its margin (compare)
-        shown = abs(c.diff) + stats.t.ppf(1 - level, dof) * se < c.margin  # equal within the margin
-        return shown or abs(c.diff) - c.margin > stats.t.ppf(1 - level, dof) * se  # or beyond it
+        shown = abs(c.diff) + t_ppf(1 - level, dof) * se < c.margin  # equal within the margin
+        return shown or abs(c.diff) - c.margin > t_ppf(1 - level, dof) * se  # or beyond it
     if c.relation in MARGINED:  # one-sided against the margin: decisive when quality + margin is far from 0
         assert c.margin is not None
         sign = (1 if get_reading(c.reading).higher_is_better else -1) * (1 if c.relation == ">=" else -1)
-        return abs(sign * c.diff + c.margin) > stats.t.ppf(1 - level, dof) * se
+        return abs(sign * c.diff + c.margin) > t_ppf(1 - level, dof) * se
     if not abs(c.diff) > critical(c, dof, *then) * se:
         return False
     if guarded(c) and has_guard(c):  # and the guard's own test on its df at ``then``, at the noise model's spread

@@ -10,10 +10,11 @@ from enum import Enum
 
 import numpy as np
 import pandas as pd
-from scipy import optimize, stats
+from scipy import optimize
 
 from analysis.data.claims import MARGINED
 from analysis.data.metrics import LOG_COLUMNS, get_reading
+from analysis.stats.dist import nct_sf, t_cdf, t_ppf, t_sf
 from transformer_core.rundir import Status
 
 from .evalues import calibrated, critical_t, guarded_evalue, uncalibrated
@@ -152,7 +153,7 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
         c.detail = (f"{a} {va.mean():.3f} (n={len(va)}) vs {b_name} {vb.mean():.3f} (n={len(vb)}): diff "
                     f"{c.diff:+.3g}, no seed noise (the seeds' readings agree exactly): cannot decide")  # fmt: skip
         return c
-    t_crit = stats.t.ppf(1 - c.level if relation in MARGINED else 1 - c.level / 2, c.dof)
+    t_crit = t_ppf(1 - c.level if relation in MARGINED else 1 - c.level / 2, c.dof)
     c.ci = (c.diff - t_crit * c.se, c.diff + t_crit * c.se)
     sign = 1 if get_reading(reading).higher_is_better else -1  # quality = sign * value
     if relation == "~":
@@ -160,7 +161,7 @@ def compare(values: dict, noise: Noise, a: str, relation: str, b: str, reading: 
     elif relation in MARGINED:  # '>=' a no worse than b by more than the margin, '<=' no better
         c.p, agrees = _noninferiority((sign if relation == ">=" else -sign) * c.diff, c.se, c.dof, margin)
     else:
-        c.p = float(2 * stats.t.sf(abs(c.diff) / c.se, c.dof))
+        c.p = float(2 * t_sf(abs(c.diff) / c.se, c.dof))
         better = sign * c.diff > 0
         agrees = better if relation == ">" else not better
     c.p = min(1.0, c.p * factor)
@@ -246,8 +247,8 @@ def _equivalence(diff: float, se: float, dof: float, margin: float | None) -> tu
     margin, both tails), so it contradicts where that interval lies outside the margin, up to the far tail."""
     if margin is None:
         raise ValueError("an '~' comparison needs a margin in the claim's data")
-    p_tost = max(stats.t.sf((diff + margin) / se, dof), stats.t.cdf((diff - margin) / se, dof))
-    p_beyond = stats.t.sf((abs(diff) - margin) / se, dof) + stats.t.cdf((-abs(diff) - margin) / se, dof)
+    p_tost = max(t_sf((diff + margin) / se, dof), t_cdf((diff - margin) / se, dof))
+    p_beyond = t_sf((abs(diff) - margin) / se, dof) + t_cdf((-abs(diff) - margin) / se, dof)
     return (float(p_tost), True) if p_tost <= p_beyond else (float(min(1.0, p_beyond)), False)
 
 
@@ -260,7 +261,7 @@ def _noninferiority(quality: float, se: float, dof: float, margin: float | None)
     if se == 0:
         return (0.0, quality > -margin)
     t = (quality + margin) / se
-    p_no_worse, p_worse = float(stats.t.sf(t, dof)), float(stats.t.cdf(t, dof))
+    p_no_worse, p_worse = float(t_sf(t, dof)), float(t_cdf(t, dof))
     return (p_no_worse, True) if p_no_worse <= p_worse else (p_worse, False)
 
 
@@ -279,7 +280,7 @@ def critical(c: Comparison, dof: float, na: int, nb: int) -> float:
     where the safe t-test's e-value reaches factor / threshold (e-values)."""
     if guarded(c):
         return critical_t(e_needed(c), dof, n_eff(na, nb))
-    return float(stats.t.ppf(1 - raw_level(c) / 2, dof))
+    return float(t_ppf(1 - raw_level(c) / 2, dof))
 
 
 def e_needed(c: Comparison) -> float:
@@ -328,7 +329,7 @@ def _detectable(crit: float, dof: float, se: float, power: float) -> float:
         return float("inf")
 
     def short(x: float) -> float:
-        return float(stats.nct.sf(crit, dof, x)) - power
+        return float(nct_sf(crit, dof, x)) - power
 
     hi = crit + 10.0
     while short(hi) < 0 and hi < 1e6:  # few df: the power comes slowly

@@ -48,6 +48,8 @@ import math
 import numpy as np
 from scipy import stats
 
+from analysis.stats.dist import nct_logpdf, t_logpdf
+
 DESIGN_DELTA = 3.0  # the effect (in seed sd) the safe t-test is designed for: issue 44's power target, 3 sd
 # the df the e-value is computed at, at most (19 rows reach it at 9 seeds each): scipy's noncentral t density
 # fails beyond (nan at 300 df and t = -3, an overflow at 1000).  Capping keeps it an e-value: it grows with |t|,
@@ -69,12 +71,12 @@ def t_evalue(t, dof, n_eff, delta: float = DESIGN_DELTA):
     ncp = delta * np.sqrt(n_eff)
     at = np.where(np.isfinite(t), np.abs(t), 0.0)  # the e-value is symmetric in t
     for _ in range(64):
-        near = stats.nct.logpdf(at, dof, ncp)
+        near = nct_logpdf(at, dof, ncp)
         if np.isfinite(near).all():
             break
         at = np.where(np.isfinite(near), at, at / 2)
-    far = np.nan_to_num(stats.nct.logpdf(-at, dof, ncp), nan=-np.inf)  # = nct(at; dof, -ncp)
-    log_e = np.logaddexp(near, far) - math.log(2) - stats.t.logpdf(at, dof)
+    far = np.nan_to_num(nct_logpdf(-at, dof, ncp), nan=-np.inf)  # = nct(at; dof, -ncp)
+    log_e = np.logaddexp(near, far) - math.log(2) - t_logpdf(at, dof)
     e = np.where(np.isfinite(t), np.exp(log_e), np.inf)
     return float(e) if e.ndim == 0 else e
 

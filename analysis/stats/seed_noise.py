@@ -32,6 +32,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from scipy import special, stats
 
+from analysis.stats.dist import f_ppf, t_ppf
+
 MIN_DF_SINGLE = 3  # pooled df needed before a one-seed row is compared
 FLOOR_FROM = 0.9  # a row's own variance is used where it lies beyond this quantile of what the prior predicts
 # a row's spread over a table's readings together, as a ratio to the other rows', floors it on each where it lies
@@ -117,7 +119,7 @@ class Noise:
         var, dof = self.spread(row)
         if not self.df or not dof or not math.isfinite(var):
             return float(values.mean()), None, len(values)
-        half = stats.t.ppf(0.5 + level / 2, dof) * math.sqrt(var / len(values))
+        half = t_ppf(0.5 + level / 2, dof) * math.sqrt(var / len(values))
         return float(values.mean()), float(half), len(values)
 
     def describe(self) -> str:
@@ -204,7 +206,7 @@ def shared_spread(values: dict[str, dict[str, np.ndarray]], noise: dict[str, Noi
         d = min(len(values[readings[k]][row]) - 1 for k in mine)
         mean = float(np.mean([float(values[readings[k]][row].var(ddof=1)) / var for k, (var, _) in zip(mine, others)]))
         d_eff = d * len(mine) ** 2 / float(rho2[np.ix_(mine, mine)].sum())
-        if mean > float(stats.f.ppf(SHARE_FROM, d_eff, min(dof for _, dof in others))):
+        if mean > float(f_ppf(SHARE_FROM, d_eff, min(dof for _, dof in others))):
             floor[row] = (mean, mine)
     out = dict(noise)
     for k, r in enumerate(readings):
@@ -249,7 +251,7 @@ def _squared_correlations(values: dict[str, dict[str, np.ndarray]], readings: li
 
 
 def _prior_quantile(s02: float, d: float, d0: float) -> float:
-    return float(s02 * stats.f.ppf(FLOOR_FROM, d, d0))
+    return float(s02 * f_ppf(FLOOR_FROM, d, d0))
 
 
 def standard_error(noise: Noise, a: str, na: int, b: str, nb: int) -> tuple[float, float]:
