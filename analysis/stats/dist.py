@@ -32,7 +32,7 @@ def _positive(*dfs) -> bool:
 
 def _probability(q) -> bool:
     if isinstance(q, _SCALARS):
-        return 0 < q < 1
+        return bool(0 < q < 1)
     q = np.asarray(q)
     return bool(np.all((q > 0) & (q < 1)))
 
