@@ -195,16 +195,17 @@ def shared_spread(values: dict[str, dict[str, np.ndarray]], noise: dict[str, Noi
     if len(readings) < 2 or not SHARE_FROM < 1:
         return noise
     rho2 = _squared_correlations(values, readings)
+    spreads = {r: _row_variances(values[r]) for r in readings}  # each row's variance once, not once per other row
     floor: dict[str, tuple[float, list[int]]] = {}  # row -> (mean spread ratio, the readings it is floored on)
-    for row in {row for r in readings for row in noise[r].own}:
+    for row in dict.fromkeys(row for r in readings for row in noise[r].own):  # table order: the same in every run
         mine = [k for k, r in enumerate(readings) if len(values[r].get(row, ())) >= 2]
         if len(mine) < 2:
             continue
-        others = [_others_pooled(values[readings[k]], row) for k in mine]
+        others = [_others_pooled(spreads[readings[k]], row) for k in mine]
         if any(not (dof > 0 and var > 0) for var, dof in others):
             continue
         d = min(len(values[readings[k]][row]) - 1 for k in mine)
-        mean = float(np.mean([float(values[readings[k]][row].var(ddof=1)) / var for k, (var, _) in zip(mine, others)]))
+        mean = float(np.mean([spreads[readings[k]][row][0] / var for k, (var, _) in zip(mine, others)]))
         d_eff = d * len(mine) ** 2 / float(rho2[np.ix_(mine, mine)].sum())
         if mean > float(f_ppf(SHARE_FROM, d_eff, min(dof for _, dof in others))):
             floor[row] = (mean, mine)
@@ -216,7 +217,7 @@ def shared_spread(values: dict[str, dict[str, np.ndarray]], noise: dict[str, Noi
             if k not in mine:
                 continue
             var, vdf = own[row]
-            spread = mean * _others_pooled(values[r], row)[0]
+            spread = mean * _others_pooled(spreads[r], row)[0]
             if spread > var:
                 own[row] = (spread, vdf)
                 floored[row] = math.sqrt(spread)
@@ -226,11 +227,16 @@ def shared_spread(values: dict[str, dict[str, np.ndarray]], noise: dict[str, Noi
     return out
 
 
-def _others_pooled(values: dict[str, np.ndarray], row: str) -> tuple[float, int]:
-    """(pooled variance, its df) of the rows other than ``row`` with two seeds or more."""
-    rest = [v for r, v in values.items() if r != row and len(v) >= 2]
-    dof = sum(len(v) - 1 for v in rest)
-    return (sum(float(v.var(ddof=1)) * (len(v) - 1) for v in rest) / dof if dof else float("nan")), dof
+def _row_variances(values: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
+    """{row: (sample variance, its df)} of the rows with two seeds or more, in the table's row order."""
+    return {r: (float(v.var(ddof=1)), len(v) - 1) for r, v in values.items() if len(v) >= 2}
+
+
+def _others_pooled(spreads: dict[str, tuple[float, int]], row: str) -> tuple[float, int]:
+    """(pooled variance, its df) of the rows other than ``row`` in ``spreads`` (``_row_variances``)."""
+    rest = [vd for r, vd in spreads.items() if r != row]
+    dof = sum(d for _, d in rest)
+    return (sum(var * d for var, d in rest) / dof if dof else float("nan")), dof
 
 
 def _squared_correlations(values: dict[str, dict[str, np.ndarray]], readings: list[str]) -> np.ndarray:

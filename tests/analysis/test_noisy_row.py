@@ -129,3 +129,34 @@ def test_no_sharing_outside_the_moderated_model(model):
     rng = np.random.default_rng(1)
     values = {m: {f"r{k}": rng.standard_normal(2) for k in range(10)} for m in ("a", "b")}
     assert table_noise(values, model) == {m: pooled_noise(v, model) for m, v in values.items()}
+
+
+def test_the_noise_line_names_floored_rows_in_the_same_order_in_every_process():
+    """The rows floored by their spread over the readings are listed in the table's order, not in the order of a
+    set of strings (which Python's hash seed changes from one process to the next): the same report text twice."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    script = (
+        "import numpy as np\n"
+        "from analysis.stats.seed_noise import table_noise\n"
+        "from benchmarks import simulate as sim\n"
+        "rng = np.random.default_rng(4)\n"
+        "lines = []\n"
+        "for i in range(12):\n"
+        "    values = sim.table(rng, sim.Shape(sets=('test', 'wmt-x'), seeds=3), {})\n"
+        "    for r in values:\n"
+        "        for row in ('C4', 'B2', 'E1', 'A3'):\n"
+        "            v = values[r][row]\n"
+        "            values[r][row] = v.mean() + 3 * (v - v.mean())\n"
+        "    noise = table_noise(values)\n"
+        "    lines += [n.describe() for n in noise.values() if len(n.shared) > 1]\n"
+        "print(len(lines)); print('\\n'.join(lines))\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": str(h)}) for h in (1, 2)]  # fmt: skip
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:]
+    assert int(runs[0].stdout.split("\n", 1)[0]) >= 3  # lines with two or more rows floored by their shared spread
+    assert runs[0].stdout == runs[1].stdout
