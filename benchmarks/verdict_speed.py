@@ -85,10 +85,10 @@ def reports(tables: int, evidence: str, seed: int) -> tuple[float, float, int]:
     claims, rule = shape.claims(table3_claims()), Rule(evidence=evidence)
     spent = {"dist": 0.0, "scipy": 0.0}
     judged = 0
-    for _ in range(tables):
+    for k in range(tables):
         values = sim.table(rng, shape, MIX)
         out = {}
-        for side in ("dist", "scipy") if judged % 2 == 0 else ("scipy", "dist"):
+        for side in ("dist", "scipy") if k % 2 == 0 else ("scipy", "dist"):
             start = time.perf_counter()
             if side == "scipy":
                 with scipy_methods():

@@ -39,6 +39,8 @@ def _same(ours, theirs) -> bool:
         return ours is theirs
     if type(ours) is not type(theirs) or np.shape(ours) != np.shape(theirs):
         return False
+    if isinstance(ours, np.ndarray) and ours.dtype != theirs.dtype:
+        return False
     a, b = np.asarray(ours, dtype=float), np.asarray(theirs, dtype=float)
     return a.tobytes() == b.tobytes() or bool(
         np.all((a == b) & (np.signbit(a) == np.signbit(b)) | np.isnan(a) & np.isnan(b))
@@ -70,3 +72,43 @@ def test_arrays_and_zero_d_arrays_are_scipys(name):
         assert _same(ours(*args), theirs(*args)), args
         scalars = [a[()] for a in args]
         assert _same(ours(*scalars), theirs(*scalars)), scalars
+
+
+KINDS = {  # other types a caller might pass: scipy.stats converts them its own way, and dist leaves them to it
+    "float32 scalar": np.float32,
+    "float32 array": lambda v: np.array([v, v], dtype=np.float32),
+    "int": lambda v: int(v) if float(v).is_integer() else v,
+    "NumPy int": lambda v: np.int64(v) if float(v).is_integer() else v,
+    "list": lambda v: [v, v],
+    "bool": lambda v: bool(v) if v in (0.0, 1.0) else v,
+}
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_other_input_types_are_scipys(name, kind):
+    ours, theirs, grids = CASES[name]
+    inside = [[v for v in g if np.isfinite(v)][:6] for g in grids]
+    for position in range(len(grids)):  # each argument in turn of the other type
+        for args in itertools.product(*inside):
+            args = [KINDS[kind](a) if i == position else a for i, a in enumerate(args)]
+            mine, scipys = _call(ours, args), _call(theirs, args)
+            assert _same(mine, scipys), (args, mine, scipys)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_in_the_domain_the_kernel_answers_not_scipy_stats(name, monkeypatch):
+    """The point of dist: scipy.stats' method is not called for an ordinary comparison's arguments."""
+    ours, theirs, _ = CASES[name]
+    method = theirs.__name__
+    dist_object = theirs.__self__
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"scipy.stats' {method} was called")
+
+    monkeypatch.setattr(dist_object, method, refuse)
+    args = {1: (0.4,), 2: (0.4, 7.3), 3: (0.4, 7.3, 1.5)}[len(CASES[name][2])]
+    assert np.isfinite(ours(*args))
+    assert np.isfinite(ours(*(np.asarray(a) for a in args)))
+    assert np.all(np.isfinite(ours(*(np.array([a, a]) for a in args))))
