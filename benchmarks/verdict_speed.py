@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -28,9 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from verdict_calibration import MIX, SETS, machine_line  # noqa: E402
 
+import analysis.report.reach  # noqa: E402,F401  (loaded: its dist functions are swapped too)
+import analysis.stats.adaptive_seeds  # noqa: E402,F401
 from analysis.data.claims import claim_rows, table3_claims  # noqa: E402
-from analysis.report import reach  # noqa: E402
-from analysis.stats import adaptive_seeds, comparisons, dist, evalues, seed_noise  # noqa: E402
+from analysis.stats import dist  # noqa: E402
 from analysis.stats.rule import Rule  # noqa: E402
 from analysis.stats.verdicts import judge  # noqa: E402
 from benchmarks import simulate as sim  # noqa: E402
@@ -43,13 +44,14 @@ SCIPY = {  # each dist function and the scipy.stats method it stands for
 ARGS = {"t_ppf": (0.975, 7.3), "t_sf": (2.1, 7.3), "t_cdf": (-2.1, 7.3), "t_logpdf": (2.1, 7.3),
         "nct_logpdf": (2.1, 7.3, 4.2), "nct_sf": (2.1, 7.3, 4.2), "f_ppf": (0.9, 3.0, 7.5), "norm_sf": (1.3,),
         "norm_cdf": (-1.3,)}  # fmt: skip
-USERS = (comparisons, evalues, seed_noise, adaptive_seeds, reach)  # the modules that call them
 
 
 @contextmanager
 def scipy_methods():
-    """Every module of the engine calling scipy.stats' methods again, as before dist.py."""
-    saved = [(m, name, getattr(m, name)) for m in USERS for name in SCIPY if hasattr(m, name)]
+    """Every module of the engine calling scipy.stats' methods again, as before dist.py: each loaded module of
+    analysis/ that holds a dist function under its own name gets the scipy.stats method there instead."""
+    users = [m for n, m in list(sys.modules.items()) if n.startswith("analysis.") and m is not dist]
+    saved = [(m, name, f) for m in users for name in SCIPY if (f := getattr(m, name, None)) is getattr(dist, name)]
     for m, name, _ in saved:
         setattr(m, name, SCIPY[name])
     try:
@@ -90,15 +92,10 @@ def reports(tables: int, evidence: str, seed: int) -> tuple[float, float, int]:
         out = {}
         for side in ("dist", "scipy") if k % 2 == 0 else ("scipy", "dist"):
             start = time.perf_counter()
-            if side == "scipy":
-                with scipy_methods():
-                    j = judge(values, claims, rule, versus, versus_readings=sim.DEV)
-                    shown = repr(j) + repr([r.detectable for r in j.claims])
-            else:
+            with scipy_methods() if side == "scipy" else nullcontext():
                 j = judge(values, claims, rule, versus, versus_readings=sim.DEV)
-                shown = repr(j) + repr([r.detectable for r in j.claims])
+                out[side] = repr(j) + repr([r.detectable for r in j.claims])
             spent[side] += time.perf_counter() - start
-            out[side] = shown
         if out["dist"] != out["scipy"]:
             raise SystemExit("verdict_speed: the two sides judged a table differently")
         judged += sum(len(r.comparisons) for r in j.claims) + sum(len(cs) for cs in j.versus.values())
