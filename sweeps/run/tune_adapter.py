@@ -204,7 +204,7 @@ def fit_round(ctx: TuningContext, trials: list[Trial], round_name: str, echo: Ec
             storage_path=ctx.location,
             verbose=1 if ctx.verbose else 0,
             failure_config=FailureConfig(max_failures=2),
-            callbacks=[echo_callback(echo if ctx.verbose else None, total, ctx.sync, faults=faults)],
+            callbacks=[echo_callback(echo if ctx.verbose else None, total, ctx.sync, faults=faults), *_loggers()],
         ),
     )
     ctx.start_round({"name": round_name, "tune": name, "started": time.time(), "trials": total})
@@ -380,6 +380,16 @@ def _trial_namer(payloads: list[TrialRecord]) -> Callable:
     """Tune's name for a trial: its row and seed (A1-s1), not _trainable_xxxxx."""
     names: dict[object, str] = {i: f"{p.row}-s{p.seed}" for i, p in enumerate(payloads)}
     return lambda trial: names.get((trial.config or {}).get("trial_index")) or f"search-{trial.trial_id}"
+
+
+def _loggers() -> list:
+    """Tune's CSV and JSON loggers (its ResultGrid reads a trial's metrics back from their files) without its
+    TensorBoard logger, whose tensorboardX imports torch into a driver that otherwise never loads it (the sweep's
+    metrics are in MLflow). Tune adds all three unless its variable says not to."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
+    return [CSVLoggerCallback(), JsonLoggerCallback()]
 
 
 def summarise(grid, payloads: list[TrialRecord], stopped_early: frozenset = frozenset()) -> Summary:

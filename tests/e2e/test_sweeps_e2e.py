@@ -49,6 +49,11 @@ def test_smoke_sweep_completes_with_mlflow_runs(env, smoke_sweep, tmp_path):
     assert experiment.artifact_location == (out / "mlartifacts").as_uri()
     assert not (ROOT / "mlruns").exists() and list((out / "mlartifacts").rglob("result.json"))
     assert (out / "sweep.lock").read_text() == ""  # released
+    # Tune's CSV and JSON logs, which its results are read back from, and no TensorBoard logger: its tensorboardX
+    # imported torch into the driver, which trains nothing
+    assert len(list(out.glob("tune/*/progress.csv"))) == 4 and len(list(out.glob("tune/*/result.json"))) == 4
+    assert not list(out.rglob("events.out.tfevents*"))
+    assert json.loads((out.parent / "driver_modules.json").read_text()) == []
     assert {p.name for p in out.rglob("*.tmp")} == set()
     # two slots, four trials: a slot's worker process runs its next trial (reuse_actors), not a fresh one
     pids = {json.loads(p.read_text().splitlines()[0])["pid"] for p in (out / "trials").glob("*/sessions.jsonl")}
