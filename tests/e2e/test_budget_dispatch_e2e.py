@@ -41,6 +41,7 @@ def _first_starts(out: Path, after: float) -> list[tuple[float, str]]:
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # two sessions; the order: tests/sweeps/test_budget_order.py, a spent budget: test_adaptive_e2e
 def test_tune_starts_trials_claim_by_claim_and_a_spent_budget_names_what_it_missed(tmp_path, fixture_corpus,
                                                                                     monkeypatch):  # fmt: skip
     import time

@@ -47,6 +47,7 @@ def test_a_disk_that_fills_mid_sweep_ends_in_one_line_and_resume_completes_the_t
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # a minute of real sweep; a full disk at the start is one line in tests/sweeps/test_faults.py
 def test_a_disk_that_fills_during_a_sweep_prints_one_line_and_keeps_ray_and_mlflow_in_a_log(fixture_corpus, tmp_path):
     """A 20 MiB tmpfs filled at the first checkpoint: trials fail (ENOSPC), Tune, MLflow and SQLAlchemy log
     their tracebacks while the sweep is closed; the terminal shows one line, which names the file holding them."""
@@ -134,9 +135,10 @@ def _loopback(addr):
 def test_ctrl_c_ends_the_sweep_as_interrupted_and_ray_listens_on_loopback_only(fixture_corpus, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")}
     env.update(PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")  # tsweep itself must keep Ray on loopback
-    spec = write_spec(
-        tmp_path / "long.yaml", name="long", seeds=[1, 2, 3], max_concurrent=2, train={"steps": 400, "eval_every": 20}
-    )
+    spec = write_spec(  # adaptive seeds, as the demo runs them: the stop is also recorded as the signal's
+        tmp_path / "long.yaml", name="long", seeds={"min": 3, "max": 3}, claims="table3", max_concurrent=2,
+        train={"steps": 400, "eval_every": 20},
+    )  # fmt: skip
     out = tmp_path / "sweep"
     out.mkdir()  # a driver killed before this one left its lock behind
     (out / "sweep.lock").write_text(json.dumps({"pid": dead_pid(), "host": socket.gethostname(), "time": 1.0}))
@@ -177,6 +179,8 @@ def test_ctrl_c_ends_the_sweep_as_interrupted_and_ray_listens_on_loopback_only(f
     state = json.loads((out / "sweep.json").read_text())
     client = MlflowClient(resolve_uri(state["uri"], out))
     assert state["status"] == "interrupted" and client.get_run(state["parent_run_id"]).info.status == "KILLED"
+    assert state["adaptive"]["stop"] == "interrupted", state["adaptive"]
+    assert state["adaptive"]["stopped"].startswith("interrupted by SIGINT during the minimum seeds: 0 of 3 trials")
     runs = client.search_runs([state["experiment_id"]], f"tags.mlflow.parentRunId = '{state['parent_run_id']}'")
     assert len(runs) == 2 and all(r.info.status == "KILLED" and r.data.tags["interrupted"] == "true" for r in runs)
     assert (out / "sweep.lock").read_text() == ""

@@ -94,6 +94,7 @@ def test_sigterm_ends_the_sweep_as_interrupted_with_143_and_resume_trains_the_re
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # the Ctrl-C test of test_faults_e2e stops an adaptive sweep with one SIGINT
 def test_two_sigints_in_a_row_end_the_sweep_as_interrupted_with_130(tmp_path, env):
     """An adaptive sweep (seeds min/max) here: it also records the stop as the signal's, with what finished."""
     spec, out = _spec(tmp_path / "stop.yaml", adaptive=True), tmp_path / "sweep"
@@ -105,7 +106,7 @@ def test_two_sigints_in_a_row_end_the_sweep_as_interrupted_with_130(tmp_path, en
 
 
 @pytest.mark.e2e
-@pytest.mark.slow  # two sessions; the default suite checks the interrupted record in the two-SIGINT test above
+@pytest.mark.slow  # two sessions; the default suite checks the interrupted record in test_faults_e2e's Ctrl-C test
 def test_a_resume_stopped_by_hand_replaces_the_earlier_sessions_stop_record(tmp_path, env):
     """Adaptive seeds: a first session spent its budget (its record: the claims it did not reach); the resume,
     stopped by two SIGINTs, writes its own record instead (interrupted, what finished, what is still open), and

@@ -161,6 +161,7 @@ def test_one_row_sweep_reports_with_and_without_an_evaluation_set(one_row):
     assert _table(one_row["after"]["report.md"])[0]["BLEU ood"] not in ("", "-")
 
 
+@pytest.mark.slow  # its own sweep; rows whose every seed diverged are reported in tests/analysis/test_analysis.py
 def test_all_diverged_sweep_reports_every_row_as_diverged(all_diverged):
     assert "2 diverged" in all_diverged["run"].stdout
     report = all_diverged["before"]["report.md"]

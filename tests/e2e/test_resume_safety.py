@@ -69,6 +69,7 @@ def test_a_grid_sweep_resumes_without_loading_a_planted_pickle(tmp_path, env, sm
 
 
 @pytest.mark.e2e
+@pytest.mark.slow  # the grid test above resumes the same way (a fresh Tuner, nothing unpickled)
 def test_a_search_resumes_from_its_study_without_loading_a_planted_pickle(tmp_path, env, smoke_search):
     """Tuner.restore would unpickle tune/tuner.pkl and the searcher's state: the resumed search re-opens the
     Optuna study in optuna.db instead, trains the trial whose result was lost with the same knobs (its own

@@ -149,6 +149,7 @@ def test_interrupted_sweep_resumes_without_retraining_finished_trials(env, tmp_p
     assert len(runs) == 3 and {x.info.status for x in runs} == {"FINISHED"}  # none set back to RUNNING
 
 
+@pytest.mark.slow  # its own search; the session's smoke search covers Optuna end to end, test_search_e2e ASHA
 def test_optuna_search_with_asha_stops_some_trials_and_records_the_study(env, tmp_path):
     import optuna
 

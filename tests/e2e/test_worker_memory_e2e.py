@@ -3,10 +3,13 @@ grew until Ray's memory monitor killed them and the driver ended in a traceback)
 
 import json
 
+import pytest
+
 from tests.e2e.conftest import e2e_env
 from tests.helpers import SMOKE, tsweep
 
 
+@pytest.mark.slow  # two sessions of kills and retries; a reused worker's memory: tests/sweeps/test_reuse_actors.py
 def test_memory_monitor_kills_are_named_retried_and_resumable_and_workers_over_their_bound_are_replaced(
     fixture_corpus, fixture_data_dir, tmp_path
 ):
