@@ -66,44 +66,65 @@ class _BoundedLoader(yaml.SafeLoader):
 
 
 def expanded_size(node) -> int:
-    """Values in the document rooted at ``node`` with every alias expanded, counted once per distinct node."""
+    """Values in the document rooted at ``node`` with every alias expanded, counted once per distinct node; a
+    node that contains itself through an alias (``&a [*a]``) is refused: it expands without end."""
     sizes: dict[int, int] = {}
+    open_: set[int] = set()  # the nodes being counted: the path from the root
 
     def size(n) -> int:
+        if id(n) in open_:
+            mark = n.start_mark
+            raise SpecLimit(f"refers to itself through an alias (the value at line {mark.line + 1}, column "
+                            f"{mark.column + 1} contains itself); allowed aliases of other values only")  # fmt: skip
         if id(n) not in sizes:
+            open_.add(id(n))
             if isinstance(n, yaml.MappingNode):
                 sizes[id(n)] = 1 + sum(size(k) + size(v) for k, v in n.value)
             elif isinstance(n, yaml.SequenceNode):
                 sizes[id(n)] = 1 + sum(size(x) for x in n.value)
             else:
                 sizes[id(n)] = 1
+            open_.discard(id(n))
         return sizes[id(n)]
 
-    return size(node)  # recursion depth is bounded by MAX_DEPTH
+    return size(node)  # recursion depth is bounded by MAX_DEPTH, cycles are refused
 
 
 def _check_unique_keys(root, path: str) -> None:
     """Refuse a mapping that gives one key twice: YAML keeps the last value silently (a second rows group of the
     same name would drop the first).  A merge (``<<: *anchor``) is not a duplicate: its keys are the defaults."""
     seen: set[int] = set()
-    todo = [root]
+    todo, loader = [root], yaml.SafeLoader("")
     while todo:
         node = todo.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            keys: dict[str, int] = {}
+            keys: dict[Any, tuple[str, int]] = {}
             for key, value in node.value:
                 if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                    if key.value in keys:
-                        raise SpecLimit(f"spec file {path!r} gives the key {key.value!r} twice in one mapping (lines "
-                                        f"{keys[key.value]} and {key.start_mark.line + 1}): YAML would keep the last "
+                    same = next((k for k in (_key_value(key, loader), key.value) if k in keys), None)
+                    if same is not None:  # the same value, or the same text ("1" and 1)
+                        first, line = keys[same]
+                        spelled = repr(key.value) if first == key.value else f"{first!r} (again as {key.value!r})"
+                        raise SpecLimit(f"spec file {path!r} gives the key {spelled} twice in one mapping (lines "
+                                        f"{line} and {key.start_mark.line + 1}): YAML would keep the last "
                                         "silently; allowed each key once")  # fmt: skip
-                    keys[key.value] = key.start_mark.line + 1
+                    keys[_key_value(key, loader)] = keys[key.value] = (key.value, key.start_mark.line + 1)
                 todo += [key, value]
         elif isinstance(node, yaml.SequenceNode):
             todo += node.value
+
+
+def _key_value(key: yaml.ScalarNode, loader: yaml.SafeLoader) -> Any:
+    """What a scalar key becomes in the document: ``1`` and ``0x1`` are one key, as are ``"a"`` and ``a``."""
+    try:
+        value = loader.construct_object(key)
+        hash(value)
+    except (yaml.YAMLError, TypeError, ValueError):
+        return ("text", key.value)
+    return (type(value).__name__, value)  # a tuple: never equal to a key's text
 
 
 def read_document(path: str | Path) -> Any:
@@ -136,7 +157,11 @@ def _read_document(p: Path) -> Any:
             raise SpecLimit(f"spec file {path!r} {exc}") from None
         if node is None:
             return None
-        if expanded_size(node) > MAX_NODES:
+        try:
+            size = expanded_size(node)
+        except SpecLimit as exc:
+            raise SpecLimit(f"spec file {path!r} {exc}") from None
+        if size > MAX_NODES:
             raise SpecLimit(
                 f"spec file {path!r} expands to more than {MAX_NODES:,} values through its anchors and"
                 " aliases (&name, *name); a spec has a few hundred: write the values out"

@@ -32,8 +32,10 @@ class Profile:
         """Model knobs in paper units -> knobs at this profile's scale."""
         out = dict(knobs)
         for k in WIDTH_KNOBS + DEPTH_KNOBS:  # checked before scaling: a string, .nan or .inf is the user's error
-            v = out.get(k)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            v = out.get(k)  # a depth knob may be null (N_enc: N's), a width never is
+            if (v is not None or (k in out and k in WIDTH_KNOBS)) and (
+                isinstance(v, bool) or not isinstance(v, int) or v < 1
+            ):
                 raise ConfigError(f"{k}={v!r} is invalid: allowed an integer >= 1 (in the paper's units)")
         for k in WIDTH_KNOBS:
             if k in out:
@@ -47,7 +49,10 @@ class Profile:
         return out
 
     def scale_steps(self, paper_steps: int) -> int:
-        return max(1, int(round(paper_steps * self.steps_factor)))
+        steps = paper_steps
+        if isinstance(steps, bool) or not isinstance(steps, (int, float)) or not math.isfinite(steps) or steps < 1:
+            raise ConfigError(f"train_steps={steps!r} is invalid: allowed a number >= 1 (in the paper's units)")
+        return max(1, int(round(steps * self.steps_factor)))
 
     def scale_paper(self, paper: dict) -> dict:
         """A preset's values in paper units (transformer_core.config.paper_values) at this profile's scale: its

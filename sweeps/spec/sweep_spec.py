@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Optional, cast
+from typing import Any, Mapping, Optional
 
 from analysis.data.claims import Claim, claim_document, parse_claims
 from analysis.data.metrics import default_mode
@@ -101,9 +101,9 @@ def _mapping(value, path: str, allowed) -> dict:
 
 
 def _number(value, path: str, lo=None, integer=False, hi=None) -> Any:
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
     if isinstance(value, bool) or not ok or (lo is not None and value < lo) or (hi is not None and value > hi):
-        kind = "an integer" if integer else "a number"
+        kind = "an integer" if integer else "a finite number" if isinstance(value, float) else "a number"
         bounds = f" in [{lo}, {hi}]" if hi is not None else (f" >= {lo}" if lo is not None else "")
         raise SpecError(f"{path}: {value!r} is invalid; allowed {kind}{bounds}")
     return value
@@ -265,9 +265,13 @@ def expand_row(
     knobs = {**base, **row.overrides}
     in_run_units, in_paper_units = run_keys(), paper_keys()
     run_knobs = {k: v for k, v in knobs.items() if k in in_run_units}
-    paper = paper_values(preset, {k: v for k, v in knobs.items() if k in in_paper_units})
+    try:
+        paper = paper_values(preset, {k: v for k, v in knobs.items() if k in in_paper_units})
+        scaled = profile.scale_paper(paper)
+    except ConfigError as exc:
+        raise SpecError(f"rows.{row.group}.{row.label}: at profile {profile.name!r}: {exc}") from None
     values = {
-        **profile.scale_paper(paper),
+        **scaled,
         **profile.train,
         **spec.train,
         **run_knobs,
@@ -313,9 +317,13 @@ def sample_trials(spec: Spec, profile: Profile, sampled: dict[str, KnobValue], s
         # a sampled batch size keeps the trial's target tokens: steps, warmup and eval_every (in steps of the batch
         # the spec would otherwise run, a sampled warmup too) scale by old / new batch; the schedule keeps its
         # shape, and under rsqrt the peak rate goes as warmup^-0.5 (search lr_scale beside it)
+        tokens = sampled["tokens_per_batch"]
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise SpecError(f"rows.{group}.{row.label}: at profile {profile.name!r}: tokens_per_batch={tokens!r} is "
+                            "invalid: allowed an integer >= 1")  # fmt: skip
         unsampled = expand_row(spec, base, profile, spec.seeds[:1])[0]
         batch = unsampled.config.train.tokens_per_batch  # the profile's, else the default
-        rescale = float(batch) / float(cast(float, sampled["tokens_per_batch"]))  # a number (search.space's check)
+        rescale = float(batch) / float(tokens)
     return expand_row(spec, row, profile, spec.seeds if seeds is None else seeds, rescale=rescale)
 
 
@@ -329,6 +337,10 @@ def check_space(spec: Spec, profile: Profile) -> None:
             candidates = [(f"{path}.values[{i}]", v) for i, v in enumerate(dist["values"])]
         else:
             candidates = [(f"{path}.low", dist["low"]), (f"{path}.high", dist["high"])]
+            if dist["type"] != "int":  # a draw between the ends is a fraction: a knob that takes integers refuses it
+                low, high = float(dist["low"]), float(dist["high"])
+                mid = math.sqrt(low * high) if dist["type"] == "loguniform" else (low + high) / 2
+                candidates.append((f"{path} (a draw between low and high)", mid))
         for where, value in candidates:
             try:
                 sample_trials(spec, profile, {key: value}, spec.seeds[:1])
@@ -341,7 +353,7 @@ def parse_budget(value, path: str = "budget") -> Optional[float]:
     """'90m', '2h', '45s', '1h30m' or a number of minutes -> seconds."""
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value):
         return float(value) * 60
     text = str(value).strip().lower()
     m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)s)?", text)
@@ -381,10 +393,16 @@ def _parse_seeds(raw) -> tuple[list, Optional[dict]]:
     return raw, None
 
 
+MAX_NAME = 100  # a trial's directory is LABEL-sSEED-HASH: well inside a file system's 255 bytes
+
+
 def _safe_name(value, path: str) -> None:
-    """Names that become paths (the sweep name, row labels): no separators, no '..', no hidden files."""
+    """Names that become paths (the sweep name, row labels): no separators, no '..', no hidden files, no name
+    longer than a file system takes."""
     if not isinstance(value, str) or not SAFE_NAME.match(value):
         raise SpecError(f"{path}: {value!r} is invalid; allowed {SAFE_ALLOWED}")
+    if len(value) > MAX_NAME:
+        raise SpecError(f"{path}: {value[:20]!r}... ({len(value)} characters) is too long; allowed at most {MAX_NAME}")
 
 
 def _parse_rows(raw, base_label: str = "base") -> list[Row]:
@@ -558,6 +576,10 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         raise SpecError(f"mode: {mode!r} is invalid; allowed max, min")
     train = _mapping(doc.get("train"), "train", TRAIN_KEYS)
     tracking = _mapping(doc.get("tracking"), "tracking", ("uri", "experiment"))
+    for key, allowed in (("uri", "an MLflow tracking URI"), ("experiment", "an experiment name")):
+        value = tracking.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise SpecError(f"tracking.{key}: {value!r} is invalid; allowed {allowed} (text), or no tracking.{key}")
     _check_sqlite_uri(tracking.get("uri"))
     output = doc.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
@@ -573,6 +595,8 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
             raise SpecError("scheduler: early stopping compares one metric; a search with two objectives runs none")
     rows = _parse_rows(doc.get("rows"))
     labels = [r.label for r in rows]
+    if doc.get("search") is not None and len(rows) > 1:
+        raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
     if doc.get("claims") is not None and doc.get("search") is not None:
         raise SpecError("claims: a search samples its rows; claims compare a spec's named rows: give rows, "
                         "or leave claims out")  # fmt: skip
