@@ -23,6 +23,41 @@ def _options(args) -> dict:
     return {k: str(Path(getattr(args, k)).resolve()) for k in recipe_options() if getattr(args, k, None)}
 
 
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def _checked(args) -> tuple[str, dict | None]:
+    """The corpus of the command line as (recipe name, its options), each part refused in one line before anything
+    is locked, fetched or written: the vocabulary size, the recipe names, an option flag the recipes do not take
+    (it would be ignored, yet name another cached copy), files given both in a files: name and as flags, and a
+    data directory that is a file.  The options are the name's files and the flags' together."""
+    from transformer_core.data import default_data_dir
+    from transformer_core.data.input_error import DataInputError
+    from transformer_core.data.prepare import check_data_dir, check_vocab, parse_corpus_name
+    from transformer_core.data.recipes import RECIPES, recipe_names
+
+    check_vocab(args.vocab, "--vocab")
+    name, inline = parse_corpus_name(args.name)
+    parts = recipe_names(name)
+    given = _options(args)
+    taken = [key for key in recipe_options() if any(key in RECIPES[part].options for part in parts)]
+    for key in given:
+        if key not in taken:
+            owners = " and ".join(f"'{r}'" for r in recipe_options()[key])
+            allowed = f"allowed with it {', '.join(map(_flag, taken))}" if taken else "it takes no file options"
+            raise DataInputError(
+                f"{_flag(key)} is an option of the {owners} recipe, not of corpus {args.name!r}: {allowed}"
+            )
+    twice = [key for key in given if key in (inline or {})]
+    if twice:
+        raise DataInputError(
+            f"{_flag(twice[0])} and corpus {args.name!r} both give the {twice[0].replace('_', ' ')} file: allowed one"
+        )
+    check_data_dir(Path(args.data_dir or default_data_dir()))
+    return name, {**(inline or {}), **given} or None
+
+
 def _describe(corpus, budget: int) -> None:
     from transformer_core.data import padding_fraction, plan_batches
 
@@ -71,7 +106,8 @@ def cmd_prepare(args) -> int:
     from transformer_core.data import load_corpus
 
     start = time.time()
-    corpus = load_corpus(args.name, args.vocab, args.data_dir, args.direction, _options(args) or None)
+    _, options = _checked(args)
+    corpus = load_corpus(args.name, args.vocab, args.data_dir, args.direction, options)
     _describe(corpus, args.tokens_per_batch)
     print(f"ready in {time.time() - start:.1f} s")
     return 0
@@ -79,17 +115,32 @@ def cmd_prepare(args) -> int:
 
 def cmd_info(args) -> int:
     from transformer_core.data import default_data_dir
-    from transformer_core.data.corpus import Corpus, read_meta
+    from transformer_core.data.corpus import Corpus, damage, read_meta
+    from transformer_core.data.input_error import DataInputError
     from transformer_core.data.prepare import corpus_key
-    from transformer_core.errors import DataError
 
+    name, options = _checked(args)
     data_dir = Path(args.data_dir or default_data_dir())
-    directory = data_dir / corpus_key(args.name, args.direction, _options(args) or None)
+    directory = data_dir / corpus_key(name, args.direction, options)
     vocab_dir = directory / f"bpe-{args.vocab}"
     if not (vocab_dir / "done").exists():
-        raise DataError(
+        raise DataInputError(
             f"corpus {args.name!r} with vocabulary size {args.vocab} is not prepared in {data_dir}: "
             f"run 'tsweep data prepare {args.name} --vocab {args.vocab}'"
+        )
+    read_meta(directory)  # unreadable: one line naming meta.json
+    found = damage(directory, vocab_dir)
+    if found:  # what prepare would prepare afresh: here nothing does, one line says what and how
+        given = {
+            "direction": args.direction,
+            "data_dir": args.data_dir,
+            **{k: getattr(args, k) for k in recipe_options()},
+        }
+        again = f"tsweep data prepare {args.name} --vocab {args.vocab}"
+        again += "".join(f" {_flag(key)} {value}" for key, value in given.items() if value)
+        raise DataInputError(
+            f"the prepared corpus in {directory} is damaged: {found[0]}; "
+            f"remove {found[1]} or run '{again}' again, which prepares a damaged corpus afresh"
         )
     _describe(
         Corpus(directory, read_meta(directory), vocab_dir, int((vocab_dir / "done").read_text())), args.tokens_per_batch

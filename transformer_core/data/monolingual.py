@@ -26,6 +26,7 @@ from pathlib import Path
 from ..errors import ConfigError, DataError
 from .clean import CleanRules, normalize
 from .corpus import Corpus, load_prepared
+from .input_error import DataInputError
 from .prepare import (
     LM_SIDES,
     SPLITS,
@@ -83,7 +84,7 @@ def _side(recipe: str, lang: str, data_dir: Path, options: dict | None):
     if options and TEXT in options:  # one file: the files recipe's hold-out, with the file as both sides
         path = options[TEXT]
         if not Path(path).is_file():
-            raise DataError(f"text file {path!r} does not exist or is not a file")
+            raise DataInputError(f"text file {path!r} does not exist or is not a file")
         return get_recipe("files").load(data_dir, {"src": path, "tgt": path}), 0
     raw = combine_recipes(recipe.split("+"), data_dir, options or {})
     return raw, raw.langs.index(lang)
@@ -125,7 +126,8 @@ def prepare_lm_text(
         if not splits[split]:
             given = len(raw.splits.get(split, []))
             why = ", ".join(f"{n} {k}" for k, n in {**dropped[split], "also in dev or test": leaked}.items() if n)
-            raise DataError(
+            error = DataInputError if recipe == "files" else DataError  # the user's own file gave too little
+            raise error(
                 f"corpus {recipe!r} ({lang}) has no {split} lines left: {given} given"
                 + (f", dropped {why}" if why and given else "")
                 + ("; give more lines (dev and test each hold out at least 1 line)" if recipe == "files" else "")

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -28,7 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..run_config import MAX_VOCAB
 from .clean import CleanRules, clean_pairs, remove_leakage
+from .input_error import DataInputError
 from .recipes import RECIPES, RawCorpus, get_recipe
 
 log = logging.getLogger(__name__)
@@ -37,6 +40,8 @@ PAD, BOS, EOS, UNK = 0, 1, 2, 3
 META_KEYS = ("name", "direction", "langs", "sizes", "fingerprint")  # what every reader of meta.json relies on
 SIDES = ("src", "tgt")  # a parallel corpus's sides
 LM_SIDES = ("text",)  # a language model's corpus: one side (data/monolingual.py)
+MIN_VOCAB = 16  # the smallest vocabulary size a run config takes (run_config.RunConfig's vocab)
+DATA_DIR_ALLOWED = "allowed a directory this user can write, made if missing (--data-dir or $TSWEEP_DATA_DIR)"
 
 
 def cache_dir(name: str) -> Path:
@@ -51,6 +56,30 @@ def default_data_dir() -> Path:
     return cache_dir("data")
 
 
+def check_data_dir(data_dir: Path) -> None:
+    """``data_dir`` must be a directory or not exist yet: a file there is refused in one line."""
+    if data_dir.exists() and not data_dir.is_dir():
+        raise DataInputError(f"data directory {str(data_dir)!r} is not a directory: {DATA_DIR_ALLOWED}")
+
+
+def make_data_dir(data_dir: Path) -> None:
+    """``data_dir`` made if missing; one that is a file or cannot be made is refused in one line."""
+    check_data_dir(data_dir)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataInputError(
+            f"data directory {str(data_dir)!r} cannot be made ({exc.strerror or exc}): {DATA_DIR_ALLOWED}"
+        ) from None
+
+
+def check_vocab(vocab, what: str = "vocab") -> None:
+    """A shared BPE vocabulary size must be an integer in [MIN_VOCAB, MAX_VOCAB] (the run config's bounds),
+    refused in one line before anything is fetched; ``what`` names it as the user gave it (e.g. '--vocab')."""
+    if isinstance(vocab, bool) or not isinstance(vocab, int) or not MIN_VOCAB <= vocab <= MAX_VOCAB:
+        raise DataInputError(f"{what} {vocab} is invalid: allowed an integer in [{MIN_VOCAB}, {MAX_VOCAB}]")
+
+
 def corpus_langs(name: str, options: dict | None = None) -> tuple[str, str]:
     """The (first, second) languages of a recipe, or of the first of '+'-joined recipes."""
     return get_recipe(parse_corpus_name(name)[0].split("+")[0]).languages(options)
@@ -62,7 +91,7 @@ def check_direction(name: str, direction: str | None, options: dict | None = Non
         return
     a, b = corpus_langs(name, options)
     if direction not in (f"{a}-{b}", f"{b}-{a}"):
-        raise DataError(f"direction {direction!r} does not fit corpus {name!r}: allowed {a}-{b} or {b}-{a}")
+        raise DataInputError(f"direction {direction!r} does not fit corpus {name!r}: allowed {a}-{b} or {b}-{a}")
 
 
 def corpus_key(name: str, direction: str | None, options: dict | None = None) -> str:
@@ -82,7 +111,7 @@ def combine_recipes(names: list[str], data_dir: Path, options: dict) -> RawCorpu
     langs = parts[0].langs
     for name, part in zip(names, parts):
         if part.langs != langs:
-            raise DataError(
+            raise DataInputError(
                 f"cannot combine {names[0]} ({'-'.join(langs)}) with"
                 f" {name} ({'-'.join(part.langs)}): language pairs differ"
             )
@@ -98,7 +127,7 @@ def _orient(raw: RawCorpus, direction: str | None) -> tuple[RawCorpus, str]:
     if direction == f"{b}-{a}":
         swapped = {s: [(y, x) for x, y in p] for s, p in raw.splits.items()}
         return RawCorpus((b, a), swapped, raw.provenance, raw.verbatim), direction
-    raise DataError(f"direction {direction!r} does not fit this corpus: allowed {a}-{b} or {b}-{a}")
+    raise DataInputError(f"direction {direction!r} does not fit this corpus: allowed {a}-{b} or {b}-{a}")
 
 
 def _empty_split(name: str, split: str, raw: RawCorpus, dropped: dict[str, int], leaked: int) -> str:
@@ -160,8 +189,9 @@ def prepare_text(
             splits[split], dropped[split] = clean_pairs(raw.splits.get(split, []), rules)
     splits["train"], leaked = remove_leakage(splits["train"], [splits["dev"], splits["test"]])
     for split in SPLITS:
-        if not splits[split]:
-            raise DataError(_empty_split(name, split, raw, dropped[split], leaked))
+        if not splits[split]:  # the user's own files gave too little: their input; a recipe's text: not theirs
+            error = DataInputError if "files" in names else DataError
+            raise error(_empty_split(name, split, raw, dropped[split], leaked))
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -228,8 +258,14 @@ def train_bpe(corpus_dir: Path, vocab: int, sides: tuple[str, ...] = SIDES, norm
             **({} if normalization == "nmt_nfkc" else {"normalization_rule_name": normalization}),
             **({"remove_extra_whitespaces": False} if normalization == "identity" else {}),
         )
-    except (RuntimeError, OSError) as exc:
+    except (RuntimeError, OSError, ValueError) as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        needed = re.search(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)", str(exc))
+        if needed:  # the size asked for is below the characters of this text (and the special pieces)
+            raise DataInputError(
+                f"vocabulary size {vocab} is too small for {corpus_dir.name}: its training text has"
+                f" {needed[1]} distinct characters and special pieces; allowed a size of at least {needed[1]}"
+            ) from None
         raise DataError(f"sentencepiece could not build a {vocab}-piece vocabulary: {exc}") from exc
     text.unlink()
     sp = spm.SentencePieceProcessor(model_file=str(tmp / "spm.model"))
@@ -258,4 +294,4 @@ def parse_corpus_name(name: str) -> tuple[str, dict | None]:
         return "files", {"tsv": paths[0]}
     if len(paths) == 2:
         return "files", {"src": paths[0], "tgt": paths[1]}
-    raise DataError(f"corpus {name!r} is invalid: allowed files:SOURCE,TARGET or files:PAIRS.tsv")
+    raise DataInputError(f"corpus {name!r} is invalid: allowed files:SOURCE,TARGET or files:PAIRS.tsv")

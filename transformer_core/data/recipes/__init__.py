@@ -10,7 +10,8 @@ nothing registers itself by being imported.
 
 from __future__ import annotations
 
-from ...errors import DataError, did_you_mean
+from ...errors import did_you_mean
+from ..input_error import DataInputError
 from ..raw import Pairs, RawCorpus, Recipe
 from . import bible, debian, files, wmt
 from .bible import clean_verse
@@ -22,6 +23,7 @@ __all__ = [
     "Recipe",
     "RECIPES",
     "get_recipe",
+    "recipe_names",
     "list_recipes",
     "clean_verse",
     "read_lines",
@@ -48,5 +50,19 @@ RECIPES: dict[str, Recipe] = list_recipes()
 def get_recipe(name: str) -> Recipe:
     if name not in RECIPES:
         hint = did_you_mean(name, sorted(RECIPES))
-        raise DataError(f"unknown corpus recipe {name!r}{hint}: known recipes are {', '.join(sorted(RECIPES))}")
+        raise DataInputError(f"unknown corpus recipe {name!r}{hint}: known recipes are {', '.join(sorted(RECIPES))}")
     return RECIPES[name]
+
+
+def recipe_names(name: str) -> list[str]:
+    """The recipes of ``name`` (one, or several joined by '+'), each known: refused in one line otherwise, before
+    anything is locked, fetched or written."""
+    parts = name.split("+")
+    if "" in parts:
+        raise DataInputError(
+            f"corpus {name!r} is invalid: allowed a recipe name or several joined by '+', none empty;"
+            f" known recipes are {', '.join(sorted(RECIPES))}"
+        )
+    for part in parts:
+        get_recipe(part)
+    return parts

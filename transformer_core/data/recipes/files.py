@@ -6,7 +6,7 @@ import random
 from pathlib import Path
 from typing import Optional
 
-from ...errors import DataError
+from ..input_error import DataInputError
 from ..raw import Pairs, RawCorpus, Recipe
 
 # every option of this recipe, in one place: `tsweep data prepare --src ...` flags and `files:` names map onto them
@@ -16,11 +16,11 @@ OPTIONS = ("src", "tgt", "tsv", "dev_src", "dev_tgt", "dev_tsv", "test_src", "te
 def read_lines(path: str, what: str) -> list[str]:
     p = Path(path)
     if not p.is_file():
-        raise DataError(f"{what} file {path!r} does not exist or is not a file")
+        raise DataInputError(f"{what} file {path!r} does not exist or is not a file")
     try:
         return p.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError as exc:
-        raise DataError(f"{what} file {path!r} is not UTF-8 text (byte {exc.start}): convert it to UTF-8") from exc
+        raise DataInputError(f"{what} file {path!r} is not UTF-8 text (byte {exc.start}): convert it to UTF-8") from exc
 
 
 def read_parallel(src: Optional[str], tgt: Optional[str], tsv: Optional[str], what: str) -> Pairs:
@@ -29,17 +29,17 @@ def read_parallel(src: Optional[str], tgt: Optional[str], tsv: Optional[str], wh
         for n, line in enumerate(read_lines(tsv, what + " TSV"), 1):
             cols = line.split("\t")
             if len(cols) != 2:
-                raise DataError(
+                raise DataInputError(
                     f"{what} TSV {tsv!r} line {n} has {len(cols)}"
                     f" tab-separated columns: need exactly 2 (source, target)"
                 )
             pairs.append((cols[0], cols[1]))
         return pairs
     if not (src and tgt):
-        raise DataError(f"{what}: give both a source and a target file, or one TSV file")
+        raise DataInputError(f"{what}: give both a source and a target file, or one TSV file")
     a, b = read_lines(src, what + " source"), read_lines(tgt, what + " target")
     if len(a) != len(b):
-        raise DataError(
+        raise DataInputError(
             f"{what} files have unequal line counts: {src!r} has {len(a)} lines, {tgt!r} has {len(b)}; "
             "line i of one must translate line i of the other"
         )
