@@ -5,7 +5,6 @@ and the driver of a sweep's evaluation do not import torch (the workers that sco
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -40,11 +39,15 @@ def read_run(run_dir) -> tuple[RunConfig, dict]:
     for name, path in paths.items():
         if not path.is_file():
             raise RunNotUsable(f"{str(run_dir)!r} is not a finished run: no {name} (give a `tsweep train` --workdir)")
+    raw = {name: _read_json(path, run_dir) for name, path in paths.items()}
     try:
-        config = RunConfig.from_dict(json.loads(paths[rundir.CONFIG].read_text()))
-        result = json.loads(paths[rundir.RESULT].read_text())
+        config = RunConfig.from_dict(raw[rundir.CONFIG])
     except (ValueError, TypeError, KeyError) as exc:
-        raise RunNotUsable(f"{str(run_dir)!r}: config.json or result.json is unreadable ({exc})") from None
+        raise RunNotUsable(f"{str(run_dir)!r}: config.json is unreadable ({exc})") from None
+    result = raw[rundir.RESULT]
+    if not isinstance(result, dict):  # [] or "x": not a result, whatever it holds
+        raise RunNotUsable(f"{str(run_dir)!r}: result.json is unreadable (a JSON {_json_kind(result)}, not an "
+                           "object): allowed the result.json `tsweep train` writes; train the run again")  # fmt: skip
     if config.data.task == "lm":
         raise RunNotUsable(
             f"run {str(run_dir)!r} is a language model (task lm): it does not translate; its dev and test "
@@ -55,12 +58,28 @@ def read_run(run_dir) -> tuple[RunConfig, dict]:
     return config, result
 
 
+def _read_json(path: Path, run_dir: Path):
+    """The JSON value of a run's file; one line naming the file where it cannot be read or is not JSON (a
+    truncated file, or one nested too deeply: ``rundir.loads``)."""
+    try:
+        return rundir.loads(path.read_text())
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise RunNotUsable(f"{str(run_dir)!r}: {path.name} is unreadable ({why})") from None
+
+
+def _json_kind(value) -> str:
+    """The JSON name of a decoded value's type: array, string, number, ..."""
+    kinds = ((bool, "boolean"), (dict, "object"), (list, "array"), (str, "string"), ((int, float), "number"))
+    return next((name for t, name in kinds if isinstance(value, t)), "null")
+
+
 def done_evaluation(run_dir, es: EvalSet) -> Optional[dict]:
     """The run's evals/NAME.json if it scored this very set with the checkpoints that produced test BLEU."""
     path, _ = eval_paths(run_dir, es.name)
     try:
-        done = json.loads(path.read_text())
-        result = json.loads((Path(run_dir) / rundir.RESULT).read_text())
+        done = rundir.loads(path.read_text())
+        result = rundir.loads((Path(run_dir) / rundir.RESULT).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(done, dict) or not isinstance(result, dict):  # not a record (``[]``): scored again

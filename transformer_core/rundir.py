@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from pathlib import Path
-from typing import IO, Callable, Optional, TypeVar
+from typing import IO, Any, Callable, Optional, TypeVar
 
 from .errors import UserError
 from .knobs import KnobValue, RunValues
@@ -83,6 +83,28 @@ def check_name(value: str, what: str) -> str:
     return value
 
 
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` of a file's text, where a document nested too deeply is unreadable JSON like any other.
+
+    Python's decoder recurses once per level, so ``"[" * 100000`` raises RecursionError, not the JSONDecodeError
+    (a ValueError) of a truncated file; here it is a JSONDecodeError too.  A reader of the project's JSON files
+    (sweep.json, a trial's or a run's result.json, config.json, trial.json, JSON lines) reads through this
+    (analysis.data.files.read_json for a sweep's), so that such a file is a damaged file (one line, a corrupt
+    trial) like a truncated one, never a traceback."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TooDeep("arrays or objects nested too deeply to read", text if isinstance(text, str) else "", 0) from None
+
+
+class TooDeep(json.JSONDecodeError):
+    """JSON nested deeper than Python's decoder follows (``loads``); said without a position, which is not where
+    anything went wrong."""
+
+    def __str__(self) -> str:
+        return self.msg
+
+
 def done_result(done, config_hash: str) -> Optional[dict]:
     """``done`` (a parsed result.json) if it is a finished or diverged run of this config, else None."""
     ok = isinstance(done, dict) and done.get("status") in DONE and done.get("config_hash") == config_hash
@@ -96,7 +118,7 @@ def finished_result(workdir: Path, config_hash: str, warn: bool = False) -> Opti
     if not path.exists():
         return None
     try:
-        done = json.loads(path.read_text())
+        done = loads(path.read_text())
     except (OSError, ValueError) as exc:
         if warn:
             log.warning("%s unreadable (%s): running again", path, exc)

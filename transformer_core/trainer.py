@@ -6,7 +6,6 @@ result's common keys.  What a task adds (its corpus, model, evaluation and final
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import platform
@@ -78,7 +77,7 @@ def claim_workdir(config: RunConfig, workdir: Path) -> None:
     trained = any((workdir / name).exists() for name in (rundir.METRICS, rundir.RESULT, rundir.CHECKPOINTS))
     if path.exists() and trained:  # a config.json alone (a run that failed before training) is replaced
         try:
-            old = json.loads(path.read_text()).get("hash")
+            old = rundir.loads(path.read_text()).get("hash")
         except (OSError, ValueError):
             old = "unreadable"
         if old != config.content_hash():

@@ -74,9 +74,14 @@ def read_adaptive(raw: AdaptiveRecord | Mapping | None, where: str = "sweep.json
     if not raw:  # none, or an empty record (written by hand): no adaptive seeds
         return None
     version = raw.get("version", 1)
-    if version not in (1, VERSION):
+    if _integer(version) and version > VERSION:
         raise UserError(f"sweep.json in {where}: its adaptive record is of version {version!r}, written by a newer "
                         f"tsweep (this one reads 1 and {VERSION}): report it with that version")  # fmt: skip
+    bad = [f"{key} {_shown(raw[key])} (allowed {allowed})" for key, (ok, allowed) in _FIELDS.items()
+           if key in raw and not ok(raw[key])]  # fmt: skip
+    if bad:
+        raise UserError(f"sweep.json in {where}: its adaptive record is damaged (edited by hand?): {'; '.join(bad)}: "
+                        "restore it from a copy")  # fmt: skip
     stop = migrate_stop(raw, where) if version == 1 else _stop(raw.get("stop"), where)
     return AdaptiveRecord(
         min=raw.get("min"),
@@ -91,13 +96,57 @@ def read_adaptive(raw: AdaptiveRecord | Mapping | None, where: str = "sweep.json
     )
 
 
+def _integer(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _seconds(x: Any) -> bool:
+    return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool) and 0 <= x <= 1e30)  # NaN fails
+
+
+def _round(x: Any) -> bool:
+    """A round of the loop as sweeps.run.adaptive writes it ({"round": k, "added": {row: why}, "started": t}); the
+    keys the report reads typed where given."""
+    if not isinstance(x, dict):
+        return False
+    added = x.get("added", {})
+    return ("round" not in x or _integer(x["round"])) and isinstance(added, dict) and all(map(_is_str, added))
+
+
+def _is_str(x: Any) -> bool:
+    return isinstance(x, str)
+
+
+# each key of the record that a reader decides on or shows, its shape, and the shape in words (a key left out is
+# read at its default); a record that fails one is damaged, said in one line
+_FIELDS: dict[str, tuple[Any, str]] = {
+    "version": (lambda x: x in (1, VERSION) and _integer(x), f"1 or {VERSION}"),
+    "min": (lambda x: x is None or _integer(x), "an integer"),
+    "max": (lambda x: x is None or _integer(x), "an integer"),
+    "looks": (lambda x: _integer(x) and x >= 1, "an integer >= 1"),
+    "evidence": (lambda x: x in ("p", "e") and isinstance(x, str), "'p' or 'e'"),
+    "rounds": (lambda x: isinstance(x, list) and all(map(_round, x)), "a list of {round, added} objects"),
+    "spent_seconds": (_seconds, "a number of seconds >= 0"),
+    "stopped": (lambda x: x is None or isinstance(x, str), "a string"),
+    "unreached": (
+        lambda x: x is None or (isinstance(x, dict) and all(map(_is_str, x.values()))),
+        "an object of claim: budget strings",
+    ),
+}
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _stop(value: Any, where: str) -> Optional[StopReason]:
     if value is None:
         return None
     try:
         return StopReason(value)
     except ValueError:
-        raise UserError(f"sweep.json in {where}: its adaptive record's stop {value!r} is none of "
+        raise UserError(f"sweep.json in {where}: its adaptive record's stop {_shown(value)} is none of "
                         f"{', '.join(s.value for s in StopReason)}: restore it from a copy") from None  # fmt: skip
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Mapping, Optional
@@ -10,9 +9,9 @@ from typing import Mapping, Optional
 import pandas as pd
 
 from transformer_core import knobs, rundir
-from transformer_core.rundir import SAFE_NAME, Status
+from transformer_core.rundir import SAFE_NAME, Status, loads
 
-from .files import METRICS_BYTES, read_text
+from .files import METRICS_BYTES, read_json, read_text
 from .metrics import BY_NAME
 from .samples import CONFIRM_GROUP, SEARCH_GROUP, sample_label
 from .sweep_record import require_record
@@ -94,7 +93,7 @@ def _read_json(path: Path) -> dict:
     if not path.exists():
         return {}
     try:
-        value = json.loads(read_text(path))
+        value = read_json(path)
     except (ValueError, OSError):
         return Corrupt(path.name)
     return value if isinstance(value, dict) else Corrupt(path.name)
@@ -270,8 +269,8 @@ def _attempts(path: Path) -> tuple[int, Optional[float]]:
     except OSError:
         return 0, None
     try:
-        first = json.loads(lines[0]).get("time") if lines else None
-    except (json.JSONDecodeError, AttributeError):
+        first = loads(lines[0]).get("time") if lines else None
+    except (ValueError, AttributeError):
         first = None
     return len(lines), first if isinstance(first, (int, float)) else None
 
@@ -280,7 +279,7 @@ def metrics_record(line: str) -> dict | None:
     """One line of metrics.jsonl as a record, or None where it is not one (a line cut by a crash, a value that is
     not an object, a step that is not a non-negative integer); readings that are not numbers are left out."""
     try:
-        rec = json.loads(line)
+        rec = loads(line)
     except ValueError:
         return None
     step = rec.get("step", 0) if isinstance(rec, dict) else None

@@ -21,8 +21,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from transformer_core.errors import UserError
+from transformer_core.rundir import loads
 
 STATE_BYTES = 64 << 20  # sweep.json, trial.json, result.json, attempts.jsonl: KB to a few MB
 METRICS_BYTES = 1 << 30  # metrics.jsonl: a million lines is about 100 MB
@@ -65,6 +67,12 @@ def read_text(path: Path, limit: int = STATE_BYTES) -> str:
     if isinstance(got, OSError):
         raise got
     return got
+
+
+def read_json(path: Path, limit: int = STATE_BYTES) -> Any:
+    """The JSON value of ``read_text(path, limit)``: OSError where it cannot be read (``read_text``), ValueError
+    where it is not JSON, a document nested too deeply included (``transformer_core.rundir.loads``)."""
+    return loads(read_text(path, limit))
 
 
 def _read_text(path: Path, limit: int) -> str:

@@ -23,7 +23,6 @@ version 1.  A record of a newer version is refused in one line (the tsweep that 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional
 
 from transformer_core.errors import UserError
-from transformer_core.rundir import SAFE_NAME, write_json
+from transformer_core.rundir import SAFE_NAME, loads, write_json
 
 from .adaptive_record import AdaptiveRecord, read_adaptive
 from .claims import Claim, recorded_claims, table3_claims
@@ -193,7 +192,7 @@ def parse_record(raw: Any, where: str) -> SweepState:
     is not JSON, not a sweep's record, or written by a newer tsweep."""
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = loads(raw)
         except ValueError as exc:
             raise UserError(
                 f"sweep.json in {where} is unreadable: {str(exc).splitlines()[0]} (truncated, or not "

@@ -18,7 +18,6 @@ SET_METRICS when asked for: nothing is registered while a report runs).
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections import Counter
@@ -41,7 +40,7 @@ from analysis.stats.seed_noise import table_noise
 from analysis.stats.trajectory import regime
 from analysis.stats.verdicts import Judgement, judge_table
 from transformer_core.formatting import MISSING
-from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status
+from transformer_core.rundir import EVALS, RESULT, SAFE_NAME, Status, loads
 
 from .tables import claim_record, claims_frame, row_order, unclaimed_rows
 
@@ -61,7 +60,7 @@ class EvalSetsReport:
 
 def _read(path: Path) -> dict:
     try:  # a regular file of a bounded size: a FIFO or /dev/zero planted among the sets neither blocks nor fills
-        value = json.loads(read_text(path))
+        value = loads(read_text(path))
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}

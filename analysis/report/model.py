@@ -426,8 +426,8 @@ def budget_lines(h: dict, noise: dict, reg: dict, pairing: list[tuple[str, float
             f"{len(ad.rounds)} rounds added seeds; stopped: {stopped}. {spending}"
         )
         for rnd in ad.rounds:
-            added = ", ".join(f"{row} ({why})" for row, why in rnd["added"].items())
-            lines.append(f"- round {rnd['round']}: one more seed for {added}")
+            added = ", ".join(f"{row} ({why})" for row, why in rnd.get("added", {}).items())  # typed: read_adaptive
+            lines.append(f"- round {rnd.get('round', '?')}: one more seed for {added}")
     lines += budget_unreached(ad, judged)  # claims a spent budget did not reach: "not measured: budget"
     return lines
 

@@ -11,7 +11,6 @@ their bootstrap spread, parallel coordinates and a slice per parameter.  Reads a
 from __future__ import annotations
 
 import html
-import json
 import platform
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.data.collect import collect, precisions
-from analysis.data.files import check_replaceable, read_once, whole_folder
+from analysis.data.files import check_replaceable, read_json, read_once, whole_folder
 from analysis.data.sweep_record import require_record
 from analysis.data.text import to_csv, without_controls
 from analysis.stats.search import (
@@ -70,7 +69,7 @@ def is_search_sweep(sweep_dir: str | Path, df: pd.DataFrame | None = None) -> bo
         return True
     for path in (Path(sweep_dir) / "trials").glob("*/trial.json"):
         try:
-            return bool(json.loads(path.read_text(encoding="utf-8")).get("search"))
+            return bool(read_json(path).get("search"))
         except (OSError, ValueError, AttributeError):
             continue
     return False

@@ -13,11 +13,12 @@ GPU_PROFILES = (("gpu", 1), ("gpu-8x", 8), ("gpu-half", 1))
 
 
 def cmd_estimate(args) -> int:
-    from sweeps.plan.estimate import device_peak, duration, spec_hours
+    from sweeps.plan.estimate import device_peak, duration, resolve_throughput, spec_hours
     from sweeps.spec.sweep_spec import load_spec
 
     from .args import spec_path
 
+    resolve_throughput("gpu", device=args.gpu, mfu=args.mfu)  # `tsweep plan --gpu`'s checks: one line for a bad --mfu
     full, peak, precision = device_peak(args.gpu)
     per_device = peak * args.mfu
     path = spec_path(args)

@@ -361,13 +361,28 @@ def _resume_command(args, out) -> str:
     )
 
 
+INTERVAL = (0.5, 86400.0)  # --interval: seconds between refreshes of --watch, half a second to a day
+
+
 def cmd_status(args) -> int:
     from sweeps.state.sweep_state import read_sweep_state
+    from transformer_core.errors import UserError
 
+    lo, hi = INTERVAL
+    if not (lo <= args.interval <= hi):  # NaN fails too; 0 would redraw without pause, -1 crash the sleep
+        raise UserError(f"--interval {args.interval!r} is invalid: allowed a number of seconds from {lo:g} to "
+                        f"{hi:g} (a day)")  # fmt: skip
     read_sweep_state(args.sweep_dir)  # a missing or unreadable sweep.json: one line
     if args.watch:
         return _watch(args.sweep_dir, args.interval)
     return _print_status(args.sweep_dir)
+
+
+def _recorded(value, default, lo: float, hi: float):
+    """A number sweep.json records (a count, a time) if it is a real number in [lo, hi], else ``default``: a
+    damaged field ("abc", [1], NaN) is left unread, as plain status leaves it."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and lo <= value <= hi
+    return value if ok else default
 
 
 def _watch(sweep_dir, interval: float) -> int:
@@ -377,9 +392,10 @@ def _watch(sweep_dir, interval: float) -> int:
     from sweeps.state.sweep_state import read_sweep_state
 
     state = read_sweep_state(sweep_dir)
-    view = LiveView(local_view(sweep_dir), int(state.get("max_concurrent") or 2), interval=interval,
+    concurrent = _recorded(state.get("max_concurrent"), 2, 1, 10_000)
+    view = LiveView(local_view(sweep_dir), int(concurrent or 2), interval=interval,
                     refresh=lambda: local_view(sweep_dir))  # fmt: skip
-    started = state.get("created")
+    started = _recorded(state.get("created"), None, 0, 1e12)  # epoch seconds (1e12: the year 33658)
     if started:
         view.started = float(started)
     try:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+from transformer_core import rundir
 from transformer_core.errors import ConfigError, UserError
 
 if TYPE_CHECKING:
@@ -275,7 +276,7 @@ def read_measurements(data_dir) -> dict[str, dict]:
     if not path.exists():
         return {}
     try:
-        body = json.loads(path.read_text())
+        body = rundir.loads(path.read_text())
         return _checked(body["measurements"], "measurements", ("flops_per_second",))
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
@@ -381,7 +382,7 @@ def _section(data_dir, section: str, required: tuple[str, ...]) -> dict[str, dic
     if not path.exists():
         return {}
     try:
-        found = json.loads(path.read_text()).get(section, {})
+        found = rundir.loads(path.read_text()).get(section, {})
         return _checked(found, section, required)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path} is not a device measurement file ({exc}): delete it or run tsweep bench-device")
@@ -673,7 +674,7 @@ def split_sizes(data=None, data_dir=None) -> tuple[dict[str, int], str]:
         meta = where / "meta.json"
         key = (str(meta), meta.stat().st_mtime_ns)
         if key not in _META_CACHE:
-            sizes = json.loads(meta.read_text())["sizes"]
+            sizes = rundir.loads(meta.read_text())["sizes"]
             _META_CACHE[key] = {s: int(sizes[s]) for s in ("dev", "test")}
         return dict(_META_CACHE[key]), f"prepared ({meta})"
     except (OSError, ValueError, KeyError, TypeError, UserError):  # not prepared, unreadable, a name unknown

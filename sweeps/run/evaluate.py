@@ -18,7 +18,6 @@ pushes the file back at the end.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import tempfile
@@ -39,7 +38,7 @@ from transformer_core.data.eval_set import EvalSet, EvalSetError, read_eval_set
 from transformer_core.data.prepare import parse_corpus_name
 from transformer_core.errors import UserError
 from transformer_core.finished import done_evaluation, eval_paths, read_run
-from transformer_core.rundir import CHECKPOINTS, CONFIG, EVALS, RESULT, TRACKING, Status, checkpoint_name
+from transformer_core.rundir import CHECKPOINTS, CONFIG, EVALS, RESULT, TRACKING, Status, checkpoint_name, loads
 from transformer_core.tracking import JsonTracker
 
 from .runner import check_address, init_ray
@@ -300,7 +299,7 @@ def _evaluate_at_uri(store: Storage, view: Path, state: SweepState, todo, es: Ev
     jobs, unreadable = [], {}
     for tid, wd in todo:
         try:
-            steps = json.loads((Path(wd) / RESULT).read_text(encoding="utf-8")).get("averaged_checkpoints")
+            steps = loads((Path(wd) / RESULT).read_text(encoding="utf-8")).get("averaged_checkpoints")
         except (OSError, ValueError, AttributeError):
             steps = None
         if not isinstance(steps, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in steps):

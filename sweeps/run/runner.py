@@ -40,7 +40,7 @@ from sweeps.state.search_state import SearchPlan, plan_search, planned_total, se
 from sweeps.state.storage import Storage
 from sweeps.state.sweep_state import LOCK_NAME, check_seeds, check_state, locate, read_state, seed_record
 from transformer_core.errors import UserError
-from transformer_core.rundir import RESULT, TrialRecord, done_result, finished_result, write_json
+from transformer_core.rundir import RESULT, TrialRecord, done_result, finished_result, loads, write_json
 
 from .interrupts import INTERRUPTS
 from .tracking import (
@@ -174,7 +174,7 @@ class SweepContext:
             return cast(Optional[TrialResult], finished_result(trial_workdir(self.sweep_dir, trial_id), config_hash))
         rel = f"trials/{trial_id}/{RESULT}"
         try:
-            done = done_result(json.loads(self.store.read_text(rel)), config_hash) if self.store.exists(rel) else None
+            done = done_result(loads(self.store.read_text(rel)), config_hash) if self.store.exists(rel) else None
             return cast(Optional[TrialResult], done)
         except (OSError, ValueError):
             return None
@@ -391,7 +391,7 @@ def report_record(ctx: SweepContext, state: dict) -> dict:
 
 def _read_summary(sweep_dir: Path) -> Summary:
     try:
-        summary = json.loads((sweep_dir / "tune_summary.json").read_text())
+        summary = loads((sweep_dir / "tune_summary.json").read_text())
     except (OSError, ValueError):
         return {}
     return summary if isinstance(summary, dict) else {}

@@ -27,6 +27,7 @@ from transformer_core.rundir import (
     TrialRecord,
     check_name,
     finished_result,
+    loads,
     write_json,
 )
 
@@ -40,8 +41,8 @@ def read_result(trial: TrialRecord) -> TrialResult:
     """A trial's result.json, wherever the sweep lives."""
     store = open_storage(trial.sweep_dir)
     if store:
-        return json.loads(store.read_text(f"trials/{trial.id}/{RESULT}"))
-    return json.loads((trial_workdir(trial.sweep_dir, trial.id) / RESULT).read_text())
+        return loads(store.read_text(f"trials/{trial.id}/{RESULT}"))
+    return loads((trial_workdir(trial.sweep_dir, trial.id) / RESULT).read_text())
 
 
 def run_trial(trial: TrialRecord, report: Optional[Callable[[dict], None]] = None) -> TrialResult:
@@ -122,7 +123,7 @@ def _faults(workdir: Path) -> list[str]:
         return out
     for line in lines:
         try:
-            rec = json.loads(line)
+            rec = loads(line)
         except ValueError:
             continue
         if isinstance(rec, dict) and isinstance(rec.get("reason"), str):

@@ -23,6 +23,7 @@ from typing import Optional
 from transformer_core.errors import UserError
 from transformer_core.memory import machine_memory
 from transformer_core.native_memory import gb, release_free_memory, resident_bytes
+from transformer_core.rundir import loads
 
 WORKER_SHARE = 0.5
 REPLACE_KEY = "tsweep_replace_worker"
@@ -111,14 +112,13 @@ FIT_SHARE = 0.8  # of the machine's memory that the trials at once may take (Ray
 
 def measured_peaks(sweep_dir) -> dict:
     """{row: largest peak resident memory (bytes) its trials recorded in result.json} of a sweep directory."""
-    import json
     from pathlib import Path
 
     out: dict = {}
     for path in sorted(Path(sweep_dir).glob("trials/*/result.json")):
         try:
-            result = json.loads(path.read_text())
-            trial = json.loads((path.parent / "trial.json").read_text())
+            result = loads(path.read_text())
+            trial = loads((path.parent / "trial.json").read_text())
             peak = float(result["peak_rss_gb"]) * 1e9
         except (OSError, ValueError, KeyError, TypeError):
             continue

@@ -8,7 +8,6 @@ prints one plain line per trial event: started, eval, finished, failed, retried.
 
 from __future__ import annotations
 
-import json
 import sys
 import threading
 import time
@@ -18,10 +17,10 @@ from typing import Callable, Optional
 
 from tqdm import tqdm
 
-from analysis.data.files import METRICS_BYTES, read_text
+from analysis.data.files import METRICS_BYTES, read_json, read_text
 from transformer_core import rundir
 from transformer_core.formatting import MISSING, number
-from transformer_core.rundir import SAFE_NAME, Status
+from transformer_core.rundir import SAFE_NAME, Status, loads
 
 TERMINAL = (Status.FINISHED.value, Status.DIVERGED.value)
 
@@ -48,7 +47,7 @@ class TrialState:
 
 def _json(path: Path) -> dict:
     try:
-        value = json.loads(read_text(path))
+        value = read_json(path)
         return value if isinstance(value, dict) else {}
     except (OSError, ValueError):  # OSError: Unreadable too (a FIFO, a huge file planted in the sweep)
         return {}
@@ -62,7 +61,7 @@ def _lines(path: Path) -> list[dict]:
         return out
     for line in text.splitlines():
         try:
-            out.append(json.loads(line))
+            out.append(loads(line))
         except ValueError:
             continue  # a line being written
     return out

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Optional
 
 from transformer_core.errors import UserError
+from transformer_core.rundir import loads
 
 from .sweep_state import LOCK_NAME
 
@@ -62,7 +63,7 @@ def _alive(pid) -> bool:
 
 def _parse(text: str) -> dict:
     try:
-        body = json.loads(text) if text.strip() else {}
+        body = loads(text) if text.strip() else {}
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}

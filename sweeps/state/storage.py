@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from transformer_core.errors import UserError
+from transformer_core.rundir import loads
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 _PUSHED = ".tsweep_pushed.json"
@@ -213,7 +214,7 @@ def _scan(local: Path, top_level_only: bool = False) -> dict:
 
 def _read_manifest(local: Path) -> dict:
     try:
-        return json.loads((local / _PUSHED).read_text())
+        return loads((local / _PUSHED).read_text())
     except (FileNotFoundError, ValueError):
         return {}
 

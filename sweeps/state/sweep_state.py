@@ -82,6 +82,8 @@ def check_state(
                 f"({changed}): its trials and new ones would be measured at two budgets; give another --out "
                 "(or move this one away), or resume it with the code that planned it"
             )
+    if state.get("adaptive"):  # the loop goes on from it: a damaged record is one line now, before Ray starts
+        record.adaptive  # noqa: B018 - read for its check
     return state
 
 

@@ -7,7 +7,6 @@ then reads it; the layout on disk is described in ``prepare``.
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import reprlib
 import shutil
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
+from ..rundir import loads
 from .input_error import DataInputError
 from .prepare import (
     DATA_DIR_ALLOWED,
@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 def read_meta(corpus_dir: Path) -> dict:
     path = corpus_dir / "meta.json"
     try:
-        meta = json.loads(path.read_text())
+        meta = loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise DataInputError(
             f"{path} is unreadable ({exc}): the prepared corpus is damaged; "
