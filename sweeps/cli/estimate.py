@@ -10,15 +10,19 @@ from pathlib import Path
 
 # the GPU profiles of the table and the devices one trial of each uses
 GPU_PROFILES = (("gpu", 1), ("gpu-8x", 8), ("gpu-half", 1))
+MAX_GPUS = 100_000
 
 
 def cmd_estimate(args) -> int:
     from sweeps.plan.estimate import device_peak, duration, resolve_throughput, spec_hours
     from sweeps.spec.sweep_spec import load_spec
+    from transformer_core.errors import UserError
 
     from .args import spec_path
 
     resolve_throughput("gpu", device=args.gpu, mfu=args.mfu)  # `tsweep plan --gpu`'s checks: one line for a bad --mfu
+    if not 1 <= args.gpus <= MAX_GPUS:  # the wall column packs trials onto this many GPUs, one slot each
+        raise UserError(f"--gpus {args.gpus} is invalid: allowed a whole number of GPUs in [1, {MAX_GPUS:,}]")
     full, peak, precision = device_peak(args.gpu)
     per_device = peak * args.mfu
     path = spec_path(args)

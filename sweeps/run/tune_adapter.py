@@ -214,9 +214,15 @@ def fit_round(ctx: TuningContext, trials: list[Trial], round_name: str, echo: Ec
     handler = signal.getsignal(signal.SIGINT)
     deadline = time.time() + time_budget if time_budget is not None else None
     view = None if ctx.verbose else _live_view(ctx, deadline).start()
+    loggers_before = os.environ.get(NO_AUTO_LOGGERS)
+    os.environ[NO_AUTO_LOGGERS] = "1"  # the loggers are _loggers()'s
     try:
         grid = tuner.fit()  # a signal: Tune's graceful stop (interrupts.py), or Tune's own SIGINT handler
     finally:
+        if loggers_before is None:
+            os.environ.pop(NO_AUTO_LOGGERS, None)
+        else:
+            os.environ[NO_AUTO_LOGGERS] = loggers_before
         if view:
             view.stop()
         if handler is not None:
@@ -385,11 +391,14 @@ def _trial_namer(payloads: list[TrialRecord]) -> Callable:
 def _loggers() -> list:
     """Tune's CSV and JSON loggers (its ResultGrid reads a trial's metrics back from their files) without its
     TensorBoard logger, whose tensorboardX imports torch into a driver that otherwise never loads it (the sweep's
-    metrics are in MLflow). Tune adds all three unless its variable says not to."""
+    metrics are in MLflow). Tune adds all three while fitting unless NO_AUTO_LOGGERS says not to (fit_round sets it
+    for its fit only)."""
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 
-    os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"
     return [CSVLoggerCallback(), JsonLoggerCallback()]
+
+
+NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 
 
 def summarise(grid, payloads: list[TrialRecord], stopped_early: frozenset = frozenset()) -> Summary:

@@ -118,13 +118,14 @@ def _check_unique_keys(root, path: str) -> None:
 
 
 def _key_value(key: yaml.ScalarNode, loader: yaml.SafeLoader) -> Any:
-    """What a scalar key becomes in the document: ``1`` and ``0x1`` are one key, as are ``"a"`` and ``a``."""
+    """What a scalar key becomes in the document: ``1``, ``0x1`` and ``1.0`` are one key, as are ``"a"`` and
+    ``a``."""
     try:
         value = loader.construct_object(key)
         hash(value)
     except (yaml.YAMLError, TypeError, ValueError):
         return ("text", key.value)
-    return (type(value).__name__, value)  # a tuple: never equal to a key's text
+    return value  # equal where the document's mapping takes them as one key: 1, 1.0 and true
 
 
 def read_document(path: str | Path) -> Any:
@@ -167,7 +168,10 @@ def _read_document(p: Path) -> Any:
                 " aliases (&name, *name); a spec has a few hundred: write the values out"
             )
         _check_unique_keys(node, path)
-        return loader.construct_document(node)
+        try:
+            return loader.construct_document(node)
+        except (ValueError, OverflowError) as exc:  # e.g. a date of month 13, an integer of 5,000 digits
+            raise SpecLimit(f"spec file {path!r} is not valid YAML: {str(exc).splitlines()[0][:200]}") from None
     finally:
         loader.dispose()
 

@@ -14,6 +14,8 @@ from transformer_core.config import MODEL_KEYS, ModelConfig, paper_values
 from transformer_core.errors import ConfigError, did_you_mean
 from transformer_core.knobs import DEPTH_KNOBS, EVEN_WHEN, WIDTH_KNOBS  # the knob table says what scales
 
+MAX_PAPER_STEPS = 1e12  # the paper trains 100,000 and 300,000 steps
+
 
 @dataclass(frozen=True)
 class Profile:
@@ -50,8 +52,10 @@ class Profile:
 
     def scale_steps(self, paper_steps: int) -> int:
         steps = paper_steps
-        if isinstance(steps, bool) or not isinstance(steps, (int, float)) or not math.isfinite(steps) or steps < 1:
-            raise ConfigError(f"train_steps={steps!r} is invalid: allowed a number >= 1 (in the paper's units)")
+        if isinstance(steps, bool) or not isinstance(steps, (int, float)) or not 1 <= steps <= MAX_PAPER_STEPS:
+            shown = f"{steps!r}" if len(repr(steps)) <= 40 else f"{repr(steps)[:20]}..."
+            raise ConfigError(f"train_steps={shown} is invalid: allowed a number in [1, {MAX_PAPER_STEPS:.0e}] (in "
+                              "the paper's units)")  # fmt: skip
         return max(1, int(round(steps * self.steps_factor)))
 
     def scale_paper(self, paper: dict) -> dict:

@@ -100,8 +100,17 @@ def _mapping(value, path: str, allowed) -> dict:
     return value
 
 
+def finite(value) -> bool:
+    """A number a float holds (a whole number of 400 digits does not: float() of it overflows), NaN and infinities
+    not among them."""
+    try:
+        return math.isfinite(float(value))
+    except (OverflowError, TypeError, ValueError):
+        return False
+
+
 def _number(value, path: str, lo=None, integer=False, hi=None) -> Any:
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and math.isfinite(value)
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float)) and finite(value)
     if isinstance(value, bool) or not ok or (lo is not None and value < lo) or (hi is not None and value > hi):
         kind = "an integer" if integer else "a finite number" if isinstance(value, float) else "a number"
         bounds = f" in [{lo}, {hi}]" if hi is not None else (f" >= {lo}" if lo is not None else "")
@@ -340,7 +349,8 @@ def check_space(spec: Spec, profile: Profile) -> None:
             if dist["type"] != "int":  # a draw between the ends is a fraction: a knob that takes integers refuses it
                 low, high = float(dist["low"]), float(dist["high"])
                 mid = math.sqrt(low * high) if dist["type"] == "loguniform" else (low + high) / 2
-                candidates.append((f"{path} (a draw between low and high)", mid))
+                why = f"a {dist['type']} draw is a fraction; a knob of whole numbers takes type int or choice"
+                candidates.append((f"{path} ({why})", mid))
         for where, value in candidates:
             try:
                 sample_trials(spec, profile, {key: value}, spec.seeds[:1])
@@ -353,7 +363,13 @@ def parse_budget(value, path: str = "budget") -> Optional[float]:
     """'90m', '2h', '45s', '1h30m' or a number of minutes -> seconds."""
     if value is None:
         return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value):
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and value > 0
+        and finite(value)
+        and finite(float(value) * 60)
+    ):
         return float(value) * 60
     text = str(value).strip().lower()
     m = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m(?:in)?)?\s*(?:(\d+(?:\.\d+)?)s)?", text)
@@ -361,7 +377,7 @@ def parse_budget(value, path: str = "budget") -> Optional[float]:
         raise SpecError(f"{path}: {value!r} is invalid; allowed a duration such as 60m, 2h, 1h30m or 900s")
     h, mins, secs = (float(x) if x else 0.0 for x in m.groups())
     seconds = h * 3600 + mins * 60 + secs
-    if seconds <= 0:
+    if seconds <= 0 or not math.isfinite(seconds):  # "1000...0h": float() of 400 digits is infinity
         raise SpecError(f"{path}: {value!r} is invalid; allowed a positive duration")
     return seconds
 
@@ -578,7 +594,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
     tracking = _mapping(doc.get("tracking"), "tracking", ("uri", "experiment"))
     for key, allowed in (("uri", "an MLflow tracking URI"), ("experiment", "an experiment name")):
         value = tracking.get(key)
-        if value is not None and (not isinstance(value, str) or not value.strip()):
+        if value is not None and not isinstance(value, str):  # "" is none: the sweep's own store
             raise SpecError(f"tracking.{key}: {value!r} is invalid; allowed {allowed} (text), or no tracking.{key}")
     _check_sqlite_uri(tracking.get("uri"))
     output = doc.get("output")

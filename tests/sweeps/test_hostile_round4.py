@@ -149,3 +149,9 @@ def test_a_resume_of_an_adaptive_sweep_whose_record_is_damaged_is_one_line_befor
         sorted(p.name for p in out.iterdir()) == ["sweep.json"]
         and json.loads((out / "sweep.json").read_text()) == state
     )
+
+
+@pytest.mark.parametrize("gpus", ["0", "-3", "2000000000"])
+def test_estimate_refuses_a_number_of_gpus_outside_its_range(capsys, gpus):
+    """--gpus 2000000000 built a list of two billion slots; 0 printed a wall time on 0 GPUs."""
+    refused(["estimate", "--gpus", gpus], capsys, f"--gpus {gpus} is invalid: allowed a whole number of GPUs in [1, ")

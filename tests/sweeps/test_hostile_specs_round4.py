@@ -20,7 +20,7 @@ CASES = {  # name: (spec text after name and corpus, what the one line says)
                         "rows.A.A1: at profile 'smoke': train_steps=nan"),
     "train_steps as text": ("rows: {A: [{label: A1, train_steps: 1e30}]}\n", "train_steps='1e30' is invalid"),
     "train_steps below one": ("rows: {A: [{label: A1, train_steps: -1}]}\n",
-                              "train_steps=-1 is invalid: allowed a number >= 1"),
+                              "train_steps=-1 is invalid: allowed a number in [1, 1e+12]"),
     "train_steps true": ("rows: {A: [{label: A1, train_steps: true}]}\n", "train_steps=True is invalid"),
     "a batch of 0 tokens to search": (
         "search: {samples: 2, space: {tokens_per_batch: {type: choice, values: [0, 512]}}}\n",
@@ -30,7 +30,8 @@ CASES = {  # name: (spec text after name and corpus, what the one line says)
     "steps of text to search": ("search: {samples: 2, space: {train_steps: {type: choice, values: [abc, 100]}}}\n",
                                 "search.space.train_steps.values[0]: 'abc' is invalid"),
     "fractions of an integer knob": ("search: {samples: 2, space: {d_model: {type: uniform, low: 256, high: 512}}}\n",
-                                     "search.space.d_model (a draw between low and high): 384.0 is invalid"),
+                                     "search.space.d_model (a uniform draw is a fraction; a knob of whole numbers "
+                                     "takes type int or choice): 384.0 is invalid"),
     "a search with rows": ("search: {samples: 2, space: {lr_scale: {type: uniform, low: 0.5, high: 2}}}\n"
                            "rows: {A: [{label: A1, h: 1}]}\n", "search: a search tunes the base configuration"),
     "cpus nan": ("resources: {cpus: .nan}\n", "resources.cpus: nan is invalid; allowed a finite number >= 0.01"),
@@ -43,6 +44,19 @@ CASES = {  # name: (spec text after name and corpus, what the one line says)
     "a tracking uri of a number": ("tracking: {uri: 5}\n",
                                    "tracking.uri: 5 is invalid; allowed an MLflow tracking URI"),
     "an experiment of a list": ("tracking: {experiment: [1]}\n", "tracking.experiment: [1] is invalid"),
+    "1 and 1.0 as keys": ("rows:\n  1: [{label: A1, h: 1}]\n  1.0: [{label: A2, h: 4}]\n",
+                          "gives the key '1' (again as '1.0') twice"),
+    "true and 1 as keys": ("rows:\n  true: [{label: A1, h: 1}]\n  1: [{label: A2, h: 4}]\n",
+                           "gives the key 'true' (again as '1') twice"),
+    "a whole number too large for a float": ("resources: {cpus: 1" + "0" * 400 + "}\n", "resources.cpus: 1000"),
+    "a reduction factor too large for a float": ("scheduler: {type: asha, reduction_factor: 1" + "0" * 400 + "}\n",
+                                                 "scheduler.reduction_factor: 1000"),
+    "train_steps too large for a float": ("rows: {A: [{label: A1, train_steps: 1" + "0" * 400 + "}]}\n",
+                                          "train_steps=10000000000000000000... is invalid"),
+    "a budget too large for a float": ("budget: 1" + "0" * 400 + "\n", "budget: 1000"),
+    "a duration too long for a float": ("budget: 1" + "0" * 400 + "h\n", "budget: '1000"),
+    "a date of month 13": ("seeds: 2024-13-01\n", "is not valid YAML: month must be in 1..12"),
+    "a number past Python's digits": ("budget: 1" + "0" * 5000 + "\n", "is not valid YAML: Exceeds the limit"),
     "a label longer than a file name": ("rows: {A: [{label: " + "x" * 300 + "}]}\n",
                                         "rows.A[0].label: 'xxxxxxxxxxxxxxxxxxxx'... (300 characters) is too long"),
 }  # fmt: skip
@@ -70,6 +84,10 @@ def test_a_long_sweep_name_is_refused_by_its_length(tmp_path, capsys):
     [
         "rows: {A: [{label: A1, N_enc: null}]}\n",  # a depth knob may be null: N's
         "rows: {A: [{label: A1, train_steps: 50000}]}\n",
+        "rows: {A: [{label: A1, train_steps: 150000.0}]}\n",
+        "search: {samples: 2, space: {tokens_per_batch: {type: int, low: 256, high: 1024}}}\n",
+        "search: {samples: 2, space: {P_drop: {type: uniform, low: 0.0, high: 0.3}}}\n",
+        "tracking: {uri: ''}\n",  # the sweep's own store
         "search: {samples: 2, space: {warmup: {type: int, low: 5, high: 20}, lr_scale: {type: uniform, low: 0.5, "
         "high: 2}}}\n",
         "search: {samples: 2, space: {tokens_per_batch: {type: choice, values: [256, 512]}}}\n",
