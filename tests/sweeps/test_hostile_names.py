@@ -281,7 +281,7 @@ def earlier_sweep(out: Path, **state) -> Path:
         ({"seed_plan": {"seeds": [1, 2]}}, [1, 2, 3], "was run with seeds [1, 2], not [1, 2, 3]"),
         ({"seed_plan": {"seeds": [1, 2]}}, {"min": 2, "max": 3}, "was run with seeds [1, 2], not {min: 2, max: 3}"),
         (
-            {"adaptive": {"min": 2, "max": 3, "evidence": "e", "looks": [2, 3], "rounds": []}},
+            {"adaptive": {"min": 2, "max": 3, "evidence": "e", "looks": 2, "rounds": []}},
             {"min": 2, "max": 3},
             "was run with seeds {min: 2, max: 3, evidence: e}, not {min: 2, max: 3}",
         ),
