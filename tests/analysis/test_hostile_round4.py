@@ -123,13 +123,19 @@ DAMAGED = {
 
 
 @pytest.mark.parametrize("case", list(DAMAGED), ids=list(DAMAGED))
-def test_an_adaptive_record_of_the_wrong_types_is_damaged_in_one_line(sweep, tmp_path, capsys, case):
+def test_an_adaptive_record_of_the_wrong_types_is_damaged_in_one_line(case):
     fields, needle = DAMAGED[case]
     with pytest.raises(UserError) as err:
         read_adaptive({**BASE, **fields}, "'x'")
     msg = str(err.value)
     assert msg.startswith("sweep.json in 'x': its adaptive record is damaged (edited by hand?): ") and needle in msg
     assert "\n" not in msg and "newer" not in msg
+
+
+@pytest.mark.parametrize("case", ["looks-a-string", "rounds-not-objects"])
+def test_the_report_of_a_damaged_adaptive_record_is_one_line_and_keeps_the_earlier_report(sweep, tmp_path, capsys,
+                                                                                          case):  # fmt: skip
+    fields, needle = DAMAGED[case]
     out = tmp_path / "report"
     assert _report(sweep, out, capsys) == 0
     before = _files(out)

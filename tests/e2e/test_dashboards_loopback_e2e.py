@@ -11,6 +11,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import e2e_env
 from tests.helpers import copy_sweep, tsweep
 
@@ -78,6 +80,7 @@ def test_optuna_dashboard_shows_the_metric_and_links_each_trial(smoke_search, tm
         _stop(proc)
 
 
+@pytest.mark.slow  # the dashboard command test starts this server; what the parent run holds: test_dashboards_e2e
 def test_mlflow_server_shows_the_parent_run_its_report_and_the_childrens_units(smoke_sweep, fixture_data_dir, tmp_path):
     out = copy_sweep(smoke_sweep[0], tmp_path / "copy")
     r = tsweep("report", str(out), "--bootstrap", "20", env=e2e_env(fixture_data_dir))
