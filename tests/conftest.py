@@ -62,3 +62,18 @@ def _compiled_code_never_falls_back_silently(request):
     torch._dynamo.config.fail_on_recompile_limit_hit = True
     torch._dynamo.reset()
     yield
+
+
+@pytest.fixture(scope="session")
+def _made_sweep(tmp_path_factory):
+    from tests.analysis.test_analysis import make_sweep
+
+    return make_sweep(tmp_path_factory.mktemp("made") / "sweep")
+
+
+@pytest.fixture
+def made_sweep(_made_sweep, tmp_path):
+    """A copy of tests/analysis/test_analysis.py's fixture sweep (made once per session) to damage."""
+    import shutil
+
+    return shutil.copytree(_made_sweep, tmp_path / "sweep")

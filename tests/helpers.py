@@ -130,3 +130,6 @@ def gpu_machine_site(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "sitecustomize.py").write_text(_REFUSER)
     return folder
+
+
+DEEP = "[" * 100_000 + "]" * 100_000  # JSON nested past Python's decoder: json.loads raises RecursionError on it

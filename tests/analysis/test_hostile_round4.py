@@ -4,7 +4,6 @@ JSONDecodeError) in any of a sweep's state files, an adaptive record whose field
 files), never a traceback; an earlier report stays as it was.  Small fake sweeps on disk: no Ray, no training."""
 
 import json
-import shutil
 
 import pytest
 
@@ -14,28 +13,16 @@ from analysis.data.files import read_json
 from analysis.data.sweep_record import parse_record
 from sweeps.cli import main
 from sweeps.state.live import snapshot
-from tests.analysis.test_analysis import make_sweep
-from tests.helpers import refused
+from tests.helpers import DEEP, refused
 from transformer_core.errors import UserError
 from transformer_core.rundir import loads
 
-DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on it
 TRIAL = "A1-s1-0000abcd"  # a finished trial of make_sweep's
 
 
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory):
-    return make_sweep(tmp_path_factory.mktemp("round4") / "sweep")
-
-
-@pytest.fixture
-def sweep(clean, tmp_path):
-    return shutil.copytree(clean, tmp_path / "sweep")
-
-
-def _report(sweep, out, capsys) -> int:
+def _report(made_sweep, out, capsys) -> int:
     capsys.readouterr()
-    return main(["report", str(sweep), "--out", str(out), "--bootstrap", "20"])
+    return main(["report", str(made_sweep), "--out", str(out), "--bootstrap", "20"])
 
 
 def _files(folder):
@@ -60,38 +47,38 @@ def test_json_nested_too_deeply_is_unreadable_json_not_a_recursion_error(tmp_pat
     assert "\n" not in str(err.value)
 
 
-def test_a_sweep_json_nested_too_deeply_is_one_line_and_keeps_the_earlier_report(sweep, tmp_path, capsys):
+def test_a_sweep_json_nested_too_deeply_is_one_line_and_keeps_the_earlier_report(made_sweep, tmp_path, capsys):
     out = tmp_path / "report"
-    assert _report(sweep, out, capsys) == 0
+    assert _report(made_sweep, out, capsys) == 0
     before = _files(out)
-    (sweep / "sweep.json").write_text(DEEP)
-    for argv in (["status", sweep], ["status", sweep, "--watch"], ["report", sweep, "--out", out]):
+    (made_sweep / "sweep.json").write_text(DEEP)
+    for argv in (["status", made_sweep], ["status", made_sweep, "--watch"], ["report", made_sweep, "--out", out]):
         refused(argv, capsys, "sweep.json in ", "is unreadable: arrays or objects nested too deeply to read")
     assert _files(out) == before
 
 
-def _status(sweep, capsys) -> str:
+def _status(made_sweep, capsys) -> str:
     capsys.readouterr()
-    assert main(["status", str(sweep)]) == 0
+    assert main(["status", str(made_sweep)]) == 0
     out, err = capsys.readouterr()
     assert "Traceback" not in err, err
     return out
 
 
 @pytest.mark.parametrize("name", ["result.json", "trial.json", "attempts.jsonl", "metrics.jsonl"])
-def test_a_trial_file_nested_too_deeply_is_read_as_a_truncated_one(sweep, tmp_path, capsys, name):
+def test_a_trial_file_nested_too_deeply_is_read_as_a_truncated_one(made_sweep, tmp_path, capsys, name):
     """The trial is what the same file cut short makes of it (a corrupt result, a trial left out, a line not read):
     in collect, the live view, status and the report."""
-    path = sweep / "trials" / TRIAL / name
+    path = made_sweep / "trials" / TRIAL / name
     path.write_text('{"status": "fini' + ("\n" if name.endswith("l") else ""))
-    cut = (collect(sweep), [vars(t) for t in snapshot(sweep)], _status(sweep, capsys))
+    cut = (collect(made_sweep), [vars(t) for t in snapshot(made_sweep)], _status(made_sweep, capsys))
     path.write_text(DEEP + ("\n" if name.endswith("l") else ""))
-    deep = (collect(sweep), [vars(t) for t in snapshot(sweep)], _status(sweep, capsys))
+    deep = (collect(made_sweep), [vars(t) for t in snapshot(made_sweep)], _status(made_sweep, capsys))
     assert deep[0].equals(cut[0]) and deep[1:] == cut[1:]
     if name == "result.json":
         assert deep[0].set_index("trial_id").loc[TRIAL, "status"] == "corrupt: result.json"
         assert "corrupt: result.json" in deep[2]
-    assert _report(sweep, tmp_path / "report", capsys) == 0, capsys.readouterr().err
+    assert _report(made_sweep, tmp_path / "report", capsys) == 0, capsys.readouterr().err
     assert (tmp_path / "report" / "report.md").is_file()
 
 
@@ -133,15 +120,15 @@ def test_an_adaptive_record_of_the_wrong_types_is_damaged_in_one_line(case):
 
 
 @pytest.mark.parametrize("case", ["looks-a-string", "rounds-not-objects"])
-def test_the_report_of_a_damaged_adaptive_record_is_one_line_and_keeps_the_earlier_report(sweep, tmp_path, capsys,
+def test_the_report_of_a_damaged_adaptive_record_is_one_line_and_keeps_the_earlier_report(made_sweep, tmp_path, capsys,
                                                                                           case):  # fmt: skip
     fields, needle = DAMAGED[case]
     out = tmp_path / "report"
-    assert _report(sweep, out, capsys) == 0
+    assert _report(made_sweep, out, capsys) == 0
     before = _files(out)
-    state = json.loads((sweep / "sweep.json").read_text())
-    (sweep / "sweep.json").write_text(json.dumps({**state, "adaptive": {**BASE, **fields}}))
-    refused(["report", sweep, "--out", out, "--bootstrap", "20"], capsys, "its adaptive record is damaged", needle)
+    state = json.loads((made_sweep / "sweep.json").read_text())
+    (made_sweep / "sweep.json").write_text(json.dumps({**state, "adaptive": {**BASE, **fields}}))
+    refused(["report", made_sweep, "--out", out, "--bootstrap", "20"], capsys, "its adaptive record is damaged", needle)
     assert _files(out) == before
 
 
@@ -167,19 +154,19 @@ def test_sound_adaptive_records_read_as_before():
 
 # ------------------------------------------------------------------------------------------------ --bootstrap
 @pytest.mark.parametrize("value", ["99999999999999999999", "10001"])
-def test_a_bootstrap_too_large_is_refused_in_one_line(sweep, tmp_path, capsys, value):
-    refused(["report", sweep, "--out", tmp_path / "report", "--bootstrap", value], capsys,
+def test_a_bootstrap_too_large_is_refused_in_one_line(made_sweep, tmp_path, capsys, value):
+    refused(["report", made_sweep, "--out", tmp_path / "report", "--bootstrap", value], capsys,
             f"--bootstrap {value} is too many: allowed a whole number from 1 to 10,000 (default 1,000)")  # fmt: skip
     assert not (tmp_path / "report").exists()
 
 
-def test_an_evaluation_record_nested_too_deeply_is_read_as_damaged(sweep, tmp_path, capsys):
+def test_an_evaluation_record_nested_too_deeply_is_read_as_damaged(made_sweep, tmp_path, capsys):
     """The report's reader of a trial's evaluation records reads one nested too deeply as one it cannot read: the
     report is written."""
-    path = sweep / "trials" / TRIAL / "evals" / "ood.json"
+    path = made_sweep / "trials" / TRIAL / "evals" / "ood.json"
     path.parent.mkdir()
     path.write_text(DEEP)
-    assert _report(sweep, tmp_path / "report", capsys) == 0, capsys.readouterr().err
+    assert _report(made_sweep, tmp_path / "report", capsys) == 0, capsys.readouterr().err
     assert (tmp_path / "report" / "report.md").is_file()
 
 

@@ -6,27 +6,13 @@ live view only shows) read as plain status reads it; never a traceback, nothing 
 
 import json
 import math
-import shutil
 import time
 
 import pytest
 
 from sweeps.cli import main
-from tests.analysis.test_analysis import make_sweep
-from tests.helpers import SMOKE, refused, tiny_run_config
+from tests.helpers import DEEP, SMOKE, refused, tiny_run_config
 from transformer_core.finished import read_run
-
-DEEP = "[" * 100_000 + "]" * 100_000  # json.loads raises RecursionError on it
-
-
-@pytest.fixture(scope="module")
-def clean(tmp_path_factory):
-    return make_sweep(tmp_path_factory.mktemp("round4") / "sweep")
-
-
-@pytest.fixture
-def sweep(clean, tmp_path):
-    return shutil.copytree(clean, tmp_path / "sweep")
 
 
 # ------------------------------------------------------------------------------------------------ tsweep run --resume
@@ -77,7 +63,7 @@ def test_a_sound_run_directory_reads_as_before(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------- tsweep status --watch
-def _watch(sweep, capsys, monkeypatch, *flags) -> str:
+def _watch(made_sweep, capsys, monkeypatch, *flags) -> str:
     """`tsweep status SWEEP --watch` until its first pause, then Ctrl-C (make_sweep's A4 is still running)."""
 
     def interrupt(seconds):
@@ -85,7 +71,7 @@ def _watch(sweep, capsys, monkeypatch, *flags) -> str:
 
     monkeypatch.setattr(time, "sleep", interrupt)
     capsys.readouterr()
-    rc = main(["status", str(sweep), "--watch", *flags])
+    rc = main(["status", str(made_sweep), "--watch", *flags])
     out, err = capsys.readouterr()
     assert rc == 0 and "Traceback" not in err, err
     return out
@@ -96,29 +82,29 @@ def _watch(sweep, capsys, monkeypatch, *flags) -> str:
                {"created": math.inf, "max_concurrent": math.nan}, {"created": 10**400, "max_concurrent": 10**400}],
     ids=["created-a-string", "concurrent-a-string", "concurrent-a-list", "created-a-list", "not-finite", "huge"],
 )  # fmt: skip
-def test_status_watch_reads_damaged_fields_as_plain_status_does(sweep, capsys, monkeypatch, fields):
+def test_status_watch_reads_damaged_fields_as_plain_status_does(made_sweep, capsys, monkeypatch, fields):
     capsys.readouterr()
-    assert main(["status", str(sweep)]) == 0
+    assert main(["status", str(made_sweep)]) == 0
     plain = capsys.readouterr().out
-    state = json.loads((sweep / "sweep.json").read_text())
-    (sweep / "sweep.json").write_text(json.dumps({**state, **fields}))
+    state = json.loads((made_sweep / "sweep.json").read_text())
+    (made_sweep / "sweep.json").write_text(json.dumps({**state, **fields}))
     capsys.readouterr()
-    assert main(["status", str(sweep)]) == 0 and capsys.readouterr().out == plain
-    out = _watch(sweep, capsys, monkeypatch)
+    assert main(["status", str(made_sweep)]) == 0 and capsys.readouterr().out == plain
+    out = _watch(made_sweep, capsys, monkeypatch)
     assert out.endswith(plain) and "A1-s1-0000abcd s?: finished" in out  # the live view's lines, then the status table
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "1e400", "0", "0.4", "86401"])
-def test_a_watch_interval_outside_half_a_second_to_a_day_is_one_line(sweep, capsys, monkeypatch, value):
+def test_a_watch_interval_outside_half_a_second_to_a_day_is_one_line(made_sweep, capsys, monkeypatch, value):
     monkeypatch.setattr(time, "sleep", lambda seconds: (_ for _ in ()).throw(KeyboardInterrupt))  # never a wait
     shown = repr(float(value))
-    refused(["status", sweep, "--watch", "--interval", value], capsys,
+    refused(["status", made_sweep, "--watch", "--interval", value], capsys,
             f"--interval {shown} is invalid: allowed a number of seconds from 0.5 to 86400 (a day)")  # fmt: skip
 
 
 @pytest.mark.parametrize("value", ["0.5", "86400"])
-def test_a_watch_interval_within_the_range_watches(sweep, capsys, monkeypatch, value):
-    assert "A1-s1-0000abcd s?: finished" in _watch(sweep, capsys, monkeypatch, "--interval", value)
+def test_a_watch_interval_within_the_range_watches(made_sweep, capsys, monkeypatch, value):
+    assert "A1-s1-0000abcd s?: finished" in _watch(made_sweep, capsys, monkeypatch, "--interval", value)
 
 
 # ------------------------------------------------------------------------------------------------ tsweep estimate
