@@ -23,6 +23,7 @@ MAX_SEED = 2**32 - 1  # what every RNG a seed reaches takes: numpy's RandomState
 MAX_TOKENS_PER_BATCH = 1 << 20
 MAX_ACCUMULATE = 1 << 10
 MAX_VOCAB = 1 << 18
+MIN_VOCAB = 16  # the smallest shared BPE vocabulary a run takes
 
 SCHEDULES = ("rsqrt", "linear", "wsd")  # learning-rate schedules (optim.learning_rate)
 BEAM_STOPS = ("exact", "length")  # when a beam search ends early: see decoding.beam_search
@@ -142,7 +143,7 @@ class DataConfig:
     data_dir: Optional[str] = None  # run-only
 
     def __post_init__(self) -> None:
-        check_int("vocab", self.vocab, minimum=16, maximum=MAX_VOCAB)
+        check_int("vocab", self.vocab, minimum=MIN_VOCAB, maximum=MAX_VOCAB)
         check_choice("task", self.task, TASKS)
         if not isinstance(self.corpus, str) or not self.corpus:
             refuse("corpus", self.corpus, "a recipe name (see 'tsweep data list')")

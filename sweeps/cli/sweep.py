@@ -393,7 +393,7 @@ def _watch(sweep_dir, interval: float) -> int:
 
     state = read_sweep_state(sweep_dir)
     concurrent = _recorded(state.get("max_concurrent"), 2, 1, 10_000)
-    view = LiveView(local_view(sweep_dir), int(concurrent or 2), interval=interval,
+    view = LiveView(local_view(sweep_dir), int(concurrent), interval=interval,
                     refresh=lambda: local_view(sweep_dir))  # fmt: skip
     started = _recorded(state.get("created"), None, 0, 1e12)  # epoch seconds (1e12: the year 33658)
     if started:

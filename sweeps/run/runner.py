@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional, cast
 
 from analysis.data.sweep_record import write_record
 from sweeps.spec.profiles import get_profile, scale_warning
-from sweeps.spec.sweep_spec import Spec, SpecError, Trial
+from sweeps.spec.sweep_spec import Spec, Trial
 from sweeps.state.diskfull import no_space, no_space_message
 from sweeps.state.lock import SweepLock
 from sweeps.state.records import RoundRecord, Summary, SummaryEntry, TrialResult
@@ -250,8 +250,6 @@ def open_sweep(
     env_worker_bound()  # TSWEEP_WORKER_MEMORY checked here, not by a worker after its first trial
     profile = get_profile(profile_name)
     trials = spec.trials(profile)
-    if spec.search and len(spec.rows) > 1:
-        raise SpecError("search: a search tunes the base configuration; remove 'rows' (or 'search')")
     store, location, local = locate(sweep_dir, address, spec.tracking.get("uri"))
     before = check_state(read_state(store, local, location), spec.name, profile_name, resume, location, profile.rules())
     check_seeds(before, spec.seeds, spec.adaptive, location)

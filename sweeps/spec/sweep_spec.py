@@ -25,7 +25,7 @@ from transformer_core.errors import ConfigError, UserError, did_you_mean
 from transformer_core.knobs import KnobValue, RunValues
 from transformer_core.lm_task import check as check_lm
 from transformer_core.memory import check_memory
-from transformer_core.run_config import MAX_SEED, MAX_VOCAB, TASKS, TRAIN_KEYS, RunConfig, make_run_config
+from transformer_core.run_config import MAX_SEED, MAX_VOCAB, MIN_VOCAB, TASKS, TRAIN_KEYS, RunConfig, make_run_config
 from transformer_core.rundir import SAFE_ALLOWED, SAFE_NAME, TrialRecord
 
 from .bounds import check_plan_size, read_document
@@ -568,7 +568,7 @@ def parse_spec(doc: Any, source: Optional[str] = None) -> Spec:
         except UserError as exc:
             raise SpecError(f"corpus.direction: {exc}") from None
     if "vocab" in corpus:
-        _number(corpus["vocab"], "corpus.vocab", 16, integer=True, hi=MAX_VOCAB)
+        _number(corpus["vocab"], "corpus.vocab", MIN_VOCAB, integer=True, hi=MAX_VOCAB)
     seeds, adaptive = _parse_seeds(doc.get("seeds", [1]))
     if adaptive and doc.get("search") is not None:
         raise SpecError("seeds: adaptive seeds ({min, max}) judge claims across rows; a search has none: give a list")

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import DataError
-from ..run_config import MAX_VOCAB
+from ..run_config import MAX_VOCAB, MIN_VOCAB
 from .clean import CleanRules, clean_pairs, remove_leakage
 from .input_error import DataInputError
 from .recipes import RECIPES, RawCorpus, get_recipe
@@ -40,7 +40,6 @@ PAD, BOS, EOS, UNK = 0, 1, 2, 3
 META_KEYS = ("name", "direction", "langs", "sizes", "fingerprint")  # what every reader of meta.json relies on
 SIDES = ("src", "tgt")  # a parallel corpus's sides
 LM_SIDES = ("text",)  # a language model's corpus: one side (data/monolingual.py)
-MIN_VOCAB = 16  # the smallest vocabulary size a run config takes (run_config.RunConfig's vocab)
 DATA_DIR_ALLOWED = "allowed a directory this user can write, made if missing (--data-dir or $TSWEEP_DATA_DIR)"
 
 
